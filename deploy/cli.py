@@ -1,0 +1,95 @@
+"""``tritonkit serve``: the real tritonserver on this machine, serving the project's repository."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from deploy.errors import ServerError
+from deploy.server import MODEL_CONTROL_MODES, LocalServer, ServerConfig
+
+EPILOG = """\
+environment: HTTP_PORT, GRPC_PORT, METRICS_PORT (defaults 8000, 8001, 8002) and MODEL_REPOSITORY.
+
+The server binds 127.0.0.1 unless --address says otherwise. It runs until Ctrl-C or SIGTERM, then
+stops its Python-backend stubs and removes the /dev/shm regions they used. Arguments after `--`
+go to tritonserver unchanged, e.g. `tritonkit serve -- --log-info=false`.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = ServerConfig.__dataclass_fields__
+    parser.add_argument("--repository", type=Path, help="model repository (default: $MODEL_REPOSITORY or ./model_repository)")
+    parser.add_argument("--address", default=defaults["address"].default, help="bind address for all endpoints")
+    parser.add_argument("--http-port", type=int, help="default: $HTTP_PORT or 8000")
+    parser.add_argument("--grpc-port", type=int, help="default: $GRPC_PORT or 8001")
+    parser.add_argument("--metrics-port", type=int, help="default: $METRICS_PORT or 8002")
+    parser.add_argument("--model-control-mode", choices=MODEL_CONTROL_MODES, default="explicit",
+                        help="explicit (default) lets clients load/unload models without a restart")
+    parser.add_argument("--load-model", action="append", dest="load_models",
+                        help="model to load at start in explicit mode (repeatable; default: all)")
+    parser.add_argument("--response-cache-bytes", type=int, default=0,
+                        help="size of the response cache; models enable it with response_cache")
+    parser.add_argument("--no-summary-latencies", action="store_true", help="omit latency quantile summaries")
+    parser.add_argument("--exit-timeout", type=int, default=30, help="seconds shutdown waits for in-flight requests")
+    parser.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
+    parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for ready")
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    given = {
+        "model_repository": args.repository, "http_port": args.http_port, "grpc_port": args.grpc_port,
+        "metrics_port": args.metrics_port,
+        "load_models": tuple(args.load_models) if args.load_models else None,
+    }
+    extra = [a for a in args.extra if a != "--"]
+    return ServerConfig(
+        **{k: v for k, v in given.items() if v is not None},
+        address=args.address, model_control_mode=args.model_control_mode,
+        response_cache_bytes=args.response_cache_bytes, summary_latencies=not args.no_summary_latencies,
+        exit_timeout_s=args.exit_timeout, log_verbose=args.log_verbose, ready_timeout_s=args.ready_timeout,
+        extra_args=tuple(extra),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"serve: error: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    server = LocalServer(config)
+    print(f"serve: starting tritonserver on {config.model_repository} (log: {server.log_path})", flush=True)
+    try:
+        server.start()
+    except ServerError as exc:
+        print(f"serve: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}", flush=True)
+    try:
+        while not stop.wait(0.5):
+            if not server.running:
+                print(f"serve: error: tritonserver exited\n{server.log_excerpt()}", file=sys.stderr)
+                return 1
+    finally:
+        print("serve: stopping", flush=True)
+        left = server.stop()
+        if left:
+            print(f"serve: error: left behind after stop: {left}", file=sys.stderr)
+        else:
+            print("serve: stopped; no stub process or /dev/shm region left", flush=True)
+    return 1 if left else 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("serve", help="run the local tritonserver until Ctrl-C", description=__doc__,
+                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.set_defaults(handler=run)

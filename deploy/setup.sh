@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Set-up for a fresh machine (CPU only, no Docker engine), idempotent.
+#
+#   .venv/                    Python 3.11 with the pins of pyproject.toml (constrained by requirements.lock)
+#   .venv/bin/perf_analyzer   the binary of tritonclient==2.51.0 (matches the 2.51 server), with its two
+#                             libraries resolved to the copies that nvidia-pytriton ships
+#   libpython3.11             the Debian library the Python-backend stub links to (apt-get when missing)
+#
+# A second run compares a hash of its inputs with the stamp in .venv and returns at once.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${VENV:-$ROOT/.venv}
+STAMP="$VENV/.setup-stamp"
+PERF_ANALYZER_CLIENT=tritonclient==2.51.0
+
+cd "$ROOT"
+want=$(cat pyproject.toml requirements.lock deploy/setup.sh | sha256sum | cut -d' ' -f1)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
+    echo "setup: .venv is up to date"
+    exit 0
+fi
+
+apt_install() {
+    echo "setup: installing $* with apt-get"
+    if ! command -v apt-get >/dev/null; then
+        echo "setup: error: $* missing and apt-get is not available; install it by hand" >&2
+        exit 1
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# The stub of the Python backend is linked against the system's libpython3.11.so.1.0.
+if ! ldconfig -p | grep -q 'libpython3\.11\.so\.1\.0'; then
+    apt_install libpython3.11
+fi
+
+PYTHON=${PYTHON:-$(command -v python3.11 || true)}
+if [[ -z "$PYTHON" ]]; then
+    apt_install python3.11 python3.11-venv
+    PYTHON=/usr/bin/python3.11
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    echo "setup: creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV"
+fi
+echo "setup: installing pinned dependencies (first run takes a few minutes)"
+"$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e . 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+
+# perf_analyzer: only the binary of the 2.51.0 client wheel, downloaded without its dependencies.
+SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+LIBS="$SITE/nvidia_pytriton.libs"
+PA_DIR="$VENV/lib/perf_analyzer"
+if [[ ! -x "$PA_DIR/perf_analyzer" ]]; then
+    echo "setup: extracting perf_analyzer from $PERF_ANALYZER_CLIENT"
+    tmp=$(mktemp -d)
+    "$VENV/bin/pip" download -q --no-deps --disable-pip-version-check "$PERF_ANALYZER_CLIENT" -d "$tmp" 2>/dev/null
+    mkdir -p "$PA_DIR"
+    "$VENV/bin/python" - "$tmp" "$PA_DIR" <<'PY'
+import pathlib, sys, zipfile
+wheel = next(pathlib.Path(sys.argv[1]).glob("tritonclient-*.whl"))
+target = pathlib.Path(sys.argv[2]) / "perf_analyzer"
+with zipfile.ZipFile(wheel) as zf:
+    name = next(n for n in zf.namelist() if n.endswith("/bin/perf_analyzer"))
+    target.write_bytes(zf.read(name))
+target.chmod(0o755)
+PY
+    rm -rf "$tmp"
+fi
+# The binary asks for the plain sonames; nvidia-pytriton ships them under hashed names.
+ln -sf "$(ls "$LIBS"/libb64-*.so.0d | head -n1)" "$PA_DIR/libb64.so.0d"
+ln -sf "$(ls "$LIBS"/libcudart-*.so.12* | head -n1)" "$PA_DIR/libcudart.so.12"
+cat > "$VENV/bin/perf_analyzer" <<EOF
+#!/usr/bin/env bash
+# perf_analyzer from $PERF_ANALYZER_CLIENT, written by deploy/setup.sh
+export LD_LIBRARY_PATH="$PA_DIR:$LIBS\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+exec "$PA_DIR/perf_analyzer" "\$@"
+EOF
+chmod +x "$VENV/bin/perf_analyzer"
+"$VENV/bin/perf_analyzer" --version >/dev/null 2>&1 || "$VENV/bin/perf_analyzer" --help >/dev/null 2>&1 \
+    || { echo "setup: error: perf_analyzer does not run" >&2; exit 1; }
+
+echo "$want" > "$STAMP"
+echo "setup: done ($VENV)"

@@ -1,0 +1,20 @@
+"""Errors of the export step; each names the value or model at fault."""
+
+
+class ExportError(Exception):
+    """Base class: an export could not be done as asked."""
+
+
+class SpecError(ExportError, ValueError):
+    """A model specification or a command-line setting is invalid."""
+
+
+class ParityError(ExportError):
+    """An exported model does not compute what the eager model computes."""
+
+
+class UnknownModelError(ExportError, KeyError):
+    """A model name that neither the zoo nor export/models.toml knows."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])

@@ -1,0 +1,158 @@
+"""The served-model specification: one ``ModelSpec`` per served variant, validated on creation.
+
+The config generator, the load-test payloads and the tests all read a ``ModelSpec``; nothing else
+re-types tensor names or shapes. Values are checked early and errors name the bad value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from export.errors import SpecError
+
+# KServe v2 datatype names; the config uses the same names with a TYPE_ prefix (BYTES is TYPE_STRING).
+DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES")
+INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
+PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise SpecError(f"{kind} name {name!r} must match {NAME_PATTERN.pattern}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """One input or output tensor as clients see it."""
+
+    name: str
+    """Public tensor name; clients depend on it."""
+    datatype: str
+    """KServe v2 datatype, one of ``DATATYPES``."""
+    dims: tuple[int, ...]
+    """Shape without the batch dimension; -1 marks a dynamic dimension."""
+    optional: bool = False
+    """Inputs only: the request may omit it."""
+
+    def __post_init__(self) -> None:
+        _check_name("tensor", self.name)
+        if self.datatype not in DATATYPES:
+            raise SpecError(f"tensor {self.name!r}: datatype {self.datatype!r} is not one of {DATATYPES}")
+        object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
+        if not self.dims or any(d == 0 or d < -1 for d in self.dims):
+            raise SpecError(f"tensor {self.name!r}: dims {list(self.dims)} must be non-empty, each > 0 or -1")
+
+    @classmethod
+    def parse(cls, text: str) -> "TensorSpec":
+        """``NAME:DTYPE:DIMS`` as on the command line, e.g. ``PIXELS:FP32:64`` or ``ids:INT64:-1``."""
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise SpecError(f"tensor spec {text!r} is not NAME:DTYPE:DIMS (dims comma-separated, -1 dynamic)")
+        name, datatype, dims = parts
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise SpecError(f"tensor spec {text!r}: dims {dims!r} are not comma-separated integers") from None
+        return cls(name, datatype.upper(), shape)
+
+    @property
+    def config_datatype(self) -> str:
+        return "TYPE_STRING" if self.datatype == "BYTES" else f"TYPE_{self.datatype}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamicBatching:
+    """Triton's dynamic batcher: merges requests that arrive close together into one execution."""
+
+    max_queue_delay_us: int = 100
+    """How long the first request may wait for others to join its batch."""
+    preferred_batch_sizes: tuple[int, ...] = ()
+    """Batch sizes the batcher sends at once when it can form them; each <= max_batch_size."""
+    preserve_ordering: bool = False
+    """Return responses in arrival order."""
+
+    def __post_init__(self) -> None:
+        if self.max_queue_delay_us < 0:
+            raise SpecError(f"max_queue_delay_us={self.max_queue_delay_us} is negative")
+        object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(int(s) for s in self.preferred_batch_sizes)))
+        if any(s < 1 for s in self.preferred_batch_sizes):
+            raise SpecError(f"preferred_batch_sizes {list(self.preferred_batch_sizes)} must all be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceGroup:
+    """Copies of the model that execute in parallel."""
+
+    count: int = 1
+    """Number of instances; on the local server each is its own process."""
+    kind: str = "KIND_CPU"
+    """``KIND_CPU`` | ``KIND_GPU`` | ``KIND_AUTO``."""
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise SpecError(f"instance count {self.count} must be >= 1")
+        if self.kind not in INSTANCE_KINDS:
+            raise SpecError(f"instance kind {self.kind!r} is not one of {INSTANCE_KINDS}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """A served model variant: everything its ``config.pbtxt`` says."""
+
+    name: str
+    """Model name in the repository and in request URLs."""
+    inputs: tuple[TensorSpec, ...]
+    """Inputs in the order the model's ``forward`` takes them."""
+    outputs: tuple[TensorSpec, ...]
+    """Outputs in the order the model returns them."""
+    platform: str = "pytorch_libtorch"
+    """Triton platform; ``pytorch_libtorch`` runs natively in the NGC container, through backends/pytorch locally."""
+    max_batch_size: int = 0
+    """Largest batch one request or one merged execution may carry; 0 disables batching."""
+    dynamic_batching: DynamicBatching | None = None
+    """Dynamic batcher settings; needs ``max_batch_size > 0``."""
+    instance_groups: tuple[InstanceGroup, ...] = (InstanceGroup(),)
+    """Instance groups."""
+    warmup: bool = True
+    """Run one request per warmup batch size while loading, so the first client request is not slow."""
+    parameters: tuple[tuple[str, str], ...] = ()
+    """Backend parameters (``key``, ``value``)."""
+    version: int = 1
+    """Version folder the export writes."""
+    description: str = ""
+    """What this model is, for README and manifests."""
+
+    def __post_init__(self) -> None:
+        _check_name("model", self.name)
+        if self.platform not in PLATFORMS:
+            raise SpecError(f"model {self.name!r}: platform {self.platform!r} is not one of {PLATFORMS}")
+        if not self.inputs or not self.outputs:
+            raise SpecError(f"model {self.name!r} needs at least one input and one output")
+        names = [t.name for t in (*self.inputs, *self.outputs)]
+        if len(set(names)) != len(names):
+            raise SpecError(f"model {self.name!r}: tensor names repeat: {names}")
+        if self.max_batch_size < 0:
+            raise SpecError(f"model {self.name!r}: max_batch_size={self.max_batch_size} is negative")
+        if self.dynamic_batching is not None:
+            if self.max_batch_size == 0:
+                raise SpecError(f"model {self.name!r}: dynamic batching needs max_batch_size > 0")
+            too_big = [s for s in self.dynamic_batching.preferred_batch_sizes if s > self.max_batch_size]
+            if too_big:
+                raise SpecError(
+                    f"model {self.name!r}: preferred_batch_sizes {too_big} exceed max_batch_size={self.max_batch_size}"
+                )
+        if self.version < 1:
+            raise SpecError(f"model {self.name!r}: version {self.version} must be >= 1")
+        object.__setattr__(self, "parameters", tuple(sorted(dict(self.parameters).items())))
+
+    def input(self, name: str) -> TensorSpec:
+        for tensor in self.inputs:
+            if tensor.name == name:
+                return tensor
+        raise KeyError(f"model {self.name!r} has no input {name!r}")
+
+    def replace(self, **changes: Any) -> "ModelSpec":
+        return dataclasses.replace(self, **changes)

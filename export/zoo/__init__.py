@@ -1,0 +1,22 @@
+"""Built-in models: each module has ``build() -> ZooModel`` with real weights and real reference data."""
+
+from __future__ import annotations
+
+import importlib
+
+from export.errors import UnknownModelError
+from export.zoo.base import ZooModel
+
+BUILDERS = {
+    "digits": "export.zoo.digits",
+}
+
+
+def import_builder(name: str):
+    if name not in BUILDERS:
+        raise UnknownModelError(f"no built-in model {name!r}; built-in models: {sorted(BUILDERS)}")
+    return importlib.import_module(BUILDERS[name])
+
+
+def build(name: str) -> ZooModel:
+    return import_builder(name).build()

@@ -1,0 +1,82 @@
+"""``digits``: an MLP trained at export time on scikit-learn's handwritten digits (real 8x8 scans).
+
+Public interface: ``PIXELS`` FP32 [64], raw pixel values 0..16 as ``load_digits`` gives them;
+``PROBABILITIES`` FP32 [10], softmax over the digits 0-9. The scaling to 0..1 is inside the model,
+so clients send the data as it comes. 20% of the scans are held out for the accuracy check.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+from torch import nn
+
+from export.spec import TensorSpec
+from export.zoo.base import ZooModel, cached_state_dict
+
+INPUTS = (TensorSpec("PIXELS", "FP32", (64,)),)
+OUTPUTS = (TensorSpec("PROBABILITIES", "FP32", (10,)),)
+TRAINING = {"hidden": (128, 64), "epochs": 300, "lr": 1e-2, "weight_decay": 1e-4, "seed": 0}
+
+
+class DigitsMLP(nn.Module):
+    def __init__(self, hidden: tuple[int, ...] = TRAINING["hidden"]):
+        super().__init__()
+        layers, width = [], 64
+        for size in hidden:
+            layers += [nn.Linear(width, size), nn.ReLU()]
+            width = size
+        self.body = nn.Sequential(*layers, nn.Linear(width, 10))
+
+    def forward(self, PIXELS: torch.Tensor) -> torch.Tensor:  # noqa: N803 - forward names are the public names
+        return torch.softmax(self.body(PIXELS / 16.0), dim=-1)
+
+
+@lru_cache(maxsize=1)
+def split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x_train, x_test, y_train, y_test): float32 pixels 0..16 and int64 labels, 80/20 stratified."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    data = load_digits()
+    x = data.data.astype(np.float32)
+    y = data.target.astype(np.int64)
+    return tuple(train_test_split(x, y, test_size=0.2, random_state=0, stratify=y))
+
+
+def train() -> dict[str, torch.Tensor]:
+    x_train, _, y_train, _ = split()
+    torch.manual_seed(TRAINING["seed"])
+    model = DigitsMLP()
+    optimiser = torch.optim.Adam(model.parameters(), lr=TRAINING["lr"], weight_decay=TRAINING["weight_decay"])
+    x, y = torch.from_numpy(x_train), torch.from_numpy(y_train)
+    model.train()
+    for _ in range(TRAINING["epochs"]):  # full batch: 1437 samples
+        optimiser.zero_grad()
+        logits = model.body(x / 16.0)
+        nn.functional.cross_entropy(logits, y).backward()
+        optimiser.step()
+    return model.state_dict()
+
+
+def accuracy(probabilities: np.ndarray, labels: np.ndarray) -> float:
+    return float((np.asarray(probabilities).argmax(axis=1) == labels).mean())
+
+
+def build() -> ZooModel:
+    model = DigitsMLP()
+    model.load_state_dict(cached_state_dict("digits", TRAINING, train))
+    model.eval()
+    _, x_test, _, _ = split()
+    return ZooModel(
+        name="digits",
+        module=model,
+        inputs=INPUTS,
+        outputs=OUTPUTS,
+        example_inputs=(torch.from_numpy(x_test[:8]),),
+        reference_inputs=(torch.from_numpy(x_test),),
+        atol=1e-5,
+        description="MLP trained on scikit-learn's digits (real scans), 20% held out",
+    )
