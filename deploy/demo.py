@@ -1,3 +1,106 @@
-"""placeholder"""
-def register(subparsers):
-    pass
+"""``tritonkit demo`` (make demo): the main job end to end on this machine.
+
+Export every built-in model (checked against eager PyTorch), start the real tritonserver, send the
+held-out digits over HTTP and gRPC, print the answers and what the server's own metrics say about
+them, stop the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from deploy.client import connect, infer, metrics, model_metric
+from deploy.errors import ServerError
+from deploy.server import LocalServer, ServerConfig
+from export import catalog
+from export.errors import ExportError
+
+
+def _export_all(repository) -> None:
+    from export.pipeline import export_entry
+
+    print("== export: TorchScript, checked against eager PyTorch on real data")
+    for name, entry in catalog.load().items():
+        manifest = export_entry(entry, repository)
+        for conversion in manifest["conversions"]:
+            state = "up to date" if manifest.get("up_to_date") else "exported"
+            print(f"  {name:<10} {conversion['format']}/{conversion['precision']}  {state}, "
+                  f"max |eager - export| = {conversion['max_abs_error']:.2e}")
+
+
+def _digits(server: LocalServer) -> None:
+    from export.zoo.digits import accuracy, split
+
+    _, x_test, _, y_test = split()
+    cfg = server.config
+    grpc = connect("grpc", cfg.grpc_url)
+    before = metrics(cfg.metrics_url)
+
+    print(f"\n== digits: {len(x_test)} held-out scans, one request per scan, 16 at a time over HTTP")
+    started = time.perf_counter()
+    local = threading.local()  # one HTTP connection per thread, as a real client pool would keep
+
+    def one(row):
+        if not hasattr(local, "client"):
+            local.client = connect("http", cfg.http_url)
+        return infer(local.client, "digits", {"PIXELS": row[None]})["PROBABILITIES"][0]
+
+    with ThreadPoolExecutor(16) as pool:
+        rows = list(pool.map(one, x_test))
+    elapsed = time.perf_counter() - started
+    http_probs = np.stack(rows)
+    print(f"  accuracy {accuracy(http_probs, y_test):.4f} in {elapsed:.2f} s ({len(x_test) / elapsed:.0f} requests/s)")
+
+    grpc_probs = np.concatenate([
+        infer(grpc, "digits", {"PIXELS": x_test[i:i + 64]})["PROBABILITIES"] for i in range(0, len(x_test), 64)
+    ])
+    print(f"  gRPC in batches of 64: accuracy {accuracy(grpc_probs, y_test):.4f}, "
+          f"max |HTTP - gRPC| = {np.abs(http_probs - grpc_probs).max():.2e}")
+
+    print("\n  scan  label  predicted  confidence")
+    for i in range(8):
+        print(f"  {i:>4}  {y_test[i]:>5}  {http_probs[i].argmax():>9}  {http_probs[i].max():>10.4f}")
+
+    after = metrics(cfg.metrics_url)
+    requests = model_metric(after, "nv_inference_count", "digits") - model_metric(before, "nv_inference_count", "digits")
+    executions = model_metric(after, "nv_inference_exec_count", "digits") - model_metric(before, "nv_inference_exec_count", "digits")
+    queue_us = model_metric(after, "nv_inference_queue_duration_us", "digits") - model_metric(before, "nv_inference_queue_duration_us", "digits")
+    compute_us = model_metric(after, "nv_inference_compute_infer_duration_us", "digits") - model_metric(before, "nv_inference_compute_infer_duration_us", "digits")
+    calls = model_metric(after, "nv_inference_request_success", "digits") - model_metric(before, "nv_inference_request_success", "digits")
+    print(f"\n== server metrics for digits (from {cfg.metrics_url})")
+    print(f"  {int(calls)} requests, {int(requests)} inferences in {int(executions)} executions: "
+          f"dynamic batching formed batches of {requests / max(executions, 1):.1f} on average")
+    print(f"  mean queue {queue_us / max(calls, 1):.0f} us, mean compute {compute_us / max(calls, 1):.0f} us per request")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = ServerConfig()
+    try:
+        _export_all(config.model_repository)
+        server = LocalServer(config)
+        print(f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, "
+              f"metrics {config.metrics_url}")
+        server.start()
+        try:
+            print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
+            _digits(server)
+        finally:
+            print("\n== stop")
+            left = server.stop()
+    except (ServerError, ExportError) as exc:
+        print(f"demo: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"  server stopped, log at {server.log_path}" + (f"; LEFT BEHIND: {left}" if left else ""))
+    return 1 if left else 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("demo", help="export, serve, send real requests, print results, stop",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(handler=run)

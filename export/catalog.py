@@ -28,7 +28,7 @@ class CatalogEntry:
     """ModelSpec fields as written in the file."""
 
     def spec(self, zoo: ZooModel, **overrides: Any) -> ModelSpec:
-        values = {**self.settings, **{k: v for k, v in overrides.items() if v is not None}}
+        values = {**self.settings, **overrides}
         unknown = set(values) - _SPEC_KEYS
         if unknown:
             raise SpecError(f"model {self.name!r}: unknown settings {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}")

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def overrides(args: argparse.Namespace, entry: catalog.CatalogEntry) -> dict:
     """The serving flags given on the command line, merged into the entry's settings."""
-    result = {"max_batch_size": args.max_batch_size, "warmup": args.warmup, "version": args.version}
+    given = {"max_batch_size": args.max_batch_size, "warmup": args.warmup, "version": args.version}
+    result = {k: v for k, v in given.items() if v is not None}
     batching = dict(entry.settings.get("dynamic_batching") or {})
     if args.max_queue_delay_us is not None:
         batching["max_queue_delay_us"] = args.max_queue_delay_us
@@ -62,8 +63,7 @@ def overrides(args: argparse.Namespace, entry: catalog.CatalogEntry) -> dict:
         batching["preferred_batch_sizes"] = args.preferred_batch_sizes
     if args.no_dynamic_batching:
         result["dynamic_batching"] = None
-        entry.settings.pop("dynamic_batching", None)
-    elif batching:
+    elif args.max_queue_delay_us is not None or args.preferred_batch_sizes is not None:
         result["dynamic_batching"] = DynamicBatching(**batching)
     if args.instances is not None or args.kind is not None:
         groups = entry.settings.get("instance_groups") or [{}]

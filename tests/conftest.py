@@ -1,0 +1,77 @@
+"""Shared fixtures: the real tritonserver, started once per session on free ports.
+
+The server serves model_repository/ after the built-in models are exported into it (an export
+that is up to date is skipped). If the server does not come up within its ready timeout the
+session fails with the server's log instead of hanging.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from deploy.client import connect
+from deploy.errors import ServerStartError
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
+
+READY_TIMEOUT_S = 180
+
+
+def free_ports(count: int = 3) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def server_config(repository: Path, **kwargs) -> ServerConfig:
+    http, grpc, metrics = free_ports()
+    return ServerConfig(model_repository=repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
+                        ready_timeout_s=READY_TIMEOUT_S, exit_timeout_s=10, **kwargs)
+
+
+def start_or_fail(config: ServerConfig) -> LocalServer:
+    server = LocalServer(config)
+    try:
+        return server.start()
+    except ServerStartError as exc:
+        pytest.fail(f"tritonserver did not start: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def repository() -> Path:
+    from export import catalog
+    from export.pipeline import export_entry
+
+    for entry in catalog.load().values():
+        export_entry(entry, DEFAULT_REPOSITORY)
+    return DEFAULT_REPOSITORY
+
+
+@pytest.fixture(scope="session")
+def server(repository):
+    server = start_or_fail(server_config(repository))
+    yield server
+    left = server.stop()
+    assert not left, f"the session server left behind: {left}"
+
+
+@pytest.fixture(params=["http", "grpc"])
+def protocol(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def client(server, protocol):
+    url = server.config.http_url if protocol == "http" else server.config.grpc_url
+    client = connect(protocol, url)
+    yield client
+    client.close()
