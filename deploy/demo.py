@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
     except (ServerError, ExportError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 1
-    print(f"  server stopped, log at {server.log_path}" + (f"; LEFT BEHIND: {left}" if left else ""))
+    print(f"  server stopped; " + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
+          + f"; log: {server.log_path}")
     return 1 if left else 0
 
 
