@@ -25,13 +25,13 @@ from export.errors import ExportError
 def _export_all(repository) -> None:
     from export.pipeline import export_entry
 
-    print("== export: TorchScript, checked against eager PyTorch on real data")
-    for name, entry in catalog.load().items():
-        manifest = export_entry(entry, repository)
-        for conversion in manifest["conversions"]:
-            state = "up to date" if manifest.get("up_to_date") else "exported"
-            print(f"  {name:<10} {conversion['format']}/{conversion['precision']}  {state}, "
-                  f"max |eager - export| = {conversion['max_abs_error']:.2e}")
+    print("== export: each variant checked against eager PyTorch FP32 on random and real data")
+    for entry in catalog.load().values():
+        for done in export_entry(entry, repository):
+            state = "up to date" if done.up_to_date else done.result.status
+            print(f"  {done.spec.name:<14} {str(done.variant):<17} {state:<10} {done.result.details()}")
+            if not done.result.ok:
+                raise ExportError(f"{done.spec.name}: {done.result.summary()}")
 
 
 def _digits(server: LocalServer) -> None:

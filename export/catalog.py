@@ -9,12 +9,13 @@ from typing import Any
 
 from export.errors import SpecError, UnknownModelError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec
+from export.variants import TARGETS, Variant
 from export.zoo.base import ZooModel
 
 CATALOG = Path(__file__).with_name("models.toml")
-FORMATS = ("torchscript",)  # Torch-TensorRT and ONNX arrive with their converters
-_ENTRY_KEYS = {"builder", "formats"}
-_SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs"}
+_ENTRY_KEYS = {"builder", "variants"}
+_SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
+                                                                 "tensorrt_accelerator"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,16 +23,27 @@ class CatalogEntry:
     name: str
     builder: str
     """Zoo builder that makes the eager model (export/zoo)."""
-    formats: tuple[str, ...]
-    """Export formats, each one of ``FORMATS``."""
+    variants: dict[str, tuple[Variant, ...]]
+    """Per target (``cpu``, ``gpu``): the variants ``make export`` writes; the first is the public name."""
     settings: dict[str, Any]
     """ModelSpec fields as written in the file."""
 
-    def spec(self, zoo: ZooModel, **overrides: Any) -> ModelSpec:
+    def spec(self, zoo: ZooModel, variant: Variant = Variant("torchscript"), target: str = "cpu",
+             **overrides: Any) -> ModelSpec:
+        """The served config of one variant: catalog settings, then the variant's, then ``overrides``."""
         values = {**self.settings, **overrides}
         unknown = set(values) - _SPEC_KEYS
         if unknown:
             raise SpecError(f"model {self.name!r}: unknown settings {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}")
+        values["platform"] = variant.platform
+        values["precision"] = variant.precision
+        # ONNX below FP32 means the TensorRT accelerator inside Triton's onnxruntime backend.
+        values["tensorrt_accelerator"] = variant.format == "onnx" and variant.precision != "fp32"
+        if target == "gpu":
+            groups = values.get("instance_groups") or [{}]
+            values["instance_groups"] = [
+                {**(g if isinstance(g, dict) else dataclasses.asdict(g)), "kind": "KIND_GPU"} for g in groups
+            ]
         if isinstance(values.get("dynamic_batching"), dict):
             values["dynamic_batching"] = DynamicBatching(**values["dynamic_batching"])
         if "instance_groups" in values:
@@ -42,7 +54,7 @@ class CatalogEntry:
             values["parameters"] = tuple(values["parameters"].items())
         values.setdefault("description", zoo.description)
         try:
-            return ModelSpec(name=self.name, inputs=zoo.inputs, outputs=zoo.outputs, **values)
+            return ModelSpec(name=variant.model_name(self.name), inputs=zoo.inputs, outputs=zoo.outputs, **values)
         except TypeError as exc:
             raise SpecError(f"model {self.name!r}: {exc}") from None
 
@@ -52,12 +64,19 @@ def load(path: Path = CATALOG) -> dict[str, CatalogEntry]:
         raw = tomllib.load(handle)
     entries = {}
     for name, table in raw.items():
-        formats = tuple(table.get("formats", ("torchscript",)))
-        bad = [f for f in formats if f not in FORMATS]
-        if bad:
-            raise SpecError(f"{path}: model {name!r}: formats {bad} are not among {FORMATS}")
+        variants = table.get("variants", {"cpu": ["torchscript/fp32"]})
+        unknown = set(variants) - set(TARGETS)
+        if unknown:
+            raise SpecError(f"{path}: model {name!r}: variant targets {sorted(unknown)} are not among {TARGETS}")
+        try:
+            parsed = {t: tuple(Variant.parse(v) for v in variants.get(t, ())) for t in TARGETS}
+            for target, listed in parsed.items():
+                for variant in listed:
+                    variant.check_target(target)
+        except SpecError as exc:
+            raise SpecError(f"{path}: model {name!r}: {exc}") from None
         settings = {k: v for k, v in table.items() if k not in _ENTRY_KEYS}
-        entries[name] = CatalogEntry(name, table.get("builder", name), formats, settings)
+        entries[name] = CatalogEntry(name, table.get("builder", name), parsed, settings)
     return entries
 
 

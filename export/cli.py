@@ -1,36 +1,46 @@
-"""``tritonkit export``: built-in models from export/models.toml into the Triton repository."""
+"""``tritonkit export``: PyTorch models into the Triton repository, each export checked against eager.
+
+Built-in models come from export/models.toml; your own model comes from ``--model-file FILE.py:FACTORY``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import os
 import sys
 from pathlib import Path
 
 from export import catalog
-from export.errors import ExportError
-from export.spec import DynamicBatching, InstanceGroup
+from export.errors import ExportError, SpecError
+from export.spec import PRECISIONS, DynamicBatching, InstanceGroup, TensorSpec
+from export.variants import FORMATS, TARGETS, Variant
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
+EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 1, 2, 3
 
 EPILOG = """\
 examples:
-  tritonkit export                          every model in export/models.toml
-  tritonkit export digits --force           re-export even when nothing changed
+  tritonkit export                              every model's cpu variants from export/models.toml
+  tritonkit export digits --format onnx         one format of one model
   tritonkit export digits --max-batch-size 128 --instances 4 --max-queue-delay-us 500
+  tritonkit export --target gpu                 the gpu variants (Torch-TensorRT, FP16 on CUDA)
+  tritonkit export --model-file my_model.py:build --name mlp \\
+      --input features:FP32:16 --output scores --max-batch-size 32
 
-Each export is traced to TorchScript, reloaded from disk and compared with the eager model on real
-data; the model's folder gets <version>/model.pt, config.pbtxt and manifest.json (the parity figures).
-An export whose config, code and torch version have not changed is skipped.
+Each variant is converted in a staging folder, reloaded, and compared with the eager FP32 model on
+random inputs at batch sizes 1, 3, 8 and the maximum, and on real data (top-1 agreement or cosine);
+only one that passes replaces <repository>/<model>/<version>/ (model file + manifest.json) and
+config.pbtxt. Unchanged exports are skipped. Exit status: 0 all done, 1 a check or conversion failed,
+2 bad arguments, 3 a format's toolchain is missing here (the other formats were still exported).
 """
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "export", help="export built-in models to TorchScript and write their config.pbtxt",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
-    parser.set_defaults(handler=run)
+def _tensor(text: str) -> TensorSpec:
+    try:
+        return TensorSpec.parse(text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,12 +48,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository", type=Path, default=None,
                         help="Triton model repository (default: $MODEL_REPOSITORY or ./model_repository)")
     parser.add_argument("--catalog", type=Path, default=catalog.CATALOG, help="declarative model list")
+    parser.add_argument("--target", choices=TARGETS, default="cpu",
+                        help="cpu: the local server (default); gpu: the NGC container, KIND_GPU, needs CUDA")
+    parser.add_argument("--format", action="append", choices=FORMATS, dest="formats",
+                        help="export only these formats (repeatable; default: the catalog's variants)")
+    parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
+                        help="with --format: precisions to export (repeatable; default fp32)")
     parser.add_argument("--force", action="store_true", help="export even when up to date")
-    serving = parser.add_argument_group("serving settings (override the catalog for the named models)")
+    user = parser.add_argument_group("your own model")
+    user.add_argument("--model-file", metavar="FILE.py:FACTORY", help="a function returning an nn.Module")
+    user.add_argument("--name", help="model name in the repository")
+    user.add_argument("--input", action="append", dest="inputs", type=_tensor, metavar="NAME:DTYPE:DIMS",
+                      help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order)")
+    user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help="output name (repeatable)")
+    serving = parser.add_argument_group("serving settings (override the catalog)")
     serving.add_argument("--max-batch-size", type=int, help="largest batch; 0 disables batching")
     serving.add_argument("--max-queue-delay-us", type=int, help="dynamic batching: wait for a batch to fill")
     serving.add_argument("--preferred-batch-sizes", type=lambda s: tuple(int(x) for x in s.split(",")),
                          help="dynamic batching: comma-separated, e.g. 16,32,64")
+    serving.add_argument("--max-queue-size", type=int, help="queue policy: refuse requests beyond this queue length")
+    serving.add_argument("--queue-timeout-us", type=int, help="queue policy: reject requests queued longer")
     serving.add_argument("--no-dynamic-batching", action="store_true", help="turn the dynamic batcher off")
     serving.add_argument("--instances", type=int, help="instance count")
     serving.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"), help="instance kind")
@@ -56,47 +80,75 @@ def overrides(args: argparse.Namespace, entry: catalog.CatalogEntry) -> dict:
     """The serving flags given on the command line, merged into the entry's settings."""
     given = {"max_batch_size": args.max_batch_size, "warmup": args.warmup, "version": args.version}
     result = {k: v for k, v in given.items() if v is not None}
-    batching = dict(entry.settings.get("dynamic_batching") or {})
-    if args.max_queue_delay_us is not None:
-        batching["max_queue_delay_us"] = args.max_queue_delay_us
-    if args.preferred_batch_sizes is not None:
-        batching["preferred_batch_sizes"] = args.preferred_batch_sizes
+    batching_flags = {"max_queue_delay_us": args.max_queue_delay_us, "preferred_batch_sizes": args.preferred_batch_sizes,
+                      "max_queue_size": args.max_queue_size, "default_timeout_us": args.queue_timeout_us}
+    batching_flags = {k: v for k, v in batching_flags.items() if v is not None}
     if args.no_dynamic_batching:
         result["dynamic_batching"] = None
-    elif args.max_queue_delay_us is not None or args.preferred_batch_sizes is not None:
-        result["dynamic_batching"] = DynamicBatching(**batching)
+    elif batching_flags:
+        result["dynamic_batching"] = DynamicBatching(**{**(entry.settings.get("dynamic_batching") or {}), **batching_flags})
     if args.instances is not None or args.kind is not None:
         groups = entry.settings.get("instance_groups") or [{}]
-        base = groups[0] if isinstance(groups[0], dict) else groups[0].__dict__
-        result["instance_groups"] = (InstanceGroup(count=args.instances or base.get("count", 1),
-                                                   kind=args.kind or base.get("kind", "KIND_CPU")),)
+        result["instance_groups"] = (InstanceGroup(count=args.instances or groups[0].get("count", 1),
+                                                   kind=args.kind or groups[0].get("kind", "KIND_CPU")),)
     return result
 
 
-def run(args: argparse.Namespace) -> int:
-    import os
+def requested_variants(args: argparse.Namespace) -> list[Variant] | None:
+    if args.precisions and not args.formats:
+        raise SpecError("--precision needs --format")
+    if not args.formats:
+        return None
+    return [Variant(f, p) for f, p in itertools.product(args.formats, args.precisions or ["fp32"])]
 
+
+def _entries(args: argparse.Namespace) -> list[tuple[catalog.CatalogEntry, object]]:
+    if args.model_file:
+        from export.usermodel import load_user_model
+
+        if args.models:
+            raise SpecError("give either built-in model names or --model-file, not both")
+        model = load_user_model(args.model_file, args.name, args.inputs or [], args.outputs or [])
+        entry = catalog.CatalogEntry(model.name, args.model_file, {"cpu": (Variant("torchscript"),), "gpu": ()},
+                                     {"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_us": 500}})
+        return [(entry, model)]
+    entries = catalog.load(args.catalog)
+    unknown = [n for n in args.models if n not in entries]
+    if unknown:
+        raise SpecError(f"unknown models {unknown}; {args.catalog} lists {sorted(entries)}")
+    return [(entries[n], None) for n in args.models or entries]
+
+
+def run(args: argparse.Namespace) -> int:
     repository = args.repository or Path(os.environ.get("MODEL_REPOSITORY", DEFAULT_REPOSITORY))
+    statuses = []
     try:
-        entries = catalog.load(args.catalog)
-        names = args.models or list(entries)
-        unknown = [n for n in names if n not in entries]
-        if unknown:
-            raise ExportError(f"unknown models {unknown}; {args.catalog} lists {sorted(entries)}")
+        variants = requested_variants(args)
         from export.pipeline import export_entry  # torch is imported only when there is work
 
-        for name in names:
-            manifest = export_entry(entries[name], repository, force=args.force, **overrides(args, entries[name]))
-            state = "up to date" if manifest.get("up_to_date") else "exported"
-            print(f"{name}: {state} -> {Path(repository) / name}")
-            for conversion in manifest["conversions"]:
-                error = conversion["max_abs_error"]
-                print(f"  {conversion['format']}/{conversion['precision']}: {conversion['status']}"
-                      + (f", max |eager - export| = {error:.2e} (atol {conversion['atol']:.0e})" if error is not None else ""))
+        for entry, model in _entries(args):
+            for done in export_entry(entry, repository, args.target, variants, args.force, model=model,
+                                     **overrides(args, entry)):
+                statuses.append(done.result.status)
+                state = "up to date" if done.up_to_date else done.result.status
+                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {done.result.details()}", flush=True)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return EXIT_USAGE
+    if any(s in ("failed", "mismatch") for s in statuses):
+        print("export: error: some exports failed their checks; the repository keeps the previous files",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_SKIPPED if "skipped" in statuses else 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "export", help="export models (TorchScript, ONNX, Torch-TensorRT), check them, write config.pbtxt",
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,8 +35,18 @@ def to_model_config(spec: ModelSpec) -> mc.ModelConfig:
         config.dynamic_batching.max_queue_delay_microseconds = batching.max_queue_delay_us
         config.dynamic_batching.preferred_batch_size.extend(batching.preferred_batch_sizes)
         config.dynamic_batching.preserve_ordering = batching.preserve_ordering
+        if batching.has_queue_policy:
+            policy = config.dynamic_batching.default_queue_policy
+            policy.max_queue_size = batching.max_queue_size
+            policy.default_timeout_microseconds = batching.default_timeout_us
+            policy.timeout_action = mc.ModelQueuePolicy.TimeoutAction.Value(batching.timeout_action)
+            policy.allow_timeout_override = batching.allow_timeout_override
     for group in spec.instance_groups:
         config.instance_group.append(mc.ModelInstanceGroup(count=group.count, kind=_KINDS[group.kind]))
+    if spec.tensorrt_accelerator:
+        accelerator = config.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
+        accelerator.parameters["precision_mode"] = spec.precision.upper()
+        accelerator.parameters["max_workspace_size_bytes"] = str(1 << 30)
     for key, value in spec.parameters:
         config.parameters[key].string_value = value
     if spec.warmup:

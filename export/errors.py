@@ -18,3 +18,11 @@ class UnknownModelError(ExportError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class FormatUnavailable(ExportError):
+    """The toolchain of one export format is missing here (no CUDA, no torch_tensorrt); other formats go on."""
+
+
+class UserModelError(ExportError):
+    """A user's model file or factory failed: import error, factory raised, wrong return type."""

@@ -1,68 +1,160 @@
-"""One model from the catalog to the repository: version folder, parity check, config.pbtxt, manifest."""
+"""One variant of one model into the repository: convert, check parity, then publish all at once.
+
+Each conversion is a small unit with a status (``ok``, ``mismatch``, ``failed``, ``skipped``). It
+works in a staging folder beside the repository; only an export that passes its parity check is
+moved into ``<repository>/<model>/<version>/`` together with its ``manifest.json``, and only then is
+``config.pbtxt`` replaced. A failed or skipped export leaves the repository as it was.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
 import platform
+import shutil
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from export import config as config_io
-from export import torchscript, zoo
+from export import formats, parity, zoo
 from export.catalog import CatalogEntry
-from export.errors import ParityError
+from export.errors import FormatUnavailable
+from export.result import ConversionResult
 from export.spec import ModelSpec
+from export.variants import Variant
+from export.zoo.base import ZooModel
 
 
-def fingerprint(spec: ModelSpec, builder: str) -> str:
-    """Changes when the config, the builder's code, the exporter or torch changes."""
-    parts = [config_io.render(spec), inspect.getsource(torchscript), torch.__version__,
-             Path(inspect.getfile(zoo.import_builder(builder))).read_text()]
+@dataclasses.dataclass
+class Export:
+    """What one variant's export produced."""
+
+    spec: ModelSpec
+    variant: Variant
+    result: ConversionResult
+    manifest: dict
+    up_to_date: bool = False
+
+
+def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> str:
+    """Changes when the config, the model's code, the converter, the parity check or torch changes."""
+    parts = [config_io.render(spec), str(variant), target, source, torch.__version__,
+             inspect.getsource(formats.converter(variant.format)), inspect.getsource(parity)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def manifest_path(repository: Path, name: str) -> Path:
-    return Path(repository) / name / "manifest.json"
+def builder_source(builder: str) -> str:
+    return Path(inspect.getfile(zoo.import_builder(builder))).read_text()
 
 
-def export_entry(entry: CatalogEntry, repository: Path, force: bool = False, **overrides: Any) -> dict:
-    """Export one catalog entry; returns its manifest. Raises ParityError when an export disagrees with eager."""
-    model = zoo.build(entry.builder)
-    spec = entry.spec(model, **overrides)
-    version_dir = Path(repository) / spec.name / str(spec.version)
-    key = fingerprint(spec, entry.builder)
-    previous = _read_manifest(manifest_path(repository, spec.name))
-    if not force and previous.get("fingerprint") == key and all(
-        (Path(repository) / spec.name / r["path"]).exists() for r in previous.get("conversions", [])
-    ):
-        previous["up_to_date"] = True
-        return previous
+def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None, force: bool = False,
+                 model: ZooModel | None = None, **overrides: Any) -> list[Export]:
+    """Export the entry's variants for ``target`` (or the ``variants`` given); one ``Export`` each."""
+    variants = variants or entry.variants[target]
+    for variant in variants:
+        variant.check_target(target)
+    model = model or zoo.build(entry.builder)
+    source = builder_source(entry.builder) if entry.builder in zoo.BUILDERS else entry.builder
+    return [
+        export_variant(model, entry.spec(model, variant, target, **overrides), variant, Path(repository), target,
+                       source, force)
+        for variant in variants
+    ]
 
-    results = [torchscript.export(model, version_dir / "model.pt") for fmt in entry.formats if fmt == "torchscript"]
-    for result in results:  # recorded relative to the model folder, so the repository can move
-        result.path = str(Path(result.path).relative_to(Path(repository) / spec.name))
-    config_io.write(spec, repository)
+
+def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repository: Path, target: str = "cpu",
+                   source: str = "", force: bool = False) -> Export:
+    version_dir = repository / spec.name / str(spec.version)
+    manifest_file = version_dir / "manifest.json"
+    key = fingerprint(spec, variant, target, source)
+    previous = _read_json(manifest_file)
+    if (not force and previous.get("fingerprint") == key and (version_dir / variant.filename).exists()
+            and (repository / spec.name / "config.pbtxt").exists()):
+        return Export(spec, variant, ConversionResult(**previous["result"]), previous, up_to_date=True)
+
+    if variant.precision not in model.tolerances:
+        result = ConversionResult(variant.format, variant.precision, "failed",
+                                  message=f"{model.name} declares no tolerance for {variant.precision}")
+        return Export(spec, variant, result, {})
+    device = "cuda" if target == "gpu" else "cpu"
+    repository.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".export-{spec.name}-", dir=repository.parent))
+    started = time.perf_counter()
+    try:
+        result, manifest = _convert_and_check(model, spec, variant, staging, device)
+        result.seconds = round(time.perf_counter() - started, 2)
+        manifest.update(fingerprint=key, source=source.splitlines()[0] if source else "", target=target,
+                        result=dataclasses.asdict(result))
+        if result.ok:
+            (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+            _publish(staging, version_dir)
+            config_io.write(spec, repository)
+        return Export(spec, variant, result, manifest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, staging: Path, device: str):
+    converter = formats.converter(variant.format)
+    target_file = staging / variant.filename
+    base = {"format": variant.format, "precision": variant.precision, "path": f"{spec.version}/{variant.filename}"}
     manifest = {
-        "model": spec.name,
-        "version": spec.version,
-        "description": spec.description,
-        "fingerprint": key,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "conversions": [r.__dict__ for r in results],
+        "model": spec.name, "version": spec.version, "variant": str(variant), "description": spec.description,
+        "platform": spec.platform, "torch": torch.__version__, "python": platform.python_version(),
+        "inputs": [dataclasses.asdict(t) for t in spec.inputs],
+        "outputs": [dataclasses.asdict(t) for t in spec.outputs],
+        "max_batch_size": spec.max_batch_size,
     }
-    manifest_path(repository, spec.name).write_text(json.dumps(manifest, indent=2) + "\n")
-    failed = [r for r in results if not r.ok]
-    if failed:
-        raise ParityError(f"model {spec.name!r}: " + "; ".join(r.summary() for r in failed))
-    return manifest
+    try:
+        if device == "cuda" and not torch.cuda.is_available():
+            raise FormatUnavailable("--target gpu needs a CUDA device and torch sees none")
+        kwargs = {"max_batch_size": spec.max_batch_size} if variant.format == "torch-tensorrt" else {}
+        converter.convert(model, variant, target_file, device=device, **kwargs)
+        loaded = converter.load(target_file, device=device, **({"variant": variant} if variant.format == "onnx" else {}))
+        report = parity.check(model, loaded, variant.precision, spec.max_batch_size)
+    except FormatUnavailable as exc:
+        return ConversionResult(**base, status="skipped", message=str(exc)), manifest
+    except Exception as exc:  # noqa: BLE001 - a conversion's failure is its status, with the reason
+        message = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        return ConversionResult(**base, status="failed", message=message), manifest
+    manifest["files"] = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
+    manifest["parity"] = dataclasses.asdict(report)
+    status = "ok" if report.ok else "mismatch"
+    result = ConversionResult(**base, status=status, max_abs_error=report.max_abs_error,
+                              max_rel_error=report.max_rel_error, atol=report.tolerance["atol"],
+                              real_data=report.real_data, message=report.message)
+    return result, manifest
 
 
-def _read_manifest(path: Path) -> dict:
+def _publish(staging: Path, version_dir: Path) -> None:
+    """Swap the new version folder in with renames, so a reader never sees half of it."""
+    version_dir.parent.mkdir(parents=True, exist_ok=True)
+    incoming = version_dir.with_name(f".{version_dir.name}.incoming")
+    outgoing = version_dir.with_name(f".{version_dir.name}.outgoing")
+    shutil.rmtree(incoming, ignore_errors=True)
+    shutil.rmtree(outgoing, ignore_errors=True)
+    shutil.copytree(staging, incoming)
+    if version_dir.exists():
+        version_dir.rename(outgoing)
+    incoming.rename(version_dir)
+    shutil.rmtree(outgoing, ignore_errors=True)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

@@ -15,6 +15,8 @@ from export.errors import SpecError
 # KServe v2 datatype names; the config uses the same names with a TYPE_ prefix (BYTES is TYPE_STRING).
 DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES")
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
+TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+PRECISIONS = ("fp32", "fp16", "bf16")
 PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -73,10 +75,25 @@ class DynamicBatching:
     """Batch sizes the batcher sends at once when it can form them; each <= max_batch_size."""
     preserve_ordering: bool = False
     """Return responses in arrival order."""
+    max_queue_size: int = 0
+    """Queue policy: requests beyond this many waiting are refused at once (UNAVAILABLE); 0 = unbounded."""
+    default_timeout_us: int = 0
+    """Queue policy: a request waiting longer than this gets ``timeout_action``; 0 = never."""
+    timeout_action: str = "REJECT"
+    """Queue policy: ``REJECT`` a timed-out request, or ``DELAY`` it behind the others."""
+    allow_timeout_override: bool = False
+    """Queue policy: clients may set a shorter timeout per request."""
+
+    @property
+    def has_queue_policy(self) -> bool:
+        return bool(self.max_queue_size or self.default_timeout_us or self.allow_timeout_override)
 
     def __post_init__(self) -> None:
-        if self.max_queue_delay_us < 0:
-            raise SpecError(f"max_queue_delay_us={self.max_queue_delay_us} is negative")
+        for field in ("max_queue_delay_us", "max_queue_size", "default_timeout_us"):
+            if getattr(self, field) < 0:
+                raise SpecError(f"{field}={getattr(self, field)} is negative")
+        if self.timeout_action not in TIMEOUT_ACTIONS:
+            raise SpecError(f"timeout_action {self.timeout_action!r} is not one of {TIMEOUT_ACTIONS}")
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(int(s) for s in self.preferred_batch_sizes)))
         if any(s < 1 for s in self.preferred_batch_sizes):
             raise SpecError(f"preferred_batch_sizes {list(self.preferred_batch_sizes)} must all be >= 1")
@@ -120,6 +137,10 @@ class ModelSpec:
     """Run one request per warmup batch size while loading, so the first client request is not slow."""
     parameters: tuple[tuple[str, str], ...] = ()
     """Backend parameters (``key``, ``value``)."""
+    precision: str = "fp32"
+    """Compute precision of the exported model; I/O stays FP32 (casts are inside the model)."""
+    tensorrt_accelerator: bool = False
+    """ONNX on GPU: let ONNX Runtime hand the graph to TensorRT, in ``precision``."""
     version: int = 1
     """Version folder the export writes."""
     description: str = ""
@@ -144,6 +165,10 @@ class ModelSpec:
                 raise SpecError(
                     f"model {self.name!r}: preferred_batch_sizes {too_big} exceed max_batch_size={self.max_batch_size}"
                 )
+        if self.precision not in PRECISIONS:
+            raise SpecError(f"model {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}")
+        if self.tensorrt_accelerator and self.platform != "onnxruntime_onnx":
+            raise SpecError(f"model {self.name!r}: the TensorRT accelerator applies to onnxruntime_onnx only")
         if self.version < 1:
             raise SpecError(f"model {self.name!r}: version {self.version} must be >= 1")
         object.__setattr__(self, "parameters", tuple(sorted(dict(self.parameters).items())))

@@ -52,7 +52,8 @@ def repository() -> Path:
     from export.pipeline import export_entry
 
     for entry in catalog.load().values():
-        export_entry(entry, DEFAULT_REPOSITORY)
+        for done in export_entry(entry, DEFAULT_REPOSITORY):
+            assert done.result.ok, done.result.summary()
     return DEFAULT_REPOSITORY
 
 

@@ -21,22 +21,43 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TRITONKIT_CACHE", PROJECT_ROOT / ".cache"))
 
 
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """How far an export may be from eager FP32 and still pass."""
+
+    atol: float
+    """Absolute part: |export - eager| <= atol + rtol * |eager|, element-wise (numpy.allclose)."""
+    rtol: float = 0.0
+    """Relative part of the same bound."""
+    min_agreement: float = 1.0
+    """Real data: least top-1 agreement (``top1`` check) or least cosine similarity (``cosine`` check)."""
+
+
 @dataclasses.dataclass
 class ZooModel:
     """An eager model ready to export, with the data that proves an export right."""
 
     name: str
     module: nn.Module
-    """The eager model in eval mode; the reference every export is checked against."""
+    """The eager FP32 model in eval mode; the reference every export is checked against."""
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     example_inputs: tuple[torch.Tensor, ...]
-    """Small batch used for tracing."""
+    """Small batch used for tracing and ONNX export."""
+    random_inputs: Callable[[int, int | None, torch.Generator], tuple[torch.Tensor, ...]]
+    """``random_inputs(batch, seq_len, generator)``: fresh valid inputs; ``seq_len`` is None unless text."""
     reference_inputs: tuple[torch.Tensor, ...]
     """Real data for the parity check (a different batch size from the example, to catch baked shapes)."""
-    atol: float
-    """Largest absolute difference from eager accepted for an FP32 export."""
+    tolerances: dict[str, Tolerance]
+    """Per precision (``fp32``, ``fp16``, ``bf16``); a precision missing here is not offered."""
+    real_data_check: str | None = None
+    """``top1`` (classifier: argmax agreement) or ``cosine`` (embedding) on the reference data."""
+    seq_lengths: tuple[int, ...] = ()
+    """Text models: sequence lengths the random parity check covers."""
+    labels: tuple[str, ...] = ()
+    """Classifiers: class names, index = class id."""
     description: str = ""
+    """One line for README and manifest; says so when weights are random."""
 
 
 def cached_state_dict(name: str, recipe: dict, train: Callable[[], dict]) -> dict:
@@ -51,3 +72,8 @@ def cached_state_dict(name: str, recipe: dict, train: Callable[[], dict]) -> dic
     torch.save(state, tmp)
     tmp.replace(path)
     return state
+
+
+def random_images(batch: int, generator: torch.Generator, size: int = 224) -> torch.Tensor:
+    """Random RGB pixels 0..255 as FP32 [batch, 3, size, size], before any model-specific scaling."""
+    return torch.randint(0, 256, (batch, 3, size, size), generator=generator).float()

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from export.spec import TensorSpec
-from export.zoo.base import ZooModel, cached_state_dict
+from export.zoo.base import Tolerance, ZooModel, cached_state_dict
 
 INPUTS = (TensorSpec("PIXELS", "FP32", (64,)),)
 OUTPUTS = (TensorSpec("PROBABILITIES", "FP32", (10,)),)
@@ -76,7 +76,10 @@ def build() -> ZooModel:
         inputs=INPUTS,
         outputs=OUTPUTS,
         example_inputs=(torch.from_numpy(x_test[:8]),),
+        random_inputs=lambda batch, _seq, gen: (torch.randint(0, 17, (batch, 64), generator=gen).float(),),
         reference_inputs=(torch.from_numpy(x_test),),
-        atol=1e-5,
+        tolerances={"fp32": Tolerance(atol=1e-5), "fp16": Tolerance(atol=5e-3, min_agreement=0.99)},
+        real_data_check="top1",
+        labels=tuple(str(d) for d in range(10)),
         description="MLP trained on scikit-learn's digits (real scans), 20% held out",
     )

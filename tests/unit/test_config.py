@@ -57,8 +57,34 @@ def test_bytes_maps_to_type_string():
 
 
 def test_committed_configs_match_the_catalog():
-    """model_repository/<model>/config.pbtxt is what `tritonkit export` generates from models.toml."""
-    for name, entry in catalog.load().items():
-        spec = entry.spec(zoo.build(entry.builder))
-        committed = (REPOSITORY / name / "config.pbtxt").read_text()
-        assert committed == render(spec), f"{name}: run `make export` and commit config.pbtxt"
+    """model_repository/<variant>/config.pbtxt is what `tritonkit export` generates from models.toml."""
+    for entry in catalog.load().values():
+        model = zoo.build(entry.builder)
+        for variant in entry.variants["cpu"]:
+            spec = entry.spec(model, variant, "cpu")
+            committed = (REPOSITORY / spec.name / "config.pbtxt").read_text()
+            assert committed == render(spec), f"{spec.name}: run `make export` and commit config.pbtxt"
+
+
+def test_gpu_variants_get_gpu_instances_and_the_tensorrt_accelerator():
+    entry = catalog.entry("digits")
+    model = zoo.build("digits")
+    configs = {str(v): to_model_config(entry.spec(model, v, "gpu")) for v in entry.variants["gpu"]}
+    assert configs["torch-tensorrt/fp16"].name == "digits_trt_fp16"
+    assert configs["torch-tensorrt/fp16"].platform == "pytorch_libtorch"
+    for config in configs.values():
+        assert all(g.kind == mc.ModelInstanceGroup.KIND_GPU for g in config.instance_group)
+    onnx = configs["onnx/fp16"]
+    assert onnx.platform == "onnxruntime_onnx"
+    accelerator = onnx.optimization.execution_accelerators.gpu_execution_accelerator[0]
+    assert accelerator.name == "tensorrt" and accelerator.parameters["precision_mode"] == "FP16"
+    assert not configs["torchscript/fp32"].optimization.execution_accelerators.gpu_execution_accelerator
+
+
+def test_queue_policy_is_written_when_set():
+    spec = make_spec().replace(dynamic_batching=DynamicBatching(max_queue_delay_us=100, max_queue_size=64,
+                                                                default_timeout_us=5000))
+    policy = to_model_config(spec).dynamic_batching.default_queue_policy
+    assert policy.max_queue_size == 64 and policy.default_timeout_microseconds == 5000
+    assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
+    assert not to_model_config(make_spec()).dynamic_batching.HasField("default_queue_policy")

@@ -1,0 +1,64 @@
+"""Eager -> ONNX with dynamic batch (and sequence) axes, checked by ``onnx.checker``, run by ONNX Runtime.
+
+The file is always FP32. On the GPU target an FP16 variant asks Triton's onnxruntime backend for
+the TensorRT execution accelerator in FP16 (the config says so); on CPU only FP32 is offered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from export.errors import FormatUnavailable
+from export.variants import Variant
+from export.zoo.base import ZooModel
+
+OPSET = 17
+
+
+def dynamic_axes(zoo: ZooModel) -> dict[str, dict[int, str]]:
+    axes = {}
+    for tensor in (*zoo.inputs, *zoo.outputs):
+        axes[tensor.name] = {0: "batch", **{i + 1: f"{tensor.name}_{i + 1}" for i, d in enumerate(tensor.dims) if d == -1}}
+    return axes
+
+
+def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu") -> None:
+    import onnx
+
+    with torch.no_grad():
+        torch.onnx.export(
+            zoo.module, zoo.example_inputs, str(target), input_names=[t.name for t in zoo.inputs],
+            output_names=[t.name for t in zoo.outputs], dynamic_axes=dynamic_axes(zoo), opset_version=OPSET,
+            dynamo=False,
+        )
+    onnx.checker.check_model(str(target), full_check=True)
+
+
+def providers(variant: Variant, device: str) -> list:
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    import onnxruntime
+
+    available = onnxruntime.get_available_providers()
+    if variant.precision == "fp16":
+        if "TensorrtExecutionProvider" not in available:
+            raise FormatUnavailable(f"onnxruntime here has no TensorrtExecutionProvider (has {available})")
+        return [("TensorrtExecutionProvider", {"trt_fp16_enable": True}), "CUDAExecutionProvider"]
+    if "CUDAExecutionProvider" not in available:
+        raise FormatUnavailable(f"onnxruntime here has no CUDAExecutionProvider (has {available})")
+    return ["CUDAExecutionProvider"]
+
+
+def load(path: Path, device: str = "cpu", variant: Variant = Variant("onnx")):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=providers(variant, device))
+    names = [i.name for i in session.get_inputs()]
+
+    def run(*inputs: torch.Tensor):
+        outputs = session.run(None, {n: x.cpu().numpy() for n, x in zip(names, inputs)})
+        return tuple(torch.from_numpy(o) for o in outputs)
+
+    return run

@@ -1,0 +1,68 @@
+"""Eager -> Torch-TensorRT, saved as TorchScript that Triton's libtorch backend loads (GPU only).
+
+Needs CUDA and the ``torch_tensorrt`` package (the NGC PyTorch container has both). The batch
+dimension is dynamic through ``Input(min_shape, opt_shape, max_shape)``; text models also get a
+dynamic sequence length. Where CUDA or torch_tensorrt is missing, ``FormatUnavailable`` says which.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from export.errors import FormatUnavailable
+from export.variants import Variant
+from export.zoo.base import ZooModel
+
+MAX_SEQUENCE = 256
+
+
+def _toolchain():
+    if not torch.cuda.is_available():
+        raise FormatUnavailable("Torch-TensorRT needs a CUDA device and torch sees none")
+    try:
+        import torch_tensorrt
+    except ImportError:
+        raise FormatUnavailable("the torch_tensorrt package is not installed (the NGC PyTorch container has it)") from None
+    return torch_tensorrt
+
+
+def input_ranges(zoo: ZooModel, max_batch_size: int) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    """(min, opt, max) shapes per input: batch 1..max (opt at half), dynamic dims 1..256 (opt 128)."""
+    top = max(max_batch_size, 1)
+    ranges = []
+    for tensor in zoo.inputs:
+        low, opt, high = [1], [max(top // 2, 1)], [top]
+        for d in tensor.dims:
+            low.append(1 if d == -1 else d)
+            opt.append(MAX_SEQUENCE // 2 if d == -1 else d)
+            high.append(MAX_SEQUENCE if d == -1 else d)
+        ranges.append((tuple(low), tuple(opt), tuple(high)))
+    return ranges
+
+
+def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda", max_batch_size: int = 1) -> None:
+    torch_tensorrt = _toolchain()
+    dtypes = {"FP32": torch.float32, "INT64": torch.int64, "INT32": torch.int32, "FP16": torch.float16}
+    inputs = [
+        torch_tensorrt.Input(min_shape=low, opt_shape=opt, max_shape=high, dtype=dtypes[t.datatype])
+        for t, (low, opt, high) in zip(zoo.inputs, input_ranges(zoo, max_batch_size))
+    ]
+    precisions = {torch.float32} | ({torch.half} if variant.precision == "fp16" else set())
+    module = zoo.module.to("cuda").eval()
+    compiled = torch_tensorrt.compile(module, ir="ts", inputs=inputs, enabled_precisions=precisions,
+                                      truncate_long_and_double=True)
+    torch.jit.save(compiled, str(target))
+    zoo.module.to("cpu")
+
+
+def load(path: Path, device: str = "cuda"):
+    _toolchain()
+    module = torch.jit.load(str(path), map_location="cuda").eval()
+
+    def run(*inputs: torch.Tensor):
+        with torch.no_grad():
+            return module(*[x.to("cuda") for x in inputs])
+
+    return run

@@ -1,0 +1,66 @@
+"""Eager -> TorchScript ``model.pt`` (trace, then freeze), at FP32 or at reduced precision.
+
+Reduced precision keeps FP32 I/O: the saved module casts floating inputs down and outputs back up,
+so clients send the same tensors to every variant. The wrapper keeps ``forward``'s argument names,
+which is how Triton's libtorch backend (and backends/pytorch locally) matches inputs.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from export.variants import Variant
+from export.zoo.base import ZooModel
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class _CastWrapper(nn.Module):
+    def __init__(self, module: nn.Module, dtype: torch.dtype):
+        super().__init__()
+        self.inner = copy.deepcopy(module).to(dtype).eval()
+        self.dtype = dtype
+
+    def _run(self, *inputs):
+        result = self.inner(*[x.to(self.dtype) if x.is_floating_point() else x for x in inputs])
+        if isinstance(result, torch.Tensor):
+            return result.float() if result.is_floating_point() else result
+        return tuple(r.float() if r.is_floating_point() else r for r in result)
+
+
+def at_precision(zoo: ZooModel, precision: str) -> nn.Module:
+    """The eager module itself at FP32, else a copy at ``precision`` with FP32 I/O and the same argument names."""
+    if precision == "fp32":
+        return zoo.module
+    names = ", ".join(t.name for t in zoo.inputs)
+    namespace: dict = {}
+    exec(f"def forward(self, {names}):\n    return self._run({names})\n", namespace)  # noqa: S102 - names are validated identifiers
+    wrapper_type = type("ReducedPrecision", (_CastWrapper,), {"forward": namespace["forward"]})
+    return wrapper_type(zoo.module, DTYPES[precision])
+
+
+def trace(module: nn.Module, example: tuple[torch.Tensor, ...], freeze: bool = True) -> torch.jit.ScriptModule:
+    with torch.no_grad():
+        traced = torch.jit.trace(module.eval(), example, check_trace=False)
+    # Freezing inlines the weights and folds constants, which the runtime would otherwise redo per call.
+    return torch.jit.freeze(traced.eval()) if freeze else traced
+
+
+def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu") -> None:
+    module = at_precision(zoo, variant.precision).to(device)
+    example = tuple(x.to(device) for x in zoo.example_inputs)
+    trace(module, example).save(str(target))
+
+
+def load(path: Path, device: str = "cpu"):
+    module = torch.jit.load(str(path), map_location=device).eval()
+
+    def run(*inputs: torch.Tensor):
+        with torch.no_grad():
+            return module(*[x.to(device) for x in inputs])
+
+    return run
