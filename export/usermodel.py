@@ -73,6 +73,8 @@ def load_user_model(reference: str, name: str | None, inputs: list[TensorSpec], 
     except Exception as exc:
         raise UserModelError(f"{reference}: the model fails on inputs {[str(t) for t in inputs]}: "
                              f"{type(exc).__name__}: {exc}") from None
+    if not all(isinstance(t, torch.Tensor) for t in (*first, *second)):
+        raise UserModelError(f"{reference}: forward must return tensors, got {[type(t).__name__ for t in first]}")
     if len(first) != len(outputs):
         raise SpecError(f"{reference}: the model returns {len(first)} outputs, --output names {len(outputs)}")
     output_specs = tuple(

@@ -5,6 +5,7 @@ same ModelSpec -> config.pbtxt path the export uses.
 """
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,10 @@ from torch import nn
 from tritonclient.utils import InferenceServerException
 
 from deploy.client import connect, infer, metrics, model_metric
+from export import catalog, pipeline
 from export import config as config_io
+from export.usermodel import load_user_model
+from export.variants import Variant
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, TensorSpec
 from tests.conftest import server_config, start_or_fail
 
@@ -33,6 +37,13 @@ class RefuseNegative(nn.Module):
         if bool((x < 0).any()):
             raise ValueError("negative values are not accepted")
         return x * 2
+
+
+USER_MODEL = Path(__file__).resolve().parents[1] / "data" / "user_model.py"
+
+
+def user_model():
+    return load_user_model(f"{USER_MODEL}:build", "scorer", [TensorSpec("features", "FP32", (16,))], ["scores"])
 
 
 def vec(name, n=4):
@@ -63,6 +74,10 @@ def runtime_server(tmp_path_factory):
         (repo / name / "1").mkdir(parents=True)
         module.save(str(repo / name / "1" / "model.pt"))
         config_io.write(spec, repo)
+    user = user_model()
+    entry = catalog.CatalogEntry("scorer", f"{USER_MODEL}:build", {"cpu": (Variant("torchscript"),), "gpu": ()},
+                                 {"max_batch_size": 16, "dynamic_batching": {"max_queue_delay_us": 500}})
+    assert all(done.result.ok for done in pipeline.export_entry(entry, repo, model=user))
     server = start_or_fail(server_config(repo))
     yield server
     assert server.stop() == []
@@ -141,3 +156,14 @@ def test_model_with_more_config_inputs_than_forward_arguments_fails_to_load_clea
     assert admin.is_server_live() and admin.is_model_ready("by_argument_name")
     assert np.array_equal(infer(admin, "by_argument_name", {"a": A, "b": B})["out"], A - B)
     admin.close()
+
+
+def test_user_model_from_a_file_serves_like_eager(http):
+    """A module with LayerNorm and GELU, exported through `--model-file`'s path, at several batch sizes."""
+    eager = user_model().module
+    for batch in (1, 7, 16):
+        features = torch.randn(batch, 16)
+        with torch.no_grad():
+            expected = eager(features).numpy()
+        served = infer(http, "scorer", {"features": features.numpy()})["scores"]
+        assert np.abs(served - expected).max() <= 1e-5
