@@ -1,0 +1,93 @@
+"""``make bench-export``: in-process latency of each built-in model, eager vs its exports, in one run.
+
+For every model in export/models.toml: eager PyTorch FP32, TorchScript FP32, ONNX Runtime FP32 and
+TorchScript FP16 (FP32 I/O), at batch 1, 8 and 32 (text at sequence length 128). Each cell is the
+median of repeated calls after warm-up; the ratio column is eager / variant, so above 1 is faster.
+All variants run with the same number of threads. Figures come from this machine at this moment:
+compare ratios within one run, not absolute times across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from export import catalog, formats, zoo
+from export.variants import Variant
+
+BATCHES = (1, 8, 32)
+SEQ_LEN = 128
+VARIANTS = (Variant("torchscript"), Variant("onnx"), Variant("torchscript", "fp16"))
+
+
+def median_ms(run, inputs, min_calls: int = 5, budget_s: float = 1.0) -> float:
+    run(*inputs)  # warm-up: first calls compile and allocate
+    run(*inputs)
+    times, started = [], time.perf_counter()
+    while len(times) < min_calls or (time.perf_counter() - started < budget_s and len(times) < 200):
+        t0 = time.perf_counter()
+        run(*inputs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
+    entry = catalog.entry(name)
+    model = zoo.build(entry.builder)
+
+    def eager(*inputs):
+        with torch.no_grad():
+            return model.module(*inputs)
+
+    runners = {"eager fp32": eager}
+    for variant in VARIANTS:
+        if variant.precision not in model.tolerances:
+            continue
+        converter = formats.converter(variant.format)
+        path = workdir / f"{name}-{variant.format}-{variant.precision}" / variant.filename
+        path.parent.mkdir(parents=True)
+        converter.convert(model, variant, path)
+        load_kwargs = {"variant": variant} if variant.format == "onnx" else {}
+        runners[str(variant)] = converter.load(path, **load_kwargs)
+    rows = []
+    generator = torch.Generator().manual_seed(0)
+    for batch in batches:
+        if entry.settings.get("max_batch_size", 0) and batch > entry.settings["max_batch_size"]:
+            continue
+        inputs = model.random_inputs(batch, SEQ_LEN if model.seq_lengths else None, generator)
+        base = None
+        for label, run in runners.items():
+            ms = median_ms(run, inputs)
+            base = base or ms
+            rows.append({"model": name, "batch": batch, "variant": label, "ms": ms, "speedup": base / ms})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m export.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="models from export/models.toml (default: all)")
+    args = parser.parse_args(argv)
+    names = args.models or list(catalog.load())
+    threads = torch.get_num_threads()
+    import onnxruntime  # the ONNX runner reads this default when it builds sessions
+
+    onnxruntime.set_default_logger_severity(3)
+    print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {threads} threads\n")
+    print(f"| model | batch | variant | median ms | eager / variant |\n|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in names:
+            for row in bench_model(name, Path(workdir)):
+                print(f"| {row['model']} | {row['batch']} | {row['variant']} | {row['ms']:.3f} | {row['speedup']:.2f}x |",
+                      flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
