@@ -79,8 +79,17 @@ def _warmup_input(tensor: TensorSpec) -> mc.ModelWarmup.Input:
     return warm
 
 
+def describe(spec: ModelSpec) -> str:
+    """The comment lines that tell a reader of config.pbtxt what the model is and computes in."""
+    lines = [f"# {spec.description}"] if spec.description else []
+    if spec.precision != "fp32":
+        where = "ONNX Runtime's TensorRT accelerator" if spec.tensorrt_accelerator else "the model"
+        lines.append(f"# {spec.precision.upper()} compute; inputs and outputs stay FP32 (cast inside {where}).")
+    return "".join(f"{line}\n" for line in lines)
+
+
 def render(spec: ModelSpec) -> str:
-    return HEADER + text_format.MessageToString(to_model_config(spec))
+    return HEADER + describe(spec) + text_format.MessageToString(to_model_config(spec))
 
 
 def write(spec: ModelSpec, repository: Path) -> Path:

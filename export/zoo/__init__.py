@@ -9,6 +9,9 @@ from export.zoo.base import ZooModel
 
 BUILDERS = {
     "digits": "export.zoo.digits",
+    "efficientnet_lite0": "export.zoo.efficientnet",
+    "minilm": "export.zoo.minilm",
+    "resnet50": "export.zoo.resnet",
 }
 
 
