@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock bench-export
+.PHONY: help setup export serve demo test lock bench-export bench-generation
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ test: setup ## the test suite, against a real tritonserver started on free ports
 
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
 	$(PY) -m export.bench
+
+bench-generation: export ## text_generator: TTFT and tokens/s, 1/4/8 concurrent streams vs sequential
+	$(PY) -m loadtest.generation_bench
 
 lock: ## rewrite requirements.lock from a fresh venv built from pyproject.toml's pins
 	rm -rf /tmp/tritonkit-lock && python3.11 -m venv /tmp/tritonkit-lock

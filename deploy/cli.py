@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-summary-latencies", action="store_true", help="omit latency quantile summaries")
     parser.add_argument("--exit-timeout", type=int, default=30, help="seconds shutdown waits for in-flight requests")
     parser.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
-    parser.add_argument("--ready-timeout", type=float, default=180.0, help="seconds to wait for ready")
+    parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds to wait for ready (all models load and warm up first)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 

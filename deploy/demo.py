@@ -79,6 +79,64 @@ def _digits(server: LocalServer) -> None:
     print(f"  mean queue {queue_us / max(calls, 1):.0f} us, mean compute {compute_us / max(calls, 1):.0f} us per request")
 
 
+def _image_classifier(server: LocalServer) -> None:
+    import io
+
+    import skimage.data
+    from PIL import Image
+
+    print("\n== image_classifier: JPEG bytes in, ImageNet classes out (preprocess -> efficientnet_lite0 -> postprocess)")
+    client = connect("grpc", server.config.grpc_url)
+    for name in ("coffee", "chelsea", "astronaut"):
+        buffer = io.BytesIO()
+        Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
+        answer = infer(client, "image_classifier", {"IMAGE": np.array([[buffer.getvalue()]], dtype=object),
+                                                    "TOP_K": np.array([[3]], dtype=np.int32)})
+        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0]))
+        print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
+
+
+def _text_embedder(server: LocalServer) -> None:
+    print("\n== text_embedder: text in, all-MiniLM-L6-v2 embedding out (tokenize -> minilm)")
+    sentences = ["A man is playing a guitar on stage.", "Someone performs music with a guitar.",
+                 "The stock market fell sharply on Monday."]
+    client = connect("http", server.config.http_url)
+    answer = infer(client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences], dtype=object)})
+    vectors = answer["EMBEDDING"]
+    for i, j in ((0, 1), (0, 2)):
+        print(f"  cosine {float(vectors[i] @ vectors[j]):.3f}  {sentences[i]!r} ~ {sentences[j]!r}")
+
+
+def _text_generator(server: LocalServer) -> None:
+    import json
+    import urllib.request
+
+    prompt = "The capital of France is"
+    print(f"\n== text_generator: SmolLM2-135M-Instruct, greedy, streamed over HTTP generate_stream (server-sent events)")
+    request = urllib.request.Request(
+        f"http://{server.config.http_url}/v2/models/text_generator/generate_stream",
+        data=json.dumps({"PROMPT": prompt, "MAX_TOKENS": 24, "TEMPERATURE": 0.0}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    started, first, pieces = time.perf_counter(), None, []
+    print(f"  {prompt}", end="", flush=True)
+    with urllib.request.urlopen(request, timeout=120) as response:
+        for line in response:
+            if not line.startswith(b"data:"):
+                continue
+            event = json.loads(line[5:])
+            if "error" in event:
+                raise RuntimeError(f"text_generator: {event['error']}")
+            piece = event.get("TEXT", "")
+            piece = piece[0] if isinstance(piece, list) else piece
+            first = first or time.perf_counter()
+            pieces.append(piece)
+            print(piece, end="", flush=True)
+    elapsed = time.perf_counter() - started
+    print(f"\n  {len(pieces)} pieces; first after {(first - started) * 1e3:.0f} ms, "
+          f"{len(pieces) / elapsed:.1f} pieces/s")
+
+
 def run(args: argparse.Namespace) -> int:
     config = ServerConfig()
     try:
@@ -90,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
             _digits(server)
+            _image_classifier(server)
+            _text_embedder(server)
+            _text_generator(server)
         finally:
             print("\n== stop")
             left = server.stop()

@@ -70,7 +70,7 @@ class ServerConfig:
     """How long shutdown waits for in-flight requests before giving up."""
     log_verbose: int = 0
     """Triton's ``--log-verbose`` level."""
-    ready_timeout_s: float = 180.0
+    ready_timeout_s: float = 420.0
     """How long :meth:`LocalServer.start` waits for ``/v2/health/ready``."""
     extra_args: tuple[str, ...] = ()
     """Further ``tritonserver`` flags, passed through unchanged."""

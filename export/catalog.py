@@ -15,7 +15,7 @@ from export.zoo.base import ZooModel
 CATALOG = Path(__file__).with_name("models.toml")
 _ENTRY_KEYS = {"builder", "variants"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
-                                                                 "tensorrt_accelerator"}
+                                                                 "tensorrt_accelerator", "labels"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +53,7 @@ class CatalogEntry:
         if isinstance(values.get("parameters"), dict):
             values["parameters"] = tuple(values["parameters"].items())
         values.setdefault("description", zoo.description)
+        values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())
         try:
             return ModelSpec(name=variant.model_name(self.name), inputs=zoo.inputs, outputs=zoo.outputs, **values)
         except TypeError as exc:

@@ -14,6 +14,7 @@ import inspect
 import json
 import platform
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,7 +51,14 @@ def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> 
 
 
 def builder_source(builder: str) -> str:
-    return Path(inspect.getfile(zoo.import_builder(builder))).read_text()
+    """The builder module's code and that of the project modules it uses (export.zoo.*, backends.*)."""
+    module = zoo.import_builder(builder)
+    names = {module.__name__}
+    for value in vars(module).values():
+        owner = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(owner, str) and owner.startswith(("export.zoo", "backends")):
+            names.add(owner)
+    return "\0".join(Path(inspect.getfile(sys.modules[name])).read_text() for name in sorted(names))
 
 
 def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None, force: bool = False,

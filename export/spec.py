@@ -139,6 +139,9 @@ class ModelSpec:
     """Backend parameters (``key``, ``value``)."""
     precision: str = "fp32"
     """Compute precision of the exported model; I/O stays FP32 (casts are inside the model)."""
+    labels: tuple[str, ...] = ()
+    """Class names of the first output (index = class id): Triton's classification extension answers
+    ``class_count`` requests with them; written to ``labels.txt`` beside the config."""
     tensorrt_accelerator: bool = False
     """ONNX on GPU: let ONNX Runtime hand the graph to TensorRT, in ``precision``."""
     version: int = 1

@@ -16,7 +16,7 @@ from deploy.client import connect
 from deploy.errors import ServerStartError
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
 
-READY_TIMEOUT_S = 180
+READY_TIMEOUT_S = 420
 
 
 def free_ports(count: int = 3) -> list[int]:

@@ -7,7 +7,9 @@ loads here unchanged. It follows the native backend's conventions:
 * inputs are matched to ``forward`` by argument name, else by ``NAME__<index>``, else by config order;
   outputs by ``NAME__<index>``, else by config order;
 * parameters ``INFERENCE_MODE``, ``DISABLE_OPTIMIZED_EXECUTION``, ``INTRA_OP_THREAD_COUNT`` and
-  ``INTER_OP_THREAD_COUNT`` are honoured; the rest are reported as ignored at load.
+  ``INTER_OP_THREAD_COUNT`` are honoured; the rest are reported as ignored at load;
+* ``TORCH_OPS_MODULES`` (comma-separated Python modules, e.g. ``backends.custom_ops``) is imported
+  before ``torch.jit.load``, to register the custom ops (``torch.library``) a model calls.
 
 Tensors move between Triton and torch through DLPack (no copy for a single request). Batching and
 per-request errors are in ``backends/batching.py``.
@@ -15,6 +17,7 @@ per-request errors are in ``backends/batching.py``.
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -46,7 +49,8 @@ def argument_order(names: list[str], forward_args: list[str], kind: str) -> list
 
 class TritonPythonModel(BatchingModel):
     honoured_parameters = frozenset(
-        {"INFERENCE_MODE", "DISABLE_OPTIMIZED_EXECUTION", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"})
+        {"INFERENCE_MODE", "DISABLE_OPTIMIZED_EXECUTION", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT",
+         "TORCH_OPS_MODULES"})
 
     def load(self, args) -> None:
         self.device = self._device(args["model_instance_kind"], int(args["model_instance_device_id"]))
@@ -63,7 +67,25 @@ class TritonPythonModel(BatchingModel):
         path = Path(args["model_repository"]) / args["model_version"] / filename
         if not path.is_file():
             raise pb_utils.TritonModelException(f"{self.name}: no TorchScript file at {path}")
-        self.module = torch.jit.load(str(path), map_location=self.device).eval()
+        ops_modules = [m.strip() for m in self.parameters.get("TORCH_OPS_MODULES", "").split(",") if m.strip()]
+        for module_name in ops_modules:  # registers the custom ops the TorchScript file calls
+            try:
+                importlib.import_module(module_name)
+            except Exception as exc:  # noqa: BLE001 - any import failure is a load failure, with its cause
+                raise pb_utils.TritonModelException(
+                    f"{self.name}: TORCH_OPS_MODULES: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+                ) from exc
+        try:
+            self.module = torch.jit.load(str(path), map_location=self.device).eval()
+        except RuntimeError as exc:
+            unknown = re.search(r"Unknown builtin op: (\w+::\w+)", str(exc))
+            if unknown is None:
+                raise
+            raise pb_utils.TritonModelException(
+                f"{self.name}: {path.name} calls the custom op {unknown.group(1)}, which is not registered; "
+                f"name the Python module that registers it in the config parameter TORCH_OPS_MODULES "
+                f"(now {ops_modules or 'unset'})"
+            ) from exc
 
         self.output_dtypes = [self._dtype(t) for t in self.config["output"]]
         for t in self.config["input"]:

@@ -8,10 +8,15 @@ from export.errors import UnknownModelError
 from export.zoo.base import ZooModel
 
 BUILDERS = {
+    "custom_op_mlp": "export.zoo.custom_op",
     "digits": "export.zoo.digits",
     "efficientnet_lite0": "export.zoo.efficientnet",
     "minilm": "export.zoo.minilm",
     "resnet50": "export.zoo.resnet",
+    "smollm2_prefill": "export.zoo.smollm2_prefill",
+    "smollm2_decode": "export.zoo.smollm2_decode",
+    "smollm2_tiny_prefill": "export.zoo.smollm2_tiny_prefill",
+    "smollm2_tiny_decode": "export.zoo.smollm2_tiny_decode",
 }
 
 

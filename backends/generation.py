@@ -1,0 +1,182 @@
+"""Text-generation helpers shared by model_repository/text_generator and its tests (no Triton import).
+
+* :func:`parse_request` checks one request's raw inputs and tokenises the prompt, raising
+  :class:`GenerationInputError` with a message that names the problem;
+* :class:`TokenStreamer` turns generated token ids into text pieces that are always complete UTF-8
+  characters (a byte-level BPE token can end in the middle of one);
+* :class:`StopMatcher` holds back text that may be the start of the ``STOP`` string, and cuts the
+  stream where it appears (the stop string itself is not sent);
+* :func:`choose_tokens` picks the next token per row: greedy at temperature 0, else sampled.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import math
+
+import numpy as np
+
+EOS_IDS = frozenset({0, 2})  # <|endoftext|>, <|im_end|> (the GGUF's eos)
+SPECIAL_IDS = frozenset({0, 1, 2})  # <|endoftext|>, <|im_start|>, <|im_end|>: never sent as text
+
+
+class GenerationInputError(ValueError):
+    """A request the generator refuses; the message names the input and the problem."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_prompt_tokens: int = 1024
+    max_new_tokens: int = 512
+
+
+@dataclasses.dataclass
+class ParsedRequest:
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    stop: str
+
+
+def _single(array, name: str):
+    if array is None:
+        return None
+    flat = np.asarray(array).reshape(-1)
+    if flat.size != 1:
+        raise GenerationInputError(f"{name} must hold exactly one element, got {flat.size}")
+    return flat[0]
+
+
+def _text(value, name: str) -> str:
+    if isinstance(value, np.ndarray):
+        value = value.item()
+    if isinstance(value, str):
+        return value
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GenerationInputError(f"{name} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+
+
+def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits()) -> ParsedRequest:
+    """Raw input arrays (``None`` where absent) -> a checked, tokenised request."""
+    if prompt is None:
+        raise GenerationInputError("PROMPT is missing")
+    text = _text(_single(prompt, "PROMPT"), "PROMPT")
+    if not text.strip():
+        raise GenerationInputError("PROMPT is empty")
+    if max_tokens is None:
+        raise GenerationInputError("MAX_TOKENS is missing")
+    count = int(_single(max_tokens, "MAX_TOKENS"))
+    if count < 1:
+        raise GenerationInputError(f"MAX_TOKENS must be at least 1, got {count}")
+    if count > limits.max_new_tokens:
+        raise GenerationInputError(f"MAX_TOKENS {count} is over the limit of {limits.max_new_tokens}")
+    temp = 0.0 if temperature is None else float(_single(temperature, "TEMPERATURE"))
+    if not math.isfinite(temp) or temp < 0:
+        raise GenerationInputError(f"TEMPERATURE must be a finite number >= 0 (0 = greedy), got {temp}")
+    stop_text = "" if stop is None else _text(_single(stop, "STOP"), "STOP")
+    # A prompt far over the limit is refused before tokenising all of it (a token is >= 1 character
+    # and, for byte-level BPE, at most a few bytes).
+    if len(text) > 16 * limits.max_prompt_tokens:
+        raise GenerationInputError(
+            f"PROMPT is too long: {len(text)} characters, the limit is {limits.max_prompt_tokens} tokens")
+    ids = tokenizer.encode(text).ids
+    if not ids:
+        raise GenerationInputError("PROMPT is empty after tokenisation")
+    if len(ids) > limits.max_prompt_tokens:
+        raise GenerationInputError(f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens}")
+    return ParsedRequest(ids, count, temp, stop_text)
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level BPE: the printable character that stands for each byte, inverted."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+class TokenBytes:
+    """Token id -> the bytes it stands for, from a byte-level BPE ``tokenizers.Tokenizer``."""
+
+    def __init__(self, tokenizer):
+        decoder = _byte_decoder()
+        self.table: list[bytes] = []
+        for i in range(tokenizer.get_vocab_size(with_added_tokens=True)):
+            token = tokenizer.id_to_token(i)
+            if token is None or i in SPECIAL_IDS:
+                self.table.append(b"")
+            elif all(ch in decoder for ch in token):
+                self.table.append(bytes(decoder[ch] for ch in token))
+            else:  # an added token written as plain text
+                self.table.append(token.encode("utf-8"))
+
+    def __call__(self, token_id: int) -> bytes:
+        return self.table[token_id] if 0 <= token_id < len(self.table) else b""
+
+
+class TokenStreamer:
+    """Token ids in, complete UTF-8 text out; an invalid byte sequence becomes U+FFFD, never an error."""
+
+    def __init__(self, token_bytes: TokenBytes):
+        self.token_bytes = token_bytes
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        return self.decoder.decode(self.token_bytes(int(token_id)))
+
+    def flush(self) -> str:
+        return self.decoder.decode(b"", final=True)
+
+
+class StopMatcher:
+    """Cut the text stream before ``stop``; hold back a tail that could be the start of it."""
+
+    def __init__(self, stop: str):
+        self.stop = stop
+        self.pending = ""
+        self.stopped = False
+
+    def push(self, text: str) -> str:
+        if self.stopped:
+            return ""
+        if not self.stop:
+            return text
+        self.pending += text
+        at = self.pending.find(self.stop)
+        if at >= 0:
+            self.stopped = True
+            out, self.pending = self.pending[:at], ""
+            return out
+        keep = 0
+        for k in range(min(len(self.stop) - 1, len(self.pending)), 0, -1):
+            if self.stop.startswith(self.pending[-k:]):
+                keep = k
+                break
+        out = self.pending[:len(self.pending) - keep]
+        self.pending = self.pending[len(self.pending) - keep:]
+        return out
+
+    def flush(self) -> str:
+        out, self.pending = ("" if self.stopped else self.pending), ""
+        return out
+
+
+def choose_tokens(logits, temperatures, generator=None):
+    """logits torch [B, vocab], temperatures list[float] -> token ids torch [B] (argmax where 0)."""
+    import torch
+
+    tokens = logits.argmax(-1)
+    for row, temp in enumerate(temperatures):
+        if temp > 0:
+            probs = torch.softmax(logits[row].float() / temp, dim=-1)
+            tokens[row] = torch.multinomial(probs, 1, generator=generator)[0]
+    return tokens

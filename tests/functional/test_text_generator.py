@@ -1,0 +1,359 @@
+"""text_generator: decoupled streaming generation over gRPC and HTTP ``generate_stream``.
+
+A module-scoped server serves a temporary repository: the tiny random-weight steps
+(``smollm2_tiny_prefill`` / ``smollm2_tiny_decode``, exported through the export pipeline) and the
+committed ``model_repository/text_generator`` pointed at them, so these tests run in seconds. The
+last test uses the session server and the real SmolLM2-135M.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+import tritonclient.grpc as grpcclient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backends.generation import (GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer,
+                                 parse_request)
+from export import catalog, pipeline
+from export.zoo import smollm
+from tests.conftest import server_config, start_or_fail
+
+GENERATOR = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator"
+MAX_PROMPT_TOKENS = 64
+MAX_NEW_TOKENS = 4096
+
+
+def generator_config(name: str, prefill: str, decode: str, **params: str) -> str:
+    text = (GENERATOR / "config.pbtxt").read_text().replace('name: "text_generator"', f'name: "{name}"')
+    text = text.replace('"smollm2_prefill"', f'"{prefill}"').replace('"smollm2_decode"', f'"{decode}"')
+    for key, value in params.items():
+        start = text.index(f'key: "{key}"')
+        old = text[start:text.index("}", start)]
+        text = text.replace(old, old[:old.index("string_value:")] + f'string_value: "{value}" ')
+    return text
+
+
+@pytest.fixture(scope="module")
+def gen_server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("generation_repo")
+    for name in ("smollm2_tiny_prefill", "smollm2_tiny_decode"):
+        assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
+    shutil.copytree(GENERATOR, repo / "text_generator", ignore=shutil.ignore_patterns("__pycache__"))
+    (repo / "text_generator" / "config.pbtxt").write_text(generator_config(
+        "text_generator", "smollm2_tiny_prefill", "smollm2_tiny_decode",
+        MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS), MAX_NEW_TOKENS=str(MAX_NEW_TOKENS)))
+    server = start_or_fail(server_config(repo))
+    yield server
+    assert server.stop() == []
+
+
+@pytest.fixture(scope="module")
+def tiny_reference():
+    """Greedy text of the tiny model, computed in this process with the eager steps."""
+    llama = smollm.load_llama(tiny=True)
+    prefill, decode = smollm.Prefill(llama), smollm.Decode(llama)
+
+    def reference(prompt: str, tokens: int) -> str:
+        ids = smollm.greedy(prefill, decode, *smollm.encode_batch([prompt]), max_new_tokens=tokens)[0]
+        cut = next((i for i, t in enumerate(ids) if t in (0, 2)), len(ids))
+        return smollm.tokenizer().decode(ids[:cut])
+
+    return reference
+
+
+# -- clients -------------------------------------------------------------------------------------------
+def _grpc_inputs(prompt, max_tokens, temperature=None, stop=None):
+    values = [("PROMPT", np.array([prompt.encode() if isinstance(prompt, str) else prompt], dtype=np.object_), "BYTES"),
+              ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32")]
+    if temperature is not None:
+        values.append(("TEMPERATURE", np.array([temperature], dtype=np.float32), "FP32"))
+    if stop is not None:
+        values.append(("STOP", np.array([stop.encode()], dtype=np.object_), "BYTES"))
+    inputs = []
+    for name, array, datatype in values:
+        tensor = grpcclient.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return inputs
+
+
+class GrpcStream:
+    """One gRPC bidirectional stream; each event is (seconds since start, text | None, final, error)."""
+
+    def __init__(self, url: str, model: str = "text_generator"):
+        self.client = grpcclient.InferenceServerClient(url)
+        self.model = model
+        self.events: queue.Queue = queue.Queue()
+        self.started = time.perf_counter()
+        self.client.start_stream(callback=self._on_response)
+
+    def _on_response(self, result, error):
+        now = time.perf_counter() - self.started
+        if error is not None:
+            self.events.put((now, None, True, error))
+            return
+        response = result.get_response()
+        text = result.as_numpy("TEXT")[0].decode() if response.outputs else None
+        self.events.put((now, text, response.parameters["triton_final_response"].bool_param, None))
+
+    def send(self, prompt, max_tokens, **kwargs):
+        self.client.async_stream_infer(self.model, _grpc_inputs(prompt, max_tokens, **kwargs),
+                                       enable_empty_final_response=True)
+
+    def collect(self, timeout=60.0):
+        pieces = []
+        while True:
+            at, text, final, error = self.events.get(timeout=timeout)
+            if error is not None:
+                return pieces, error
+            if text is not None:
+                pieces.append(text)
+            if final:
+                return pieces, None
+
+    def close(self, cancel=False):
+        self.client.stop_stream(cancel_requests=cancel)
+        self.client.close()
+
+
+def grpc_generate(server, prompt, max_tokens, **kwargs):
+    stream = GrpcStream(server.config.grpc_url)
+    try:
+        stream.send(prompt, max_tokens, **kwargs)
+        return stream.collect()
+    finally:
+        stream.close()
+
+
+def http_generate(server, payload: dict, model: str = "text_generator"):
+    """POST generate_stream; (status, pieces, error text) from the server-sent events."""
+    url = f"http://{server.config.http_url}/v2/models/{model}/generate_stream"
+    with requests.post(url, json=payload, stream=True, timeout=120) as response:
+        pieces, error = [], None
+        for line in response.iter_lines():
+            if not line.startswith(b"data: "):
+                continue
+            event = json.loads(line[len(b"data: "):])
+            if "error" in event:
+                error = event["error"]
+            elif "TEXT" in event:
+                pieces.append(event["TEXT"])
+        return response.status_code, pieces, error
+
+
+def generate(server, protocol, prompt, max_tokens, **kwargs):
+    if protocol == "grpc":
+        pieces, error = grpc_generate(server, prompt, max_tokens, **kwargs)
+        assert error is None, error
+        return pieces
+    payload = {"PROMPT": prompt, "MAX_TOKENS": max_tokens}
+    payload.update({k.upper(): v for k, v in kwargs.items() if v is not None})
+    status, pieces, error = http_generate(server, payload)
+    assert status == 200 and error is None, (status, error)
+    return pieces
+
+
+def server_ready(server) -> bool:
+    return requests.get(f"http://{server.config.http_url}/v2/health/ready", timeout=5).status_code == 200
+
+
+# -- behaviour ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_greedy_stream_equals_the_in_process_reference(gen_server, tiny_reference, protocol):
+    for prompt in smollm.PROMPTS[:3]:
+        pieces = generate(gen_server, protocol, prompt, 12)
+        assert len(pieces) > 1, "the text did not come as a stream of pieces"
+        assert "".join(pieces) == tiny_reference(prompt, 12)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_max_tokens_and_stop_are_honoured(gen_server, tiny_reference, protocol):
+    prompt = smollm.PROMPTS[2]
+    assert "".join(generate(gen_server, protocol, prompt, 3)) == tiny_reference(prompt, 3)
+    full = tiny_reference(prompt, 12)
+    stop = full[len(full) // 2:len(full) // 2 + 3]
+    expected = full[:full.find(stop)]
+    assert len(expected) < len(full)
+    assert "".join(generate(gen_server, protocol, prompt, 12, stop=stop)) == expected
+
+
+def test_sampling_with_a_temperature_streams_text(gen_server):
+    pieces = generate(gen_server, "grpc", smollm.PROMPTS[0], 8, temperature=0.8)
+    assert pieces and all(isinstance(p, str) for p in pieces)
+
+
+def test_a_new_stream_joins_the_running_batch(gen_server):
+    """B arrives while A is generating 1000 tokens; B's tokens and final flag come before A ends."""
+    a, b = GrpcStream(gen_server.config.grpc_url), GrpcStream(gen_server.config.grpc_url)
+    try:
+        a.send(smollm.PROMPTS[0], 1000)
+        a.events.get(timeout=60)  # A is generating
+        b.send(smollm.PROMPTS[1], 5)
+        b_pieces, b_error = b.collect()
+        b_done = time.perf_counter()
+        a_pieces, a_error = a.collect(timeout=120)
+        a_done = time.perf_counter()
+        assert a_error is None and b_error is None
+        print(f"\nB finished {a_done - b_done:.2f} s before A")
+        assert b_done < a_done - 0.05, "B waited for A to finish: no in-flight batching"
+        assert len(b_pieces) >= 1 and len(a_pieces) > 50
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_cancelled_grpc_stream_stops_generating(gen_server):
+    stream = GrpcStream(gen_server.config.grpc_url)
+    stream.send(smollm.PROMPTS[0], MAX_NEW_TOKENS)
+    for _ in range(3):
+        stream.events.get(timeout=60)
+    stream.close(cancel=True)
+    deadline = time.monotonic() + 20
+    marker = "text_generator: request cancelled after "
+    while marker not in gen_server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = gen_server.log_text()
+    assert marker in log, "the generator did not notice the cancellation"
+    generated = int(log[log.rindex(marker) + len(marker):].split()[0])
+    assert generated < MAX_NEW_TOKENS
+    assert "".join(generate(gen_server, "grpc", smollm.PROMPTS[1], 4))  # and it still serves
+
+
+def cancellations(server) -> list[int]:
+    marker = "text_generator: request cancelled after "
+    return [int(line.split(marker)[1].split()[0]) for line in server.log_text().splitlines() if marker in line]
+
+
+def test_closing_the_http_connection_stops_generating(gen_server):
+    before = len(cancellations(gen_server))
+    url = f"http://{gen_server.config.http_url}/v2/models/text_generator/generate_stream"
+    response = requests.post(url, json={"PROMPT": smollm.PROMPTS[0], "MAX_TOKENS": MAX_NEW_TOKENS}, stream=True,
+                             timeout=60)
+    events = (line for line in response.iter_lines() if line.startswith(b"data: "))
+    for _ in range(3):
+        next(events)
+    response.close()
+    deadline = time.monotonic() + 20
+    while len(cancellations(gen_server)) == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    found = cancellations(gen_server)[before:]
+    assert found, "the generator did not notice the closed connection"
+    assert found[0] < MAX_NEW_TOKENS
+    assert generate(gen_server, "http", "Hello", 2) and server_ready(gen_server)
+
+
+# -- bad input -----------------------------------------------------------------------------------------
+BAD_HTTP = {
+    "empty prompt": ({"PROMPT": "", "MAX_TOKENS": 4}, "PROMPT is empty"),
+    "prompt over the token limit": ({"PROMPT": "word " * 5000, "MAX_TOKENS": 4}, "PROMPT is too long"),
+    "MAX_TOKENS of 0": ({"PROMPT": "Hello", "MAX_TOKENS": 0}, "MAX_TOKENS must be at least 1"),
+    "MAX_TOKENS over the limit": ({"PROMPT": "Hello", "MAX_TOKENS": MAX_NEW_TOKENS + 1}, "MAX_TOKENS 4097 is over"),
+    "negative temperature": ({"PROMPT": "Hello", "MAX_TOKENS": 4, "TEMPERATURE": -0.5}, "TEMPERATURE must be"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HTTP))
+def test_bad_input_over_http_is_a_400_naming_the_problem(gen_server, case):
+    payload, message = BAD_HTTP[case]
+    status, pieces, error = http_generate(gen_server, payload)
+    assert status == 400 and message in (error or ""), (status, error)
+    assert not pieces
+    assert generate(gen_server, "http", "Hello", 2) and server_ready(gen_server)
+
+
+BAD_GRPC = {
+    "empty prompt": ((b"", 4), {}, "PROMPT is empty"),
+    "prompt over the token limit": ((b"word " * 100, 4), {}, "PROMPT is too long: 101 tokens, the limit is 64"),
+    "non-UTF-8 bytes": ((b"caf\xe9 \xff", 4), {}, "PROMPT is not valid UTF-8"),
+    "MAX_TOKENS of 0": ((b"Hello", 0), {}, "MAX_TOKENS must be at least 1"),
+    "MAX_TOKENS over the limit": ((b"Hello", 100000), {}, "over the limit"),
+    "negative temperature": ((b"Hello", 4), {"temperature": -1.0}, "TEMPERATURE must be"),
+}
+
+
+def test_bad_input_over_grpc_fails_that_request_alone(gen_server):
+    """Bad requests on one stream, between good ones: each gets its own error; the good ones their text.
+
+    On a gRPC stream Triton 2.51 sends a per-request error as the stream message's ``error_message``
+    (the stream itself stays open and OK), so what the client sees is the message, not a status code.
+    """
+    stream = GrpcStream(gen_server.config.grpc_url)
+    try:
+        for case, ((prompt, max_tokens), kwargs, message) in BAD_GRPC.items():
+            stream.send(prompt, max_tokens, **kwargs)
+            pieces, error = stream.collect()
+            assert error is not None and message in error.message(), (case, error)
+            stream.send("Hello", 2)
+            pieces, error = stream.collect()
+            assert error is None and pieces, case
+    finally:
+        stream.close()
+    assert server_ready(gen_server)
+
+
+# -- the helpers, fuzzed -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def token_bytes():
+    return TokenBytes(smollm.tokenizer())
+
+
+FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(st.binary(max_size=300), st.integers(-5, 10_000))
+def test_parse_request_takes_any_bytes_without_crashing(raw, max_tokens):
+    try:
+        parsed = parse_request(smollm.tokenizer(), np.array([raw], dtype=np.object_), np.array([max_tokens]),
+                               limits=Limits(max_prompt_tokens=64, max_new_tokens=512))
+    except GenerationInputError as exc:
+        assert str(exc)
+    else:
+        assert 1 <= len(parsed.prompt_ids) <= 64 and 1 <= parsed.max_tokens <= 512
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_streaming_decode_of_any_text_is_the_text(token_bytes, text):
+    ids = smollm.tokenizer().encode(text).ids
+    streamer = TokenStreamer(token_bytes)
+    pieces = [streamer.push(i) for i in ids] + [streamer.flush()]
+    decoded = smollm.tokenizer().decode(ids)
+    assert "".join(pieces) == decoded
+    if decoded == text:  # the vocabulary lacks a few bytes: characters made of them do not survive encoding
+        assert all("\ufffd" not in p for p in pieces) or "\ufffd" in text
+
+
+@FUZZ
+@given(st.lists(st.integers(-10, 60_000), max_size=100))
+def test_streaming_decode_of_any_token_ids_never_fails(token_bytes, ids):
+    streamer = TokenStreamer(token_bytes)
+    text = "".join(streamer.push(i) for i in ids) + streamer.flush()
+    text.encode("utf-8")  # complete characters only
+
+
+@FUZZ
+@given(st.lists(st.text(max_size=8), max_size=20), st.text(min_size=1, max_size=4))
+def test_stop_matcher_cuts_before_the_first_stop(pieces, stop):
+    matcher = StopMatcher(stop)
+    out = "".join(matcher.push(p) for p in pieces) + matcher.flush()
+    full = "".join(pieces)
+    assert out == (full[:full.find(stop)] if stop in full else full)
+
+
+# -- the real model --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_real_smollm2_says_paris(server, protocol):
+    text = "".join(generate(server, protocol, "The capital of France is", 4))
+    assert text.strip().startswith("Paris"), text
+
