@@ -17,7 +17,7 @@ from torch import nn
 
 import backends.custom_ops  # noqa: F401 - registers torch.ops.tritonkit.*
 from export.zoo.base import Tolerance, ZooModel, cached_state_dict
-from export.zoo.digits import INPUTS, OUTPUTS, split
+from export.zoo.digits import INPUTS, OUTPUTS, train_full_batch, zoo_model
 
 TRAINING = {"hidden": (64, 32), "clamp": (-0.25, 4.0), "epochs": 200, "lr": 1e-2, "weight_decay": 1e-4, "seed": 0}
 TORCH_OPS_MODULES = "backends.custom_ops"
@@ -47,40 +47,13 @@ class CustomOpMLP(nn.Module):
 
 
 def train() -> dict[str, torch.Tensor]:
-    x_train, _, y_train, _ = split()
     torch.manual_seed(TRAINING["seed"])
-    model = CustomOpMLP()
-    optimiser = torch.optim.Adam(model.parameters(), lr=TRAINING["lr"], weight_decay=TRAINING["weight_decay"])
-    x, y = torch.from_numpy(x_train), torch.from_numpy(y_train)
-    model.train()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a net this small trains ~10x faster on one thread than on contended cores
-    try:
-        for _ in range(TRAINING["epochs"]):  # full batch: 1437 samples
-            optimiser.zero_grad()
-            nn.functional.cross_entropy(model.body(x / 16.0), y).backward()
-            optimiser.step()
-    finally:
-        torch.set_num_threads(threads)
-    return model.state_dict()
+    return train_full_batch(CustomOpMLP(), TRAINING)
 
 
 def build() -> ZooModel:
     model = CustomOpMLP()
     model.load_state_dict(cached_state_dict("custom_op_mlp", TRAINING, train))
-    model.eval()
-    _, x_test, _, _ = split()
-    return ZooModel(
-        name="custom_op_mlp",
-        module=model,
-        inputs=INPUTS,
-        outputs=OUTPUTS,
-        example_inputs=(torch.from_numpy(x_test[:8]),),
-        random_inputs=lambda batch, _seq, gen: (torch.randint(0, 17, (batch, 64), generator=gen).float(),),
-        reference_inputs=(torch.from_numpy(x_test),),
-        tolerances={"fp32": Tolerance(atol=1e-5)},
-        real_data_check="top1",
-        labels=tuple(str(d) for d in range(10)),
-        description="digits MLP whose activation is the custom op tritonkit::hardswish_clamp; "
-                    "trained on scikit-learn's digits (seeded), 20% held out; needs TORCH_OPS_MODULES",
-    )
+    return zoo_model("custom_op_mlp", model, {"fp32": Tolerance(atol=1e-5)},
+                     "digits MLP whose activation is the custom op tritonkit::hardswish_clamp; "
+                     "trained on scikit-learn's digits (seeded), 20% held out; needs TORCH_OPS_MODULES")
