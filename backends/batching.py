@@ -24,6 +24,38 @@ def flag(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def invalid(exc: Exception):
+    """A response carrying ``exc`` as this request's INVALID_ARG error."""
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
+
+
+def gather(requests, name: str, parse, errors: tuple[type[Exception], ...]):
+    """Parse every item of input ``name`` across ``requests`` so a batch step can run on all at once.
+
+    Returns (responses, items, owners): a request whose item raises one of ``errors`` already has its
+    error response; ``owners`` lists (request index, item count) for the others, in ``items`` order.
+    """
+    responses, items, owners = [None] * len(requests), [], []
+    for i, request in enumerate(requests):
+        try:
+            raw = pb_utils.get_input_tensor_by_name(request, name).as_numpy().reshape(-1)
+            parsed = [parse(r if isinstance(r, bytes) else bytes(r)) for r in raw]
+        except errors as exc:
+            responses[i] = invalid(exc)
+            continue
+        items.extend(parsed)
+        owners.append((i, len(parsed)))
+    return responses, items, owners
+
+
+def scatter(owners):
+    """(request index, slice of the batch) for each owner of :func:`gather`."""
+    start = 0
+    for i, count in owners:
+        yield i, slice(start, start + count)
+        start += count
+
+
 class BatchingModel:
     """Subclasses implement ``load``, ``to_array``, ``from_array``, ``concat`` and ``forward``."""
 
@@ -112,4 +144,4 @@ class BatchingModel:
             start += size or 0
 
     def error(self, exc: Exception):
-        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
+        return invalid(exc)

@@ -53,8 +53,7 @@ def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
         path = workdir / f"{name}-{variant.format}-{variant.precision}" / variant.filename
         path.parent.mkdir(parents=True)
         converter.convert(model, variant, path)
-        load_kwargs = {"variant": variant} if variant.format == "onnx" else {}
-        runners[str(variant)] = converter.load(path, **load_kwargs)
+        runners[str(variant)] = converter.load(path, variant=variant)
     rows = []
     generator = torch.Generator().manual_seed(0)
     for batch in batches:

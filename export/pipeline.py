@@ -122,9 +122,8 @@ def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, stagi
     try:
         if device == "cuda" and not torch.cuda.is_available():
             raise FormatUnavailable("--target gpu needs a CUDA device and torch sees none")
-        kwargs = {"max_batch_size": spec.max_batch_size} if variant.format == "torch-tensorrt" else {}
-        converter.convert(model, variant, target_file, device=device, **kwargs)
-        loaded = converter.load(target_file, device=device, **({"variant": variant} if variant.format == "onnx" else {}))
+        converter.convert(model, variant, target_file, device=device, max_batch_size=spec.max_batch_size)
+        loaded = converter.load(target_file, device=device, variant=variant)
         report = parity.check(model, loaded, variant.precision, spec.max_batch_size)
     except FormatUnavailable as exc:
         return ConversionResult(**base, status="skipped", message=str(exc)), manifest

@@ -46,6 +46,33 @@ def start_or_fail(config: ServerConfig) -> LocalServer:
         pytest.fail(f"tritonserver did not start: {exc}", pytrace=False)
 
 
+def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, timeout: float = 120) -> list:
+    """Send each payload from its own thread and HTTP connection at once; per payload, the output or the error."""
+    import threading
+
+    from tritonclient.utils import InferenceServerException
+
+    from deploy.client import infer
+
+    results = [None] * len(payloads)
+
+    def send(i):
+        client = connect("http", url)
+        try:
+            results[i] = infer(client, model, payloads[i])[output]
+        except InferenceServerException as exc:
+            results[i] = exc
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    return results
+
+
 @pytest.fixture(scope="session")
 def repository() -> Path:
     from export import catalog

@@ -24,7 +24,7 @@ def dynamic_axes(zoo: ZooModel) -> dict[str, dict[int, str]]:
     return axes
 
 
-def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu") -> None:
+def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", max_batch_size: int = 0) -> None:
     import onnx
 
     with torch.no_grad():

@@ -57,7 +57,7 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda",
     zoo.module.to("cpu")
 
 
-def load(path: Path, device: str = "cuda"):
+def load(path: Path, device: str = "cuda", variant: Variant | None = None):
     _toolchain()
     module = torch.jit.load(str(path), map_location="cuda").eval()
 

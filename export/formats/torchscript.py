@@ -50,7 +50,7 @@ def trace(module: nn.Module, example: tuple[torch.Tensor, ...], freeze: bool = T
     return torch.jit.freeze(traced.eval()) if freeze else traced
 
 
-def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu") -> None:
+def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", max_batch_size: int = 0) -> None:
     module = at_precision(zoo, variant.precision).to(device)
     example = tuple(x.to(device) for x in zoo.example_inputs)
     # Freezing folds BatchNorm into the convolutions; done in FP16 that folding loses precision
@@ -58,7 +58,7 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu") 
     trace(module, example, freeze=variant.precision == "fp32").save(str(target))
 
 
-def load(path: Path, device: str = "cpu"):
+def load(path: Path, device: str = "cpu", variant: Variant | None = None):
     module = torch.jit.load(str(path), map_location=device).eval()
 
     def run(*inputs: torch.Tensor):

@@ -1,7 +1,6 @@
 """image_classifier and text_embedder: raw inputs in, answers out, through Python backends and ensembles."""
 
 import io
-import threading
 
 import numpy as np
 import pytest
@@ -12,6 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import infer
 from export.zoo import efficientnet, minilm
+from tests.conftest import infer_concurrently
 
 SENTENCES = [
     "A man is playing a guitar on stage.",
@@ -129,28 +129,12 @@ def test_bad_input_gets_its_own_clear_error(client, protocol, case):
 
 def test_a_bad_image_does_not_fail_the_good_ones_batched_with_it(server):
     """Concurrent requests share preprocess batches; only the corrupt one fails."""
-    from deploy.client import connect
-
     good, bad = encode(skimage.data.coffee()), b"not an image at all"
     payloads = [good, bad, good, good, bad, good]
-    results = [None] * len(payloads)
-
-    def send(i):
-        client = connect("http", server.config.http_url)
-        try:
-            results[i] = infer(client, "image_classifier", {"IMAGE": images(payloads[i])})["CLASS_IDS"][0, 0]
-        except InferenceServerException as exc:
-            results[i] = exc
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
+    results = infer_concurrently(server.config.http_url, "image_classifier",
+                                 [{"IMAGE": images(p)} for p in payloads], "CLASS_IDS")
     for payload, result in zip(payloads, results):
         if payload is good:
-            assert result == efficientnet.ESPRESSO
+            assert result[0, 0] == efficientnet.ESPRESSO
         else:
             assert isinstance(result, InferenceServerException) and "not a readable image" in result.message()

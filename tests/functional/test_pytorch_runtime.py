@@ -4,7 +4,6 @@ A module-scoped server loads small TorchScript models written here, each configu
 same ModelSpec -> config.pbtxt path the export uses.
 """
 
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ from export import config as config_io
 from export.usermodel import load_user_model
 from export.variants import Variant
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, TensorSpec
-from tests.conftest import server_config, start_or_fail
+from tests.conftest import infer_concurrently, server_config, start_or_fail
 
 
 class Subtract(nn.Module):
@@ -111,24 +110,8 @@ def test_inputs_and_outputs_in_config_order(http):
 def test_a_failing_request_does_not_fail_the_rest_of_its_batch(runtime_server):
     """Four concurrent requests batched into one execution; the one with a negative value fails alone."""
     payloads = [np.full((1, 4), v, dtype=np.float32) for v in (1.0, 2.0, -1.0, 3.0)]
-    results = [None] * len(payloads)
     before = metrics(runtime_server.config.metrics_url)
-
-    def send(i):
-        client = connect("http", runtime_server.config.http_url)
-        try:
-            results[i] = infer(client, "refuse_negative", {"x": payloads[i]})["y"]
-        except InferenceServerException as exc:
-            results[i] = exc
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(payloads))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-
+    results = infer_concurrently(runtime_server.config.http_url, "refuse_negative", [{"x": p} for p in payloads], "y")
     after = metrics(runtime_server.config.metrics_url)
     for i in (0, 1, 3):
         assert np.array_equal(results[i], payloads[i] * 2), results[i]

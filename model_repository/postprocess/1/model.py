@@ -11,6 +11,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 import export.zoo
+from backends.batching import invalid
 
 LABELS_FILE = Path(export.zoo.__file__).parent / "data" / "imagenet_labels.txt"
 
@@ -28,8 +29,7 @@ class TritonPythonModel:
             top_k = pb_utils.get_input_tensor_by_name(request, "TOP_K")
             k = int(top_k.as_numpy().reshape(-1)[0]) if top_k is not None else self.default_k
             if not 1 <= k <= logits.shape[-1]:
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    f"TOP_K must be between 1 and {logits.shape[-1]}, got {k}", pb_utils.TritonError.INVALID_ARG)))
+                responses.append(invalid(ValueError(f"TOP_K must be between 1 and {logits.shape[-1]}, got {k}")))
                 continue
             shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
             probabilities = shifted / shifted.sum(axis=-1, keepdims=True)

@@ -39,12 +39,6 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
-try:
-    import backends.generation  # noqa: F401 - the project is installed in the venv (make setup)
-except ImportError:  # elsewhere (a container with the repository mounted): the project root of this file
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from backends.generation import (EOS_IDS, GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer,
                                  choose_tokens, parse_request)
 

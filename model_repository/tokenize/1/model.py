@@ -11,6 +11,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from backends import text
+from backends.batching import gather, scatter
 
 
 class TritonPythonModel:
@@ -20,28 +21,14 @@ class TritonPythonModel:
         text.tokenizer()  # load once, before the first request
 
     def execute(self, requests):
-        responses = [None] * len(requests)
-        texts, owners = [], []
-        for i, request in enumerate(requests):
-            try:
-                raw = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy().reshape(-1)
-                decoded = [text.decode_text(r if isinstance(r, bytes) else bytes(r), "TEXT", self.max_bytes)
-                           for r in raw]
-            except text.TextError as exc:
-                responses[i] = pb_utils.InferenceResponse(
-                    error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
-                continue
-            texts.extend(decoded)
-            owners.append((i, len(decoded)))
+        responses, texts, owners = gather(
+            requests, "TEXT", lambda raw: text.decode_text(raw, "TEXT", self.max_bytes), (text.TextError,))
         if texts:
             ids, mask, truncated = text.tokenize(texts)  # one padding length for the whole batch
             flags = np.array(truncated, dtype=bool).reshape(-1, 1)
-            start = 0
-            for i, count in owners:
-                part = slice(start, start + count)
+            for i, part in scatter(owners):
                 responses[i] = pb_utils.InferenceResponse(
                     output_tensors=[pb_utils.Tensor("input_ids", ids[part]),
                                     pb_utils.Tensor("attention_mask", mask[part]),
                                     pb_utils.Tensor("TRUNCATED", flags[part])])
-                start += count
         return responses
