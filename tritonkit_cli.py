@@ -1,6 +1,7 @@
 """tritonkit: PyTorch models to Triton Inference Server, checked against eager PyTorch and proven under load.
 
-Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `demo` (the main job).
+Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` and `bench`
+(loadtest/), `demo` (the main job).
 Run `tritonkit COMMAND --help` for each.
 """
 
@@ -14,12 +15,14 @@ def build_parser() -> argparse.ArgumentParser:
     from deploy import cli as deploy_cli
     from deploy import demo
     from export import cli as export_cli
+    from loadtest import cli as loadtest_cli
 
     parser = argparse.ArgumentParser(prog="tritonkit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     export_cli.register(subparsers)
     deploy_cli.register(subparsers)
+    loadtest_cli.register(subparsers)
     demo.register(subparsers)
     return parser
 

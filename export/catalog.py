@@ -13,6 +13,9 @@ from export.variants import TARGETS, Variant
 from export.zoo.base import ZooModel
 
 CATALOG = Path(__file__).with_name("models.toml")
+TUNED = Path(__file__).with_name("tuned.toml")
+"""Serving settings chosen by ``tritonkit loadtest`` campaigns ([tune]); they override models.toml's."""
+TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
 _ENTRY_KEYS = {"builder", "variants"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
                                                                  "tensorrt_accelerator", "labels"}
@@ -60,9 +63,22 @@ class CatalogEntry:
             raise SpecError(f"model {self.name!r}: {exc}") from None
 
 
-def load(path: Path = CATALOG) -> dict[str, CatalogEntry]:
+def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogEntry]:
     with open(path, "rb") as handle:
         raw = tomllib.load(handle)
+    overlay = {}
+    if tuned is not None and Path(tuned).is_file():
+        with open(tuned, "rb") as handle:
+            overlay = tomllib.load(handle)
+    for name, settings in overlay.items():
+        settings = {k: v for k, v in settings.items() if k != "note"}  # why it was chosen, for people
+        unknown = set(settings) - set(TUNABLE_KEYS)
+        if name not in raw or unknown:
+            raise SpecError(f"{tuned}: [{name}] " + (f"keys {sorted(unknown)} are not tunable; tunable: {TUNABLE_KEYS}"
+                                                       if unknown else f"is not a model of {path}"))
+        raw[name] = {**raw[name], **settings}
+        if settings.get("dynamic_batching") is False:  # the tuner may turn the batcher off
+            del raw[name]["dynamic_batching"]
     entries = {}
     for name, table in raw.items():
         variants = table.get("variants", {"cpu": ["torchscript/fp32"]})
@@ -81,8 +97,8 @@ def load(path: Path = CATALOG) -> dict[str, CatalogEntry]:
     return entries
 
 
-def entry(name: str, path: Path = CATALOG) -> CatalogEntry:
-    entries = load(path)
+def entry(name: str, path: Path = CATALOG, tuned: Path | None = TUNED) -> CatalogEntry:
+    entries = load(path, tuned)
     if name not in entries:
         raise UnknownModelError(f"model {name!r} is not in {path}; listed: {sorted(entries)}")
     return entries[name]

@@ -112,7 +112,8 @@ def _entries(args: argparse.Namespace) -> list[tuple[catalog.CatalogEntry, objec
         entry = catalog.CatalogEntry(model.name, args.model_file, {"cpu": (Variant("torchscript"),), "gpu": ()},
                                      {"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_us": 500}})
         return [(entry, model)]
-    entries = catalog.load(args.catalog)
+    # Tuned settings belong to the built-in catalog; another catalog file stands alone.
+    entries = catalog.load(args.catalog, catalog.TUNED if args.catalog == catalog.CATALOG else None)
     unknown = [n for n in args.models if n not in entries]
     if unknown:
         raise SpecError(f"unknown models {unknown}; {args.catalog} lists {sorted(entries)}")

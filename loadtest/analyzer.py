@@ -1,0 +1,356 @@
+"""Triton Model Analyzer on the local server: profile one model under a p99 budget and return its pick.
+
+Model Analyzer (MA) 1.44 lives in its own venv, ``.venv-analyzer`` (``deploy/setup.sh``), because it
+wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 binary) and, in local
+launch mode, starts our tritonserver through a wrapper script written here. The pick it returns can
+be compared with the project's own tuner and applied with :meth:`AnalyzerPick.apply_to`.
+
+    python -m loadtest.analyzer digits --budget-ms 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import yaml
+
+from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends
+
+ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
+PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
+RESULTS_CSV = Path("results") / "metrics-model-inference.csv"
+# A small brute search, ~3-4 min for digits on 2 cores: 2 max_batch_size x instance counts
+# (+ MA's copy of the model's own config) x 4 concurrencies.
+MAX_BATCH_SIZES = (8, 32)
+QUEUE_DELAYS_US = (500,)
+CONCURRENCIES = (1, 2, 4, 8)
+# Forgiving windows (MA's count_windows mode): a shared 2-core machine is never stable to 10 %.
+PERF_ANALYZER_FLAGS = {"stability-percentage": 50, "max-trials": 6}
+
+
+class AnalyzerError(RuntimeError):
+    """Model Analyzer could not produce a pick; ``log_tail`` holds the end of its log."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        tail = f"\n--- model-analyzer log (tail) ---\n{self.log_tail}" if self.log_tail else ""
+        return f"{self.args[0]}{tail}"
+
+
+class AnalyzerNotInstalled(AnalyzerError):
+    """``.venv-analyzer`` or ``.venv/bin/perf_analyzer`` is missing."""
+
+
+class AnalyzerTimeout(AnalyzerError):
+    """MA ran past its time; it and its tritonserver were killed."""
+
+
+class AnalyzerFailed(AnalyzerError):
+    """``model-analyzer profile`` exited non-zero."""
+
+
+class NoConfigMeetsBudget(AnalyzerError):
+    """Every measured config's p99 is above the budget."""
+
+
+@dataclasses.dataclass
+class AnalyzerPick:
+    model: str
+    config_name: str
+    max_batch_size: int
+    instance_count: int
+    dynamic_batching: dict | None  # {"max_queue_delay_us": int, "preferred_batch_sizes": [int]} or None
+    concurrency: int
+    throughput_infer_s: float
+    p99_ms: float
+
+    def config_overrides(self) -> dict:
+        """The pick as a Triton model-config JSON fragment (the keys ``load_model(config=...)`` takes)."""
+        fragment: dict = {"max_batch_size": self.max_batch_size,
+                          "instance_group": [{"count": self.instance_count, "kind": "KIND_CPU"}]}
+        if self.dynamic_batching is not None:
+            fragment["dynamic_batching"] = {
+                "max_queue_delay_microseconds": self.dynamic_batching["max_queue_delay_us"],
+                "preferred_batch_size": list(self.dynamic_batching["preferred_batch_sizes"])}
+        return fragment
+
+    def apply_to(self, config: dict) -> dict:
+        """``config`` (from ``get_model_config``) with the pick merged in, ready for ``json.dumps``."""
+        merged = {k: v for k, v in config.items() if k not in ("instance_group", "dynamic_batching")}
+        if "dynamic_batching" in config and self.dynamic_batching is not None:
+            merged["dynamic_batching"] = dict(config["dynamic_batching"])
+        for key, value in self.config_overrides().items():
+            merged[key] = {**merged.get(key, {}), **value} if key == "dynamic_batching" else value
+        # Warmup batches above the new max_batch_size would make the load fail.
+        merged["model_warmup"] = [w for w in config.get("model_warmup", [])
+                                  if int(w.get("batch_size", 0)) <= self.max_batch_size]
+        return merged
+
+
+# -- the pieces MA needs on disk -----------------------------------------------------------------
+def write_server_wrapper(target: Path, backends: Path | None = None) -> Path:
+    """An executable MA can launch as ``triton_server_path``: our binary, environment and backends."""
+    dist = TritonDistribution.find()
+    backends = assemble_backends(dist, backends or target.parent / "backends")
+    venv_bin = Path(sys.prefix) / "bin"  # the stub finds the venv (torch, backends.*) via python3 on PATH
+    target.write_text(f"""#!/usr/bin/env bash
+# tritonserver 2.51 (nvidia-pytriton) for Model Analyzer's local launch mode, written by loadtest/analyzer.py
+export PATH={shlex.quote(str(venv_bin))}:"$PATH"
+export LD_LIBRARY_PATH={shlex.quote(str(dist.libs))}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+unset PYTHONPATH
+exec {shlex.quote(str(dist.binary))} --backend-directory={shlex.quote(str(backends))} \\
+    --allow-gpu-metrics=false --http-address=127.0.0.1 --grpc-address=127.0.0.1 \\
+    --metrics-address=127.0.0.1 "$@"
+""")
+    target.chmod(0o755)
+    return target
+
+
+def stage_model(repository: Path, model: str, target: Path) -> Path:
+    """A repository holding ``model`` with no warmup and no preferred batch sizes.
+
+    MA sweeps max_batch_size below the exported one, and Triton rejects a warmup batch or a
+    preferred size above it; the version folders are symlinked, not copied.
+    """
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    source = (repository / model).resolve()
+    if not (source / "config.pbtxt").is_file():
+        raise AnalyzerError(f"no {source / 'config.pbtxt'}")
+    config = text_format.Parse((source / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    del config.model_warmup[:]
+    if config.HasField("dynamic_batching"):
+        del config.dynamic_batching.preferred_batch_size[:]
+    staged = target / model
+    staged.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        link = staged / item.name
+        if item.name != "config.pbtxt" and not item.name.startswith(".") and not link.is_symlink():
+            link.symlink_to(item)
+    (staged / "config.pbtxt").write_text(text_format.MessageToString(config))
+    return target
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports for MA's server: other servers (tests, `tritonkit serve`) may hold 8000-8002 here."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, server: Path, *,
+                    max_instances: int = 2, max_batch_size: int | None = None) -> dict:
+    """MA's profile config: local launch, CPU only, throughput under a p99 constraint, small brute search."""
+    http, grpc, metrics = _free_ports(3)
+    return {
+        "model_repository": str(repository),
+        "output_model_repository_path": str(out_dir / "output_model_repository"),
+        "override_output_model_repository": True,
+        "checkpoint_directory": str(out_dir / "checkpoints"),
+        "export_path": str(out_dir),
+        "triton_launch_mode": "local",
+        "triton_server_path": str(server),
+        "triton_output_path": str(out_dir / "tritonserver.log"),
+        "triton_http_endpoint": f"127.0.0.1:{http}",
+        "triton_grpc_endpoint": f"127.0.0.1:{grpc}",
+        "triton_metrics_url": f"http://127.0.0.1:{metrics}/metrics",
+        "perf_analyzer_path": str(PERF_ANALYZER),
+        "perf_analyzer_flags": dict(PERF_ANALYZER_FLAGS),
+        "perf_output": True,
+        "perf_output_path": str(out_dir / "perf_analyzer.log"),
+        "client_protocol": "grpc",
+        "run_config_search_mode": "brute",
+        "skip_detailed_reports": True,
+        "profile_models": {model: {
+            "cpu_only": True,
+            "objectives": {"perf_throughput": 10},
+            "constraints": {"perf_latency_p99": {"max": p99_budget_ms}},
+            "model_config_parameters": {
+                "max_batch_size": [max_batch_size] if max_batch_size else list(MAX_BATCH_SIZES),
+                "instance_group": [{"kind": "KIND_CPU", "count": list(range(1, max_instances + 1))}],
+                "dynamic_batching": {"max_queue_delay_microseconds": list(QUEUE_DELAYS_US)},
+            },
+            "parameters": {"concurrency": list(CONCURRENCIES)},
+        }},
+    }
+
+
+# -- running MA ------------------------------------------------------------------------------------
+def _log_tail(log: Path, lines: int = 40) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else ""
+
+
+def _kill_family(proc: subprocess.Popen) -> None:
+    """MA, its tritonserver and the server's stubs, and the /dev/shm regions they mapped."""
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.Error:
+        family = []
+    regions: set[str] = set()
+    for p in family:  # the Python backend's regions outlive a killed server
+        try:
+            regions.update(m.path for m in p.memory_maps() if m.path.startswith("/dev/shm/"))
+        except psutil.Error:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # MA runs in its own session; its children stay in it
+    except ProcessLookupError:
+        pass
+    for p in family:  # a child that started a session of its own
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(family, timeout=10)
+    proc.wait(timeout=10)
+    for region in regions:
+        Path(region).unlink(missing_ok=True)
+
+
+def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *, max_instances: int = 2,
+            max_batch_size: int | None = None, timeout_s: float = 600) -> AnalyzerPick:
+    """Run ``model-analyzer profile`` on ``model`` and return the best config within the p99 budget."""
+    for tool in (ANALYZER_BIN, PERF_ANALYZER):
+        if not tool.is_file():
+            raise AnalyzerNotInstalled(f"{tool} is missing: run `bash deploy/setup.sh`")
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staged = stage_model(Path(repository).resolve(), model, out_dir / "model_repository")
+    server = write_server_wrapper(out_dir / "tritonserver-wrapper.sh")
+    config = analyzer_config(model, staged, p99_budget_ms, out_dir, server,
+                             max_instances=max_instances, max_batch_size=max_batch_size)
+    config_path = out_dir / "config.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    # MA resumes from any checkpoint it finds: a new run must not mix in an earlier run's measurements.
+    for stale in (out_dir / "checkpoints").glob("*.ckpt"):
+        stale.unlink()
+    log = out_dir / "model-analyzer.log"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen([str(ANALYZER_BIN), "profile", "-f", str(config_path)], cwd=out_dir, env=env,
+                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_family(proc)
+            raise AnalyzerTimeout(f"model-analyzer ran past {timeout_s:.0f} s; killed", _log_tail(log)) from None
+        except BaseException:
+            _kill_family(proc)
+            raise
+    if code != 0:
+        raise AnalyzerFailed(f"model-analyzer profile exited with {code}", _log_tail(log))
+    try:
+        return pick_from_results(out_dir, p99_budget_ms, model=model)
+    except NoConfigMeetsBudget as exc:
+        raise NoConfigMeetsBudget(exc.args[0], _log_tail(log)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.analyzer", description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--budget-ms", type=float, required=True, help="p99 latency budget (ms)")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
+    parser.add_argument("--out", type=Path, help="work folder (default reports/analyzer/MODEL)")
+    parser.add_argument("--max-instances", type=int, default=2)
+    parser.add_argument("--max-batch-size", type=int, help="profile this max_batch_size only")
+    parser.add_argument("--timeout-s", type=float, default=600)
+    args = parser.parse_args(argv)
+    out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
+    started = time.monotonic()
+    try:
+        pick = profile(args.model, args.repository, args.budget_ms, out, max_instances=args.max_instances,
+                       max_batch_size=args.max_batch_size, timeout_s=args.timeout_s)
+    except AnalyzerError as exc:
+        print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
+          f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)")
+    print(json.dumps(pick.config_overrides(), indent=2))
+    return 0
+
+
+
+
+# -- reading MA's checkpoint -----------------------------------------------------------------------
+def _field(config: dict, name: str, default=None):
+    """A model-config field under its proto name or the camelCase name MA's checkpoint also uses."""
+    camel = name.split("_")[0] + "".join(part.title() for part in name.split("_")[1:])
+    return config.get(name, config.get(camel, default))
+
+
+def _checkpoint(path: Path) -> Path:
+    if path.is_file():
+        return path
+    found = sorted((path / "checkpoints").glob("*.ckpt"), key=lambda p: int(p.stem) if p.stem.isdigit() else -1)
+    if not found:
+        raise AnalyzerError(f"no Model Analyzer checkpoint (checkpoints/*.ckpt) under {path}")
+    return found[-1]
+
+
+def measurements(path: Path, model: str | None = None) -> list[AnalyzerPick]:
+    """Every (config, concurrency) MA measured, from its checkpoint (a ``*.ckpt`` file or its work folder).
+
+    The checkpoint is JSON that MA rewrites after each measurement; it holds each variant's full
+    model config next to perf_analyzer's figures, which the summary CSVs do not.
+    """
+    data = json.loads(_checkpoint(Path(path)).read_text())
+    rows: list[AnalyzerPick] = []
+    for model_name, variants in data["ResultManager.results"]["_results"].items():
+        if model is not None and model_name != model:
+            continue
+        for variant, (run_config, by_key) in variants.items():
+            config = run_config["_model_run_configs"][0]["_model_config_variant"]["model_config"]
+            batching = _field(config, "dynamic_batching")
+            dynamic = None if batching is None else {
+                "max_queue_delay_us": int(_field(batching, "max_queue_delay_microseconds", 0)),
+                "preferred_batch_sizes": [int(b) for b in _field(batching, "preferred_batch_size", [])]}
+            instances = sum(int(g.get("count", 1)) for g in _field(config, "instance_group", [{}]))
+            for measurement in by_key.values():
+                for per_model in measurement["_model_config_measurements"]:
+                    figures = {tag: value["_value"] for tag, value in per_model["_non_gpu_data"]}
+                    rows.append(AnalyzerPick(
+                        model=model_name, config_name=variant,
+                        max_batch_size=int(_field(config, "max_batch_size", 0)), instance_count=instances,
+                        dynamic_batching=dynamic,
+                        concurrency=int(per_model["_model_specific_pa_params"]["concurrency-range"]),
+                        throughput_infer_s=float(figures["perf_throughput"]),
+                        p99_ms=float(figures["perf_latency_p99"])))
+    return rows
+
+
+def pick_from_results(path: Path, p99_budget_ms: float, *, model: str | None = None) -> AnalyzerPick:
+    """MA's objective under its constraint: the highest throughput whose p99 is within the budget."""
+    rows = measurements(path, model)
+    if not rows:
+        raise AnalyzerError(f"the checkpoint under {path} holds no measurement" + (f" of {model}" if model else ""))
+    within = [r for r in rows if r.p99_ms <= p99_budget_ms]
+    if not within:
+        best = min(rows, key=lambda r: r.p99_ms)
+        raise NoConfigMeetsBudget(
+            f"no config meets p99 <= {p99_budget_ms} ms; the lowest p99 was {best.p99_ms:.2f} ms "
+            f"({best.config_name}, concurrency {best.concurrency}, {len(rows)} measurements)")
+    return max(within, key=lambda r: (r.throughput_infer_s, -r.p99_ms))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Apply a config variant to the running server through model control: no restart, no file written.
+
+Triton's ``load`` API takes a whole model config as JSON and serves it instead of ``config.pbtxt`` until
+the model is loaded again without one (``restore``). The served model keeps its weights; only batching,
+instances and warmup change. Loading blocks until the new config is ready (warmup included).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from loadtest.campaign import Variant
+from loadtest.errors import VariantError
+
+
+def override(config: dict[str, Any], variant: Variant) -> dict[str, Any]:
+    """``config`` (Triton's JSON form, as ``get_model_config`` returns it) with the variant's changes."""
+    new = copy.deepcopy(config)
+    if variant.max_batch_size is not None:
+        new["max_batch_size"] = variant.max_batch_size
+    if variant.dynamic_batching is False:
+        new.pop("dynamic_batching", None)
+    elif variant.dynamic_batching or variant.max_queue_delay_us is not None or variant.preferred_batch_sizes is not None:
+        batcher = new.setdefault("dynamic_batching", {})
+        if variant.max_queue_delay_us is not None:
+            batcher["max_queue_delay_microseconds"] = variant.max_queue_delay_us
+        if variant.preferred_batch_sizes is not None:
+            batcher["preferred_batch_size"] = list(variant.preferred_batch_sizes)
+    if variant.instances is not None:
+        groups = new.get("instance_group") or [{"kind": "KIND_CPU"}]
+        new["instance_group"] = [{**groups[0], "count": variant.instances}]
+    if variant.warmup is False:
+        new.pop("model_warmup", None)
+    limit = new.get("max_batch_size", 0)
+    if "dynamic_batching" in new:
+        if not limit:
+            raise VariantError(f"variant {variant.name!r}: dynamic batching needs max_batch_size > 0")
+        sizes = new["dynamic_batching"].get("preferred_batch_size", [])
+        too_big = [s for s in sizes if s > limit]
+        if too_big:
+            raise VariantError(f"variant {variant.name!r}: preferred_batch_sizes {too_big} exceed "
+                               f"max_batch_size={limit}")
+    # A warmup sample larger than the batch limit would fail the load.
+    new["model_warmup"] = [w for w in new.get("model_warmup", []) if w.get("batch_size", 1) <= max(limit, 1)]
+    if not new["model_warmup"]:
+        new.pop("model_warmup")
+    return new
+
+
+def served_config(http_url: str, model: str) -> dict[str, Any]:
+    client = httpclient.InferenceServerClient(http_url)
+    try:
+        return client.get_model_config(model)
+    except InferenceServerException as exc:
+        raise VariantError(f"model {model!r} is not served at {http_url}: {exc.message()}") from None
+    finally:
+        client.close()
+
+
+def apply(http_url: str, variant: Variant, model: str) -> str:
+    """Serve ``variant`` of ``model``; returns the name clients must call (e.g. ``digits_onnx``)."""
+    served = variant.served_model(model)
+    config = served_config(http_url, served)
+    if not (variant.applies_to(model) and variant.changes_config):
+        return served
+    load(http_url, served, override(config, variant))
+    return served
+
+
+def load(http_url: str, model: str, config: dict[str, Any] | None = None) -> None:
+    """(Re)load ``model`` with ``config``, or from its ``config.pbtxt`` when None."""
+    client = httpclient.InferenceServerClient(http_url, network_timeout=600.0, connection_timeout=600.0)
+    try:
+        client.load_model(model, config=json.dumps(config) if config is not None else None)
+        if not client.is_model_ready(model):
+            raise VariantError(f"model {model!r} is not ready after loading")
+    except InferenceServerException as exc:
+        what = "its repository config" if config is None else "the variant's config"
+        raise VariantError(f"loading {model!r} with {what} failed: {exc.message()}") from None
+    finally:
+        client.close()
+
+
+def restore(http_url: str, models: set[str]) -> None:
+    """Back to the repository's configs: what the server served before the campaign."""
+    for model in sorted(models):
+        load(http_url, model)

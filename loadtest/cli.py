@@ -1,0 +1,102 @@
+"""``tritonkit loadtest``: run a campaign file against the local server (or one already running), write
+``reports/<campaign>/`` (results, Markdown, plots, HTML), tune, and gate on the SLO.
+
+Exit status: 0 the SLO held; 1 the SLO gate failed (each failing scenario is named, with by how much);
+2 the campaign file or an argument is invalid; 3 the server or Locust failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import sys
+from pathlib import Path
+
+from deploy.server import DEFAULT_REPOSITORY
+
+CAMPAIGNS = Path(__file__).with_name("campaigns")
+REPORTS = Path("reports")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "loadtest", help="run a load campaign: Locust through tritonclient, Triton's metrics, report, SLO gate",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("campaign", type=Path,
+                        help=f"campaign TOML file (see loadtest/campaign.py; examples in {CAMPAIGNS})")
+    parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder (default: reports/)")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
+    parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
+                                           "control) instead of starting one; needs --grpc-url and --metrics-url")
+    parser.add_argument("--grpc-url", help="host:port of that server's gRPC endpoint")
+    parser.add_argument("--metrics-url", help="full URL of that server's metrics, e.g. http://host:8002/metrics")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="[tune]: print the config.pbtxt diff of the chosen variant instead of writing it")
+    parser.add_argument("--duration", type=float, help="override every scenario's duration_s (seconds)")
+    parser.set_defaults(handler=run)
+
+
+@contextlib.contextmanager
+def _endpoints(args: argparse.Namespace):
+    from loadtest.runner import Endpoints
+
+    if args.http_url:
+        if not (args.grpc_url and args.metrics_url):
+            raise ValueError("--http-url needs --grpc-url and --metrics-url too")
+        yield Endpoints(args.http_url, args.grpc_url, args.metrics_url)
+        return
+    from deploy.server import LocalServer, ServerConfig
+
+    print(f"starting tritonserver on {args.repository} ...", flush=True)
+    with LocalServer(ServerConfig(model_repository=args.repository)) as server:
+        yield Endpoints.of(server)
+
+
+def run(args: argparse.Namespace) -> int:
+    from deploy.errors import ServerError
+    from loadtest import campaign as campaign_io
+    from loadtest.errors import CampaignError, LoadTestError
+
+    try:
+        campaign = campaign_io.load(args.campaign)
+        if args.duration:
+            scenarios = tuple(dataclasses.replace(s, duration_s=args.duration,
+                                                  warmup_s=min(s.warmup_s, args.duration / 4))
+                              for s in campaign.scenarios)
+            campaign = dataclasses.replace(campaign, scenarios=scenarios)
+    except (CampaignError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with _endpoints(args) as endpoints:
+            return execute(campaign, endpoints, args.repository, args.out / campaign.name, dry_run=args.dry_run)
+    except CampaignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (LoadTestError, ServerError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+
+
+def execute(campaign, endpoints, repository: Path, out_dir: Path, *, dry_run: bool) -> int:
+    """Run, tune, report, gate. Returns the exit status."""
+    from loadtest import report, slo
+    from loadtest.runner import run_campaign
+    from loadtest.tuning import tune
+
+    result = run_campaign(campaign, endpoints, out_dir)
+    for model in campaign.tune_models:
+        tune(campaign, result, model, endpoints, repository, out_dir, dry_run=dry_run)
+    report.write_report(result, out_dir)
+    print(f"report: {out_dir / 'index.html'} (summary: {out_dir / 'summary.md'})")
+    failures = slo.gate(result, campaign.slo)
+    if failures:
+        print(f"SLO gate FAILED (p99 <= {campaign.slo.p99_ms:g} ms, error rate <= {campaign.slo.max_error_rate:.3%}, "
+              f"gate {campaign.slo.gate}):", file=sys.stderr)
+        for line in failures:
+            print(f"  {line}", file=sys.stderr)
+        return 1
+    print(f"SLO gate passed: p99 <= {campaign.slo.p99_ms:g} ms, error rate <= {campaign.slo.max_error_rate:.3%} "
+          f"({campaign.slo.gate})")
+    return 0

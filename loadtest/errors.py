@@ -1,0 +1,17 @@
+"""Errors of the load-test tools; each message names the bad value and what was expected."""
+
+
+class LoadTestError(Exception):
+    """Base of every load-test error."""
+
+
+class CampaignError(LoadTestError):
+    """The campaign file is invalid."""
+
+
+class VariantError(LoadTestError):
+    """A config variant could not be applied to the running server."""
+
+
+class RunError(LoadTestError):
+    """Locust or the server failed during a run."""

@@ -1,0 +1,212 @@
+"""The ceiling: the TorchScript module called in-process, no server, at its best batch size.
+
+:func:`limit` calls the module directly (``torch.inference_mode``, after warmup) for a few seconds
+per batch size and reports items/s and the median latency per call, so ``make bench`` can put the
+served numbers next to what the hardware gives without any serving layer.
+
+Threads: unless ``threads`` is given, torch runs with the thread count the local server's runtime
+gives ONE instance (``backends/batching.py`` ``BatchingModel.instance_threads``: the cores this
+process may use divided by the instance count, here by 1, i.e. all of them) and one inter-op thread
+(``backends/pytorch/model.py``). The previous thread count is restored afterwards.
+
+Also here: :func:`real_batch`, real payloads for the built-in models (digits' held-out test scans;
+all-MiniLM-L6-v2's real sentences tokenised and padded to a fixed sequence length), used by the
+bench pieces in this package.
+
+Run: ``python -m loadtest.inprocess --model digits [--seconds 2] [--seq-len 32]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
+DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+WARMUP_CALLS = 3
+
+
+@dataclasses.dataclass
+class SizeResult:
+    batch: int
+    calls: int
+    seconds: float
+    items_per_s: float
+    median_ms: float
+    """Median latency of one call at this batch size."""
+    p90_ms: float
+    items_per_s_at_median: float
+    """batch / median call time: less sensitive than ``items_per_s`` to stalls from other work."""
+
+
+@dataclasses.dataclass
+class InProcessLimit:
+    best_batch: int
+    best_items_per_s: float
+    batch1_median_ms: float | None
+    """Median latency of one call at batch 1 (None when batch 1 was not measured)."""
+    threads: int
+    table: list[SizeResult]
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def default_threads() -> int:
+    """What the local server's TorchScript runtime gives one instance (all usable cores)."""
+    return max(1, len(os.sched_getaffinity(0)) // 1)
+
+
+def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
+          batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
+          threads: int | None = None, max_batch: int | None = None) -> InProcessLimit:
+    """Items/s and per-call median latency of the module at each batch size (up to ``max_batch``)."""
+    sizes = sorted({int(b) for b in batch_sizes if b >= 1 and (max_batch is None or b <= max_batch)})
+    if not sizes:
+        raise ValueError(f"no batch size left in {batch_sizes} with max_batch={max_batch}")
+    module = torch.jit.load(str(model_path), map_location="cpu").eval()
+    forward_args = [a.name for a in module.forward.schema.arguments][1:]
+    previous = torch.get_num_threads()
+    used = int(threads or default_threads())
+    torch.set_num_threads(used)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only settable before the first parallel work of the process
+        pass
+    table = []
+    try:
+        for batch in sizes:
+            args = _arguments(make_batch(batch), forward_args, batch)
+            with torch.inference_mode():
+                for _ in range(WARMUP_CALLS):  # the profiling executor optimises over the first calls
+                    module(*args)
+                times = []
+                start = time.perf_counter()
+                deadline = start + seconds_per_size
+                while True:
+                    t0 = time.perf_counter()
+                    module(*args)
+                    t1 = time.perf_counter()
+                    times.append(t1 - t0)
+                    if t1 >= deadline and len(times) >= 3:
+                        break
+                elapsed = time.perf_counter() - start
+            ordered = sorted(times)
+            table.append(SizeResult(
+                batch=batch, calls=len(times), seconds=round(elapsed, 3),
+                items_per_s=batch * len(times) / elapsed,
+                median_ms=statistics.median(times) * 1000,
+                p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1000,
+                items_per_s_at_median=batch / max(statistics.median(times), 1e-12),
+            ))
+    finally:
+        torch.set_num_threads(previous)
+    best = max(table, key=lambda r: r.items_per_s)  # wall clock: what a caller would actually get
+    batch1 = next((r.median_ms for r in table if r.batch == 1), None)
+    return InProcessLimit(best.batch, best.items_per_s, batch1, used, table)
+
+
+def _arguments(arrays: dict[str, np.ndarray], forward_args: list[str], batch: int) -> list[torch.Tensor]:
+    for name, array in arrays.items():
+        if array.shape[0] != batch:
+            raise ValueError(f"make_batch({batch}) gave {name!r} with shape {array.shape}")
+    names = list(arrays)
+    if len(names) != len(forward_args):
+        raise ValueError(f"the module takes {forward_args}, make_batch gave {names}")
+    if set(names) == set(forward_args):  # by name, like the libtorch backend
+        names = forward_args
+    return [torch.from_numpy(np.ascontiguousarray(arrays[n])) for n in names]
+
+
+# -- real payloads --------------------------------------------------------------------------------
+def real_batch(model: str, batch: int, seq_len: int = 32, offset: int = 0) -> dict[str, np.ndarray]:
+    """``batch`` real items for a built-in model, batch first, as the server takes them.
+
+    digits: rows of the held-out test split (``export.zoo.digits.split``), cycling;
+    minilm: the model's real sentences (``export.zoo.minilm.SENTENCES``) tokenised, truncated and
+    padded (id 0, mask 0) to exactly ``seq_len`` tokens, cycling.
+    """
+    if model == "digits":
+        rows = _digits_test()
+        index = (np.arange(batch) + offset) % len(rows)
+        return {"PIXELS": rows[index]}
+    if model == "minilm":
+        ids, mask = _minilm_tokens(seq_len)
+        index = (np.arange(batch) + offset) % len(ids)
+        return {"input_ids": ids[index], "attention_mask": mask[index]}
+    raise ValueError(f"no real payload for {model!r}; give make_batch yourself")
+
+
+def real_samples(model: str, count: int, seq_len: int = 32) -> list[dict[str, np.ndarray]]:
+    """``count`` single items (no batch dimension), e.g. for perf_analyzer's ``--input-data``."""
+    arrays = real_batch(model, count, seq_len)
+    return [{name: a[i] for name, a in arrays.items()} for i in range(count)]
+
+
+_CACHE: dict = {}
+
+
+def _digits_test() -> np.ndarray:
+    if "digits" not in _CACHE:
+        from export.zoo.digits import split
+
+        _CACHE["digits"] = np.ascontiguousarray(split()[1], dtype=np.float32)
+    return _CACHE["digits"]
+
+
+def _minilm_tokens(seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+    key = ("minilm", seq_len)
+    if key not in _CACHE:
+        from export.zoo.minilm import SENTENCES, tokenize
+
+        ids, mask = tokenize(list(SENTENCES), max_length=seq_len)
+        pad = seq_len - ids.shape[1]
+        if pad > 0:
+            ids, mask = np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
+        _CACHE[key] = (ids.astype(np.int64), mask.astype(np.int64))
+    return _CACHE[key]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.inprocess", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="digits or minilm (real payloads)")
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per batch size")
+    parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
+    parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)))
+    parser.add_argument("--max-batch", type=int, default=None, help="default: the config's max_batch_size")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+
+    from loadtest.baselines.fastapi_app import model_spec
+
+    spec = model_spec(args.model, args.repository)
+    result = limit(spec.model_path, lambda n: real_batch(args.model, n, args.seq_len),
+                   tuple(int(b) for b in args.batch_sizes.split(",")), args.seconds, args.threads,
+                   args.max_batch or spec.max_batch_size or None)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"{args.model}: in-process TorchScript, {result.threads} threads, {args.seconds:g} s per batch size")
+    print("| batch | calls | items/s | median ms | p90 ms |\n|---|---|---|---|---|")
+    for r in result.table:
+        print(f"| {r.batch} | {r.calls} | {r.items_per_s:.0f} | {r.median_ms:.3f} | {r.p90_ms:.3f} |")
+    batch1 = "not measured" if result.batch1_median_ms is None else f"{result.batch1_median_ms:.3f} ms"
+    print(f"best: batch {result.best_batch}, {result.best_items_per_s:.0f} items/s; batch 1 median {batch1}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

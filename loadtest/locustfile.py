@@ -1,0 +1,134 @@
+"""The project's locustfile: one user class per model and protocol, the campaign's load shape, and exact
+latencies merged over every Locust process.
+
+Run by the campaign runner (``tritonkit loadtest run``), or by hand through the launcher that readies gRPC
+for gevent first::
+
+    .venv/bin/python -m loadtest.locust_main -f loadtest/locustfile.py DigitsGrpcUser --host 127.0.0.1:8001 \\
+        --headless -u 16 -r 16 -t 30s --processes 2
+
+Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``url``, ``served_model`` (a variant
+such as ``digits_onnx``), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight``
+and ``out`` (where the master writes the merged result as JSON when Locust quits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+
+from locust import LoadTestShape, events
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadtest.latency import Merger
+from loadtest.payloads import BUILDERS, samples
+from loadtest.users import RECORDER, RUN_START, user_class
+
+SETTINGS: dict = json.loads(os.environ.get("TRITONKIT_LOAD", "{}"))
+SHAPE: dict = SETTINGS.get("shape", {"kind": "users"})
+PROTOCOLS = ("http", "grpc", "fastapi")
+
+for _model in BUILDERS:
+    for _protocol in PROTOCOLS:
+        _cls = user_class(_model, _protocol, SETTINGS)
+        globals()[_cls.__name__] = _cls
+
+if SETTINGS.get("model"):
+    samples(SETTINGS["model"])  # load the data now, not in the first users' time
+
+if SHAPE["kind"] == "step":
+    class StepShape(LoadTestShape):
+        """``start`` users, ``step`` more every ``every_s`` seconds up to ``max``, for ``duration_s``."""
+
+        def tick(self):
+            t = self.get_run_time()
+            if t > SHAPE["duration_s"]:
+                return None
+            users = min(SHAPE["max"], SHAPE["start"] + SHAPE["step"] * int(t // SHAPE["every_s"]))
+            return users, max(users, 1)
+
+elif SHAPE["kind"] == "spike":
+    class SpikeShape(LoadTestShape):
+        """``base`` users; ``peak`` users from ``at_s`` for ``hold_s`` seconds; ``duration_s`` in all."""
+
+        def tick(self):
+            t = self.get_run_time()
+            if t > SHAPE["duration_s"]:
+                return None
+            in_spike = SHAPE["at_s"] <= t < SHAPE["at_s"] + SHAPE["hold_s"]
+            return (SHAPE["peak"], SHAPE["peak"]) if in_spike else (SHAPE["base"], SHAPE["peak"])
+
+
+class _Run:
+    merger = Merger()
+    started: float | None = None
+    stopped: float | None = None
+    last_progress = 0.0
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs) -> None:
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        @events.report_to_master.add_listener
+        def _ship(client_id, data, **_kw):
+            data["tritonkit"] = RECORDER.drain()
+    elif isinstance(runner, MasterRunner):
+        @events.worker_report.add_listener
+        def _merge(client_id, data, **_kw):
+            if "tritonkit" in data:
+                _Run.merger.add(data["tritonkit"])
+            _progress()
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kwargs) -> None:
+    RUN_START[0] = time.monotonic()
+    _Run.started = _Run.last_progress = time.time()
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kwargs) -> None:
+    _Run.stopped = time.time()
+
+
+@events.request.add_listener
+def _on_request(**_kwargs) -> None:
+    _progress()
+
+
+def _progress() -> None:
+    """One line every 5 s on stdout (master or local process): requests, rate, failures so far."""
+    now = time.time()
+    if _Run.started is None or now - _Run.last_progress < 5:
+        return
+    _Run.last_progress = now
+    environment = _ENV[0]
+    if environment is None or isinstance(environment.runner, WorkerRunner):
+        return
+    total = environment.stats.total
+    print(f"  ... {now - _Run.started:5.0f} s: {total.num_requests} requests, {total.current_rps:.0f}/s, "
+          f"{total.num_failures} failed", flush=True)
+
+
+_ENV: list = [None]
+
+
+@events.init.add_listener
+def _remember(environment, **_kwargs) -> None:
+    _ENV[0] = environment
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kwargs) -> None:
+    if isinstance(environment.runner, WorkerRunner) or not SETTINGS.get("out"):
+        return
+    _Run.merger.add(RECORDER.drain())  # the local runner's own samples (nothing on a pure master)
+    started = _Run.started or time.time()
+    duration = (_Run.stopped or time.time()) - started - float(SETTINGS.get("warmup_s", 0))
+    stats = _Run.merger.stats(duration)
+    out = Path(SETTINGS["out"])
+    out.write_text(json.dumps({"client": dataclasses.asdict(stats), "reports": _Run.merger.reports}))

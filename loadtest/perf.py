@@ -1,0 +1,252 @@
+"""Triton's own load generator, ``perf_analyzer`` 2.51, as a function: the cross-check of a Locust run.
+
+:func:`run` starts ``.venv/bin/perf_analyzer`` against a running server with real payloads
+(:func:`write_input_data` writes its ``--input-data`` JSON), reads the ``-f`` CSV it writes and
+returns one :class:`PerfRow` per concurrency level: client throughput (infer/s, i.e. items/s:
+requests/s times the batch size), p50/p90/p95/p99 latency, and the client send/recv and server
+queue/compute columns (microseconds in the CSV, milliseconds here). A failed or unstable run raises
+:class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output.
+
+Run: ``python -m loadtest.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
+
+# CSV column -> PerfRow field; latencies and times are microseconds in the CSV.
+_MS_COLUMNS = {
+    "Client Send": "client_send_ms",
+    "Network+Server Send/Recv": "network_server_send_recv_ms",
+    "Server Queue": "server_queue_ms",
+    "Server Compute Input": "server_compute_input_ms",
+    "Server Compute Infer": "server_compute_infer_ms",
+    "Server Compute Output": "server_compute_output_ms",
+    "Client Recv": "client_recv_ms",
+    "p50 latency": "p50_ms",
+    "p90 latency": "p90_ms",
+    "p95 latency": "p95_ms",
+    "p99 latency": "p99_ms",
+    "Avg latency": "avg_ms",
+}
+
+
+class PerfAnalyzerError(RuntimeError):
+    """perf_analyzer failed (or found no stable measurement); the message ends with its output tail."""
+
+
+@dataclasses.dataclass
+class PerfRow:
+    concurrency: int
+    throughput: float
+    """Inferences (items) per second, client side."""
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    avg_ms: float | None = None
+    client_send_ms: float | None = None
+    network_server_send_recv_ms: float | None = None
+    server_queue_ms: float | None = None
+    server_compute_input_ms: float | None = None
+    server_compute_infer_ms: float | None = None
+    server_compute_output_ms: float | None = None
+    client_recv_ms: float | None = None
+    extra: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Any further numeric CSV column (e.g. with ``--verbose-csv``), unconverted."""
+
+
+@dataclasses.dataclass
+class PerfResult:
+    model: str
+    protocol: str
+    batch_size: int
+    rows: list[PerfRow]
+    command: list[str]
+    csv_text: str
+
+    @property
+    def best(self) -> PerfRow:
+        """The row with the highest throughput."""
+        return max(self.rows, key=lambda r: r.throughput)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def parse_csv(text: str) -> list[PerfRow]:
+    """perf_analyzer's ``-f`` CSV (concurrency mode) -> one row per concurrency level, in file order.
+
+    The CSV is one header line and one line per level; perf_analyzer may append blank lines or a
+    second block (``--collect-metrics``) after a blank line, which is ignored.
+    """
+    block = text.strip().split("\n\n", 1)[0]
+    reader = csv.DictReader(io.StringIO(block))
+    if not reader.fieldnames or "Concurrency" not in reader.fieldnames or "Inferences/Second" not in reader.fieldnames:
+        raise ValueError(f"not a perf_analyzer concurrency CSV; header: {reader.fieldnames}")
+    rows = []
+    for record in reader:
+        if not record.get("Concurrency"):
+            continue
+        row = PerfRow(concurrency=int(float(record["Concurrency"])), throughput=float(record["Inferences/Second"]))
+        for column, value in record.items():
+            if column in ("Concurrency", "Inferences/Second") or column is None or value in (None, ""):
+                continue
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            field = _MS_COLUMNS.get(column.strip())
+            if field:
+                setattr(row, field, number / 1000.0)
+            else:
+                row.extra[column.strip()] = number
+        rows.append(row)
+    if not rows:
+        raise ValueError("the perf_analyzer CSV has a header but no rows")
+    return rows
+
+
+def write_input_data(path: Path, samples: list[dict[str, np.ndarray]]) -> Path:
+    """Write perf_analyzer's ``--input-data`` JSON: ``{"data": [{"NAME": {"content": [...], "shape": [...]}}]}``.
+
+    Each sample is one request's worth of ONE item: arrays WITHOUT the batch dimension (perf_analyzer
+    repeats the item ``-b`` times). perf_analyzer cycles through the samples in order.
+    """
+    if not samples:
+        raise ValueError("no samples")
+    data = []
+    for i, sample in enumerate(samples):
+        if not sample:
+            raise ValueError(f"sample {i} has no tensor")
+        entry = {}
+        for name, array in sample.items():
+            array = np.asarray(array)
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"sample {i}: {name!r} has dtype {array.dtype}; only numbers are supported")
+            entry[name] = {"content": array.reshape(-1).tolist(), "shape": list(array.shape)}
+        data.append(entry)
+    path = Path(path)
+    path.write_text(json.dumps({"data": data}))
+    return path
+
+
+def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | tuple[int, int, int] = 1,
+        batch_size: int = 1, input_data: Path | None = None, shapes: dict[str, list[int]] | None = None,
+        measurement_ms: int = 3000, timeout_s: float = 180.0, stability_percentage: float = 20.0,
+        max_trials: int = 10, measurement_request_count: int | None = None, extra_args: tuple[str, ...] = (), binary: Path = PERF_ANALYZER) -> PerfResult:
+    """Run perf_analyzer once and parse its CSV.
+
+    ``concurrency``: one level (``4``), or a range ``"1:8:1"`` / ``(1, 8, 1)`` passed as
+    ``--concurrency-range`` (one row per level). ``input_data``: a file from :func:`write_input_data`
+    (default: perf_analyzer's random data). ``shapes``: ``{"input_ids": [32]}`` for inputs with
+    variable dims when no input data gives the shape. ``stability_percentage``/``max_trials``: on a
+    shared CPU the default 10 % over 3 windows often never settles; a loose figure is still a
+    cross-check. ``measurement_request_count``: measure windows of that many requests
+    (``count_windows`` mode) instead of ``measurement_ms`` windows, for slow models.
+    """
+    if protocol not in ("grpc", "http"):
+        raise ValueError(f"protocol {protocol!r} is not grpc or http")
+    if isinstance(concurrency, tuple):
+        concurrency = ":".join(str(int(c)) for c in concurrency)
+    with tempfile.TemporaryDirectory(prefix="perf-") as tmp:
+        csv_path = Path(tmp) / "perf.csv"
+        cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size),
+               "--concurrency-range", str(concurrency), "--measurement-interval", str(int(measurement_ms)),
+               "--stability-percentage", f"{stability_percentage:g}", "--max-trials", str(int(max_trials)),
+               "-f", str(csv_path)]
+        if measurement_request_count:
+            cmd += ["--measurement-mode", "count_windows",
+                    "--measurement-request-count", str(int(measurement_request_count))]
+        if input_data is not None:
+            cmd += ["--input-data", str(input_data)]
+        for name, dims in (shapes or {}).items():
+            cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
+        cmd += list(extra_args)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"")
+            out = out.decode(errors="replace") if isinstance(out, bytes) else out
+            raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{_tail(out)}") from None
+        except FileNotFoundError:
+            raise PerfAnalyzerError(f"no perf_analyzer at {binary}: run `make setup`") from None
+        output = proc.stdout + proc.stderr
+        if proc.returncode != 0 or not csv_path.exists():
+            raise PerfAnalyzerError(
+                f"perf_analyzer exited with code {proc.returncode}: {' '.join(cmd)}\n{_tail(output)}")
+        text = csv_path.read_text()
+    try:
+        rows = parse_csv(text)
+    except ValueError as exc:
+        raise PerfAnalyzerError(f"{exc}\n{_tail(output)}") from None
+    return PerfResult(model, protocol, batch_size, rows, cmd, text)
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.perf", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
+    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    parser.add_argument("--concurrency", default="1", help="a level or a range a:b:step")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--measurement-ms", type=int, default=3000)
+    parser.add_argument("--timeout-s", type=float, default=180)
+    parser.add_argument("--stability-percentage", type=float, default=20.0)
+    parser.add_argument("--real-data", default=None, metavar="DATASET",
+                        help="send real payloads of a built-in model (digits, minilm) instead of random data")
+    parser.add_argument("--samples", type=int, default=64, help="distinct real items")
+    parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="perf-data-") as tmp:
+        input_data = None
+        dataset = args.real_data or (args.model if args.model in ("digits", "minilm") else None)
+        if dataset:
+            from loadtest.inprocess import real_samples
+
+            input_data = write_input_data(Path(tmp) / "input.json", real_samples(dataset, args.samples, args.seq_len))
+        try:
+            result = run(args.model, args.url, args.protocol, args.concurrency, args.batch_size, input_data,
+                         measurement_ms=args.measurement_ms, timeout_s=args.timeout_s,
+                         stability_percentage=args.stability_percentage)
+        except PerfAnalyzerError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"{args.model} via perf_analyzer ({args.protocol}, batch {args.batch_size}, "
+          f"{'real' if input_data else 'random'} data)")
+    print("| concurrency | infer/s | p50 ms | p90 ms | p99 ms | queue ms | compute ms |\n|---|---|---|---|---|---|---|")
+    for r in result.rows:
+        compute = sum(x or 0 for x in (r.server_compute_input_ms, r.server_compute_infer_ms, r.server_compute_output_ms))
+        print(f"| {r.concurrency} | {r.throughput:.1f} | {_f(r.p50_ms)} | {_f(r.p90_ms)} | {_f(r.p99_ms)} | "
+              f"{_f(r.server_queue_ms)} | {compute:.3f} |")
+    return 0
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

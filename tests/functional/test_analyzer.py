@@ -1,0 +1,52 @@
+"""Model Analyzer's pick on the real server: applied through load_model, and a real MA run on digits."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from deploy.client import connect, infer
+from loadtest import analyzer
+from tests.conftest import server_config, start_or_fail
+
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"
+installed = pytest.mark.skipif(
+    not (analyzer.ANALYZER_BIN.is_file() and analyzer.PERF_ANALYZER.is_file()),
+    reason="Model Analyzer is not installed (.venv-analyzer, .venv/bin/perf_analyzer): run `bash deploy/setup.sh`",
+)
+
+
+def test_recorded_pick_loads_into_the_served_model(repository):
+    pick = analyzer.pick_from_results(RECORDED, 5.0)
+    server = start_or_fail(server_config(repository, load_models=("digits",)))
+    try:
+        client = connect("http", server.config.http_url)
+        merged = pick.apply_to(client.get_model_config("digits"))
+        client.load_model("digits", config=json.dumps(merged))
+        served = client.get_model_config("digits")
+        assert served["max_batch_size"] == pick.max_batch_size
+        assert sum(g["count"] for g in served["instance_group"]) == pick.instance_count
+        assert int(served["dynamic_batching"]["max_queue_delay_microseconds"]) == 500
+        out = infer(client, "digits", {"PIXELS": np.zeros((pick.max_batch_size, 64), np.float32)})
+        assert out["PROBABILITIES"].shape == (pick.max_batch_size, 10)
+        client.close()
+    finally:
+        assert not server.stop()
+
+
+@installed
+def test_profile_digits_picks_a_config_within_budget(repository, tmp_path):
+    budget = 50.0  # generous: this checks the plumbing, not the speed of a shared 2-core machine
+    pick = analyzer.profile("digits", repository, budget, tmp_path, max_instances=1, max_batch_size=8,
+                            timeout_s=480)
+    assert pick.model == "digits" and pick.config_name.startswith("digits_config_")
+    assert 0 < pick.p99_ms <= budget and pick.throughput_infer_s > 0
+    assert pick.concurrency in analyzer.CONCURRENCIES
+    if pick.config_name != "digits_config_default":
+        assert (pick.max_batch_size, pick.instance_count) == (8, 1)
+    assert pick == analyzer.pick_from_results(tmp_path, budget, model="digits")
+    # MA stopped the server it launched through our wrapper, stubs included.
+    ours = [p for p in psutil.process_iter(["cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    assert not ours, [p.info["cmdline"] for p in ours]
