@@ -2,7 +2,8 @@
 
 Export every built-in model (checked against eager PyTorch), start the real tritonserver, send the
 held-out digits over HTTP and gRPC, print the answers and what the server's own metrics say about
-them, stop the server.
+them, run the pipelines, end with a short Locust load campaign (loadtest/campaigns/smoke.toml) whose
+report lands in reports/smoke/, stop the server.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             _image_classifier(server)
             _text_embedder(server)
             _text_generator(server)
+            status = _campaign(server)
         finally:
             print("\n== stop")
             left = server.stop()
@@ -159,7 +161,19 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"  server stopped; " + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
           + f"; log: {server.log_path}")
-    return 1 if left else 0
+    return 1 if left or status else 0
+
+
+def _campaign(server: LocalServer) -> int:
+    """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop."""
+    from loadtest import campaign
+    from loadtest.cli import CAMPAIGNS, REPORTS, execute
+    from loadtest.runner import Endpoints
+
+    smoke = campaign.load(CAMPAIGNS / "smoke.toml")
+    print(f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "
+          f"{len(smoke.scenarios)} scenarios, SLO p99 <= {smoke.slo.p99_ms:g} ms")
+    return execute(smoke, Endpoints.of(server), server.config.model_repository, REPORTS / smoke.name, dry_run=True)
 
 
 def register(subparsers) -> None:

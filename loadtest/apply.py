@@ -1,8 +1,9 @@
 """Apply a config variant to the running server through model control: no restart, no file written.
 
-Triton's ``load`` API takes a whole model config as JSON and serves it instead of ``config.pbtxt`` until
-the model is loaded again without one (``restore``). The served model keeps its weights; only batching,
-instances and warmup change. Loading blocks until the new config is ready (warmup included).
+Triton's ``load`` API takes a whole model config as JSON and serves it instead of ``config.pbtxt``. Loading
+again without a config does not bring the file's settings back while the files are unchanged (Triton sees
+nothing new), so ``restore`` loads the config captured before the first change. The served model keeps its
+weights; only batching, instances and warmup change. Loading blocks until the new config is ready.
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ def served_config(http_url: str, model: str) -> dict[str, Any]:
         client.close()
 
 
-def apply(http_url: str, variant: Variant, model: str) -> str:
-    """Serve ``variant`` of ``model``; returns the name clients must call (e.g. ``digits_onnx``)."""
+def apply(http_url: str, variant: Variant, model: str, original: dict[str, Any] | None = None) -> str:
+    """Serve ``variant`` of ``model``; returns the name clients must call (e.g. ``digits_onnx``).
+    ``original``: the config to change (default: what the server serves now)."""
     served = variant.served_model(model)
-    config = served_config(http_url, served)
+    config = original if original is not None else served_config(http_url, served)
     if not (variant.applies_to(model) and variant.changes_config):
         return served
     load(http_url, served, override(config, variant))
@@ -86,7 +88,7 @@ def load(http_url: str, model: str, config: dict[str, Any] | None = None) -> Non
         client.close()
 
 
-def restore(http_url: str, models: set[str]) -> None:
-    """Back to the repository's configs: what the server served before the campaign."""
-    for model in sorted(models):
-        load(http_url, model)
+def restore(http_url: str, originals: dict[str, dict[str, Any]]) -> None:
+    """Back to the configs served before: ``originals`` maps model -> its config captured then."""
+    for model, config in sorted(originals.items()):
+        load(http_url, model, config)

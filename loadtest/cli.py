@@ -17,6 +17,7 @@ from deploy.server import DEFAULT_REPOSITORY
 
 CAMPAIGNS = Path(__file__).with_name("campaigns")
 REPORTS = Path("reports")
+PIPELINES = ("image_classifier", "text_embedder", "text_generator")
 
 
 def register(subparsers) -> None:
@@ -37,8 +38,19 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
+def needed_models(campaign) -> tuple[str, ...]:
+    """What the local server must load: each scenario's model under each variant. Pipelines call other
+    models, so a campaign with one loads the whole repository."""
+    from loadtest.payloads import base_model
+
+    models = {v.served_model(s.model) for s in campaign.scenarios for v in campaign.variants}
+    if any(base_model(m) in PIPELINES for m in models):
+        return ("*",)
+    return tuple(sorted(models))
+
+
 @contextlib.contextmanager
-def _endpoints(args: argparse.Namespace):
+def _endpoints(args: argparse.Namespace, campaign):
     from loadtest.runner import Endpoints
 
     if args.http_url:
@@ -48,8 +60,9 @@ def _endpoints(args: argparse.Namespace):
         return
     from deploy.server import LocalServer, ServerConfig
 
-    print(f"starting tritonserver on {args.repository} ...", flush=True)
-    with LocalServer(ServerConfig(model_repository=args.repository)) as server:
+    models = needed_models(campaign)
+    print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
+    with LocalServer(ServerConfig(model_repository=args.repository, load_models=models)) as server:
         yield Endpoints.of(server)
 
 
@@ -69,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        with _endpoints(args) as endpoints:
+        with _endpoints(args, campaign) as endpoints:
             return execute(campaign, endpoints, args.repository, args.out / campaign.name, dry_run=args.dry_run)
     except CampaignError as exc:
         print(f"error: {exc}", file=sys.stderr)

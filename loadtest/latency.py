@@ -14,6 +14,7 @@ import re
 import threading
 from collections import Counter
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from loadtest.results import PERCENTILES, ClientStats, TimelinePoint, percentile_key
@@ -34,14 +35,29 @@ def to_us(seconds: float) -> int:
     return max(1, min(HIGHEST_US, round(seconds * 1e6)))
 
 
+def value_at(hist: HdrHistogram, percentiles: tuple[float, ...]) -> list[int]:
+    """Nearest-rank percentiles (the smallest recorded value with at least p% of samples at or below it),
+    in one vectorised pass; hdrh's own loop is pure Python and rounds the rank to nearest instead."""
+    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+    cumulative = np.cumsum(counts, dtype=np.int64)
+    total = int(cumulative[-1])
+    out = []
+    for p in percentiles:
+        rank = max(1, math.ceil(round(p * total / 100, 9)))  # round() first: 99.9 * 20000 / 100 is 19980.000000000004
+        index = int(np.searchsorted(cumulative, min(rank, total)))
+        out.append(hist.get_highest_equivalent_value(hist.get_value_from_index(index)))
+    return out
+
+
 def percentiles_ms(hist: HdrHistogram) -> dict[str, float]:
     """p50 ... p99.9, mean, min, max in ms; NaN when the histogram is empty."""
     if hist.get_total_count() == 0:
         return {k: math.nan for k in [*map(percentile_key, PERCENTILES), "mean", "min", "max"]}
-    out = {percentile_key(p): hist.get_value_at_percentile(p) / 1000 for p in PERCENTILES}
+    values = value_at(hist, (*PERCENTILES, 0.0, 100.0))
+    out = {percentile_key(p): v / 1000 for p, v in zip(PERCENTILES, values)}
     out["mean"] = hist.get_mean_value() / 1000
-    out["min"] = hist.get_min_value() / 1000
-    out["max"] = hist.get_max_value() / 1000
+    out["min"] = values[-2] / 1000
+    out["max"] = values[-1] / 1000
     return out
 
 
@@ -140,8 +156,8 @@ class Merger:
             ok = window is not None and window.get_total_count() > 0
             timeline.append(TimelinePoint(
                 t=float(second), requests=self.counts[(second, "requests")], failures=self.counts[(second, "failures")],
-                p50_ms=window.get_value_at_percentile(50) / 1000 if ok else None,
-                p99_ms=window.get_value_at_percentile(99) / 1000 if ok else None,
+                p50_ms=value_at(window, (50.0,))[0] / 1000 if ok else None,
+                p99_ms=value_at(window, (99.0,))[0] / 1000 if ok else None,
             ))
         return ClientStats(
             requests=requests, failures=failures, duration_s=duration_s, latency_ms=percentiles_ms(self.hist),

@@ -137,6 +137,11 @@ def output_names(repository: Path, model: str) -> list[str]:
     return [o.name for o in parse(repository / model / "config.pbtxt").output]
 
 
+def user_class_name(model: str, protocol: str) -> str:
+    """``digits``, ``grpc`` -> ``DigitsGrpcUser``: the locustfile's user class for them."""
+    return "".join(part.capitalize() for part in model.split("_")) + protocol.capitalize() + "User"
+
+
 def is_streaming(model: str) -> bool:
     """Decoupled models answer on a stream (gRPC) or server-sent events (HTTP)."""
     return base_model(model) == "text_generator"

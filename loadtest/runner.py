@@ -21,6 +21,7 @@ from pathlib import Path
 
 from loadtest import apply, server_metrics, slo
 from loadtest.campaign import Campaign, Scenario, Variant
+from loadtest.payloads import user_class_name
 from loadtest.errors import RunError
 from loadtest.results import CampaignResult, ClientStats, RunResult, TimelinePoint
 
@@ -69,13 +70,11 @@ def _copy_output(stream, log: Path, progress) -> None:
 def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, log: Path,
                progress=print) -> ClientStats:
     """Locust against ``url`` for ``scenario``; the client side of the run."""
-    from loadtest.users import user_class
-
     shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": scenario.processes}
     settings = {"model": scenario.model, "served_model": served_model, "url": url, "shape": shape,
                 "max_inflight": scenario.shape.get("max_inflight", 256), "warmup_s": scenario.warmup_s,
                 "out": str(out_json)}
-    name = user_class(scenario.model, scenario.protocol, {}).__name__
+    name = user_class_name(scenario.model, scenario.protocol)
     out_json.unlink(missing_ok=True)
     env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
     process = subprocess.Popen(locust_command(scenario, name, url), env=env, stdout=subprocess.PIPE,
@@ -122,7 +121,8 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
              if v.applies_to(s.model) or v.name == "as-deployed"]
     result = CampaignResult(campaign.name, datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             dataclasses.asdict(campaign.slo), [])
-    serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the repository's)
+    serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the original)
+    originals: dict[str, dict] = {}  # model -> its config before the campaign changed it
     started = time.monotonic()
     try:
         for index, (variant, scenario) in enumerate(pairs, 1):
@@ -130,10 +130,12 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
             wanted = variant.name if variant.changes_config and variant.applies_to(scenario.model) else None
             if serving.get(served) != wanted:
                 if wanted is None:
-                    apply.restore(endpoints.http, {served})
+                    apply.restore(endpoints.http, {served: originals[served]})
                     serving.pop(served)
                 else:
-                    apply.apply(endpoints.http, variant, scenario.model)
+                    if served not in originals:
+                        originals[served] = apply.served_config(endpoints.http, served)
+                    apply.apply(endpoints.http, variant, scenario.model, originals[served])
                     serving[served] = wanted
             else:
                 apply.served_config(endpoints.http, served)  # fails early, naming the model, if it is not served
@@ -147,7 +149,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                 f"{'ok' if run.passed else 'SLO: ' + '; '.join(run.slo_violations)}")
             result.runs.append(run)
     finally:
-        apply.restore(endpoints.http, set(serving))
+        apply.restore(endpoints.http, {model: originals[model] for model in serving})
     return result
 
 

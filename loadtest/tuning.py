@@ -60,7 +60,8 @@ def compare_with_analyzer(campaign: Campaign, result: CampaignResult, model: str
     outcome = {key: value for key, value in dataclasses.asdict(pick).items() if not isinstance(value, (list, dict))}
     outcome["dynamic_batching"] = pick.dynamic_batching
     label = Variant("model-analyzer")
-    apply.load(endpoints.http, model, pick.apply_to(apply.served_config(endpoints.http, model)))
+    original = apply.served_config(endpoints.http, model)
+    apply.load(endpoints.http, model, pick.apply_to(original))
     try:
         for scenario in (s for s in campaign.scenarios if s.model == model):
             run = run_scenario(scenario, label, model, endpoints, out_dir / "runs", campaign.slo)
@@ -69,5 +70,5 @@ def compare_with_analyzer(campaign: Campaign, result: CampaignResult, model: str
                 "scenario": scenario.name, "throughput_rps": round(run.client.throughput_rps, 1),
                 "p99_ms": round(run.client.latency_ms.get("p99", math.nan), 3), "meets_slo": run.passed})
     finally:
-        apply.load(endpoints.http, model)
+        apply.restore(endpoints.http, {model: original})
     return outcome

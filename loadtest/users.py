@@ -28,7 +28,7 @@ from locust import User, constant, task
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from loadtest.latency import Recorder
-from loadtest.payloads import is_streaming, samples
+from loadtest.payloads import is_streaming, samples, user_class_name
 
 RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""
@@ -241,6 +241,5 @@ class TritonUser(User):
 
 def user_class(model: str, protocol: str, settings: dict) -> type[TritonUser]:
     """``DigitsGrpcUser`` and friends: one Locust user class per model and protocol."""
-    name = "".join(part.capitalize() for part in model.split("_")) + protocol.capitalize() + "User"
-    return type(name, (TritonUser,), {"model": model, "protocol": protocol, "settings": settings, "abstract": False,
+    return type(user_class_name(model, protocol), (TritonUser,), {"model": model, "protocol": protocol, "settings": settings, "abstract": False,
                                       "__module__": __name__})

@@ -1,0 +1,138 @@
+"""A short campaign against the real server: Locust over both protocols, closed and open loop, two Locust
+processes, a variant applied and restored through model control, tuning (dry run), the report, and the
+client's counts checked against Triton's own counters."""
+
+import csv
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import tritonclient.http as httpclient
+
+from loadtest import campaign as campaign_io
+from loadtest.cli import execute
+from loadtest.results import CampaignResult
+from loadtest.runner import Endpoints
+
+CAMPAIGN = textwrap.dedent("""
+    name = "functional"
+    [slo]
+    p99_ms = 2000.0
+    max_error_rate = 0.0
+    gate = "best-variant"
+
+    [[scenarios]]
+    name = "digits-grpc-users"
+    model = "digits"
+    protocol = "grpc"
+    duration_s = 5
+    warmup_s = 1
+    shape = { kind = "users", users = 4 }
+
+    [[scenarios]]
+    name = "digits-http-open"
+    model = "digits"
+    protocol = "http"
+    duration_s = 5
+    warmup_s = 1
+    processes = 2
+    shape = { kind = "open", rate = 80 }
+
+    [[variants]]
+    name = "as-deployed"
+
+    [[variants]]
+    name = "one-instance"
+    models = ["digits"]
+    instances = 1
+    max_queue_delay_us = 500
+
+    [tune]
+    models = ["digits"]
+""")
+
+
+def digits_config(server) -> dict:
+    client = httpclient.InferenceServerClient(server.config.http_url)
+    try:
+        return client.get_model_config("digits")
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def campaign_run(server, repository, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reports") / "functional"
+    before = digits_config(server)
+    status = execute(campaign_io.parse(CAMPAIGN), Endpoints.of(server), repository, out, dry_run=True)
+    return status, out, before
+
+
+def test_campaign_passes_and_writes_the_report(campaign_run):
+    status, out, _ = campaign_run
+    assert status == 0
+    for name in ("index.html", "summary.md", "results.json", "runs.csv", "timeline.csv",
+                 "plots/latency_vs_throughput.png", "plots/percentiles.png", "plots/batch_sizes.png",
+                 "plots/time_breakdown.png", "plots/timeline_0.png"):
+        assert (out / name).stat().st_size > 0, name
+    rows = list(csv.DictReader((out / "runs.csv").open()))
+    assert [(r["scenario"], r["variant"]) for r in rows] == [
+        ("digits-grpc-users", "as-deployed"), ("digits-http-open", "as-deployed"),
+        ("digits-grpc-users", "one-instance"), ("digits-http-open", "one-instance")]
+
+
+def test_client_counts_agree_with_the_servers_counters(campaign_run):
+    _, out, _ = campaign_run
+    result = CampaignResult.load(out / "results.json")
+    for run in result.runs:
+        c, s = run.client, run.server
+        assert c.failures == 0 and c.requests > 0, run.scenario
+        # Every request the clients sent (warm-up included) reached the server once, and nothing else did.
+        assert c.requests + c.warmup_requests == s.requests + s.failures, (run.scenario, run.variant)
+        assert s.inferences >= s.executions > 0 and s.avg_batch >= 1
+        assert sum(size * n for size, n in s.batch_histogram.items()) <= s.inferences
+        assert c.latency_ms["p50"] <= c.latency_ms["p99"] <= c.latency_ms["p99.9"] <= c.latency_ms["max"]
+        assert c.latency_ms["mean"] >= s.breakdown_ms["request"]  # the client's time contains the server's
+        assert sum(p.requests for p in c.timeline) == c.requests
+
+
+def test_open_loop_holds_its_rate_across_two_processes(campaign_run):
+    _, out, _ = campaign_run
+    result = CampaignResult.load(out / "results.json")
+    for run in (r for r in result.runs if r.shape["kind"] == "open"):
+        assert 0.6 * 80 < run.client.throughput_rps < 1.4 * 80, run.client.throughput_rps
+
+
+def test_the_variant_was_served_and_the_config_restored(server, campaign_run):
+    _, out, before = campaign_run
+    result = CampaignResult.load(out / "results.json")
+    one = [r for r in result.runs if r.variant == "one-instance"]
+    assert one and all(r.served_model == "digits" for r in one)
+    assert digits_config(server) == before
+
+
+def test_tuning_picked_a_variant_and_wrote_nothing(campaign_run):
+    _, out, _ = campaign_run
+    tuning = CampaignResult.load(out / "results.json").tuning["digits"]
+    assert tuning["pick"] in ("as-deployed", "one-instance") and tuning["written"] is False
+    assert not Path("export/.tuned.toml.candidate").exists()
+    assert "Tuning" in (out / "summary.md").read_text()
+
+
+def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):
+    campaign = tmp_path / "tight.toml"
+    campaign.write_text(CAMPAIGN.split("[[scenarios]]\nname = \"digits-http-open\"")[0]
+                        .replace("p99_ms = 2000.0", "p99_ms = 0.01").replace('gate = "best-variant"', "")
+                        .replace("duration_s = 5", "duration_s = 3"))
+    c = server.config
+    done = subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", "loadtest", str(campaign), "--out", str(tmp_path),
+         "--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "SLO gate FAILED" in done.stderr
+    assert "digits-grpc-users / as-deployed: p99" in done.stderr and "exceeds the 0.01 ms budget by" in done.stderr
+    assert json.loads((tmp_path / "functional" / "results.json").read_text())["runs"]

@@ -1,0 +1,109 @@
+"""Campaign files: the documented example parses, every shipped campaign parses, bad files name the bad value."""
+
+from pathlib import Path
+
+import pytest
+
+from loadtest import campaign
+from loadtest.errors import CampaignError
+from loadtest.runner import locust_command
+
+CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
+MINIMAL = """
+name = "c"
+[slo]
+p99_ms = 5
+[[scenarios]]
+name = "s"
+model = "digits"
+protocol = "grpc"
+shape = { kind = "users", users = 4 }
+"""
+
+
+def example() -> str:
+    doc = campaign.__doc__
+    return doc[doc.index('name = "digits-tuning"'):].split('"""')[0].replace("\n    ", "\n")
+
+
+def test_the_documented_example_parses_with_every_key():
+    parsed = campaign.parse(example())
+    assert parsed.name == "digits-tuning"
+    assert parsed.slo == campaign.Slo(5.0, 0.001, "best-variant")
+    (scenario,) = parsed.scenarios
+    assert scenario.shape == {"kind": "users", "users": 32} and scenario.peak_users == 32
+    (variant,) = parsed.variants
+    assert variant.preferred_batch_sizes == (16, 32) and variant.changes_config
+    assert parsed.tune_models == ("digits",) and parsed.analyzer is False
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
+def test_shipped_campaigns_parse(path):
+    parsed = campaign.load(path)
+    assert parsed.scenarios and parsed.variants
+
+
+def test_no_variants_means_the_deployed_config():
+    parsed = campaign.parse(MINIMAL)
+    assert parsed.variants == (campaign.AS_DEPLOYED,)
+    assert not campaign.AS_DEPLOYED.changes_config
+    assert campaign.AS_DEPLOYED.served_model("digits") == "digits"
+
+
+def test_format_and_precision_pick_the_served_variant():
+    onnx = campaign.Variant("onnx", models=("digits",), format="onnx")
+    assert onnx.served_model("digits") == "digits_onnx"
+    assert onnx.served_model("minilm") == "minilm"  # not one of its models
+    assert campaign.Variant("h", precision="fp16").served_model("minilm") == "minilm_fp16"
+
+
+@pytest.mark.parametrize("change, message", [
+    ('protocol = "grpc"', None),
+    ('protocol = "smtp"', "protocol 'smtp'"),
+    ('shape = { kind = "ramp", users = 4 }', "shape kind 'ramp'"),
+    ('shape = { kind = "open" }', "missing ['rate']"),
+    ('shape = { kind = "users", users = 4, rate = 3 }', "unknown ['rate']"),
+    ('shape = { kind = "users", users = -1 }', "shape.users=-1"),
+    ('shape = { kind = "spike", base = 1, peak = 9, at_s = 2 }', "missing ['hold_s']"),
+    ('duration_s = 2\nwarmup_s = 3', "duration_s=2"),
+    ('processes = 0', "processes=0"),
+    ('colour = "red"', "unknown keys ['colour']"),
+])
+def test_bad_scenarios_name_the_value(change, message):
+    text = MINIMAL.replace('protocol = "grpc"', change) if "protocol" in change else MINIMAL + change + "\n"
+    if "shape" in change:
+        text = MINIMAL.replace('shape = { kind = "users", users = 4 }', change)
+    if message is None:
+        campaign.parse(text)
+        return
+    with pytest.raises(CampaignError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        campaign.parse(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("name = 'x'\n[[scenarios]]\n", "needs an \\[slo\\] table"),
+    (MINIMAL.replace("p99_ms = 5", "p99_ms = 0"), "p99_ms=0"),
+    (MINIMAL.replace("p99_ms = 5", "p99_ms = 5\ngate = 'some'"), "gate='some'"),
+    (MINIMAL + "[[variants]]\nname = 'v'\ninstances = 0\n", "instances=0"),
+    (MINIMAL + "[[variants]]\nname = 'v'\nformat = 'tflite'\n", "format/precision tflite/fp32"),
+    (MINIMAL + "[[variants]]\nname = 'v'\n[[variants]]\nname = 'v'\n", "variant names repeat"),
+    (MINIMAL + "[tune]\nmodels = ['minilm']\n", "\\['minilm'\\] have no scenario"),
+    (MINIMAL + "[extra]\n", "unknown top-level keys"),
+    ("[slo\n", "not valid TOML"),
+])
+def test_bad_campaigns_name_the_value(text, message):
+    with pytest.raises(CampaignError, match=message):
+        campaign.parse(text)
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(CampaignError, match="does not exist"):
+        campaign.load(tmp_path / "nope.toml")
+
+
+def test_locust_command_follows_the_shape():
+    scenario = campaign.Scenario("s", "digits", "grpc", {"kind": "open", "rate": 500}, duration_s=10, processes=2)
+    cmd = locust_command(scenario, "DigitsGrpcUser", "127.0.0.1:8001")
+    assert cmd[1:3] == ["-m", "loadtest.locust_main"]  # gRPC readied for gevent before Locust imports
+    assert "DigitsGrpcUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
+    assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "10s"

@@ -1,0 +1,92 @@
+"""Exact percentiles: HDR histograms against numpy on the raw samples, and merging across processes."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loadtest.latency import Merger, Recorder, percentiles_ms
+from loadtest.results import PERCENTILES, percentile_key
+
+
+def merged(*recorders: Recorder, duration_s: float = 1.0):
+    merger = Merger()
+    for recorder in recorders:
+        merger.add(recorder.drain())
+    return merger.stats(duration_s)
+
+
+def exact_ms(samples_us: np.ndarray) -> dict[str, float]:
+    # Nearest rank: the smallest sample with at least p% of the samples at or below it.
+    ordered = np.sort(samples_us)
+    ranks = [max(1, math.ceil(round(p * len(ordered) / 100, 9))) for p in PERCENTILES]
+    return {percentile_key(p): ordered[r - 1] / 1000 for p, r in zip(PERCENTILES, ranks)}
+
+
+def test_sub_16ms_latencies_are_exact_to_the_microsecond():
+    rng = np.random.default_rng(0)
+    samples = np.clip(rng.lognormal(np.log(800), 0.6, 20000), 1, 16000).astype(np.int64)
+    recorder = Recorder()
+    for us in samples:
+        recorder.success(0, us / 1e6)
+    stats = merged(recorder)
+    for key, value in exact_ms(samples).items():
+        assert stats.latency_ms[key] == pytest.approx(value, abs=1e-9), key
+    assert stats.latency_ms["min"] == samples.min() / 1000
+    assert stats.latency_ms["max"] == samples.max() / 1000
+    assert stats.latency_ms["mean"] == pytest.approx(samples.mean() / 1000, rel=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=60_000_000), min_size=1, max_size=300))
+def test_any_latency_is_within_hdr_precision(samples):
+    recorder = Recorder()
+    for us in samples:
+        recorder.success(0, us / 1e6)
+    stats = merged(recorder)
+    for key, value in exact_ms(np.array(samples)).items():
+        # 4 significant digits: exact below 16,384 µs, within 1/8192 relative above.
+        assert abs(stats.latency_ms[key] - value) <= max(value / 8192, 0.0005), key
+
+
+def test_merging_processes_equals_recording_in_one():
+    rng = np.random.default_rng(1)
+    parts = [rng.integers(50, 30000, size=n) for n in (500, 1200, 3)]
+    recorders, single = [], Recorder()
+    for part in parts:
+        recorder = Recorder()
+        for us in part:
+            recorder.success(int(us) % 3, us / 1e6)
+            single.success(int(us) % 3, us / 1e6)
+        recorders.append(recorder)
+    one, many = merged(single), merged(*recorders)
+    assert one.latency_ms == many.latency_ms
+    assert one.requests == many.requests == sum(map(len, parts))
+    assert [p.requests for p in one.timeline] == [p.requests for p in many.timeline]
+
+
+def test_drain_hands_over_once_and_counts_failures_warmup_and_drops():
+    recorder = Recorder()
+    recorder.success(0, 0.001)
+    recorder.warmup(0)
+    recorder.failure(1, "InferenceServerException: [request id: 7] unexpected shape\nmore")
+    recorder.failure(1, "InferenceServerException: [request id: 8] unexpected shape")
+    recorder.drop(2)
+    first = recorder.drain()
+    assert recorder.drain()["counts"] == []
+    merger = Merger()
+    merger.add(first)
+    stats = merger.stats(2.0)
+    assert (stats.requests, stats.failures, stats.warmup_requests, stats.dropped) == (4, 3, 1, 1)
+    assert stats.errors["InferenceServerException: unexpected shape"] == 2  # request ids folded together
+    assert stats.throughput_rps == 0.5
+    assert [(p.t, p.requests, p.failures) for p in stats.timeline] == [(0.0, 1, 0), (1.0, 2, 2), (2.0, 1, 1)]
+    assert stats.timeline[1].p99_ms is None
+
+
+def test_empty_run_reports_nan_not_zero():
+    stats = Merger().stats(1.0)
+    assert stats.requests == 0 and math.isnan(stats.latency_ms["p99"])
+    assert math.isnan(percentiles_ms(Merger().hist)["p50"])

@@ -1,0 +1,137 @@
+"""SLO gate, auto-tune choice on recorded results, the tuned catalog overlay, and variant config overrides."""
+
+import copy
+import tomllib
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+
+from export import catalog
+from export import config as config_io
+from loadtest import apply, autotune, slo
+from loadtest.campaign import Slo, Variant
+from loadtest.errors import VariantError
+from loadtest.results import CampaignResult
+
+DATA = Path(__file__).parents[1] / "data" / "loadtest"
+REPOSITORY = Path(__file__).parents[2] / "model_repository"
+
+
+@pytest.fixture
+def recorded() -> CampaignResult:
+    """A real two-variant digits campaign (plain: p99 17.2 ms, 1816 req/s; batch-1ms: p99 10.1 ms, 2597 req/s)."""
+    return CampaignResult.load(DATA / "digits_two_variants.json")
+
+
+def with_budget(result: CampaignResult, budget: Slo) -> CampaignResult:
+    result = copy.deepcopy(result)
+    for run in result.runs:
+        run.slo_violations = slo.violations(run, budget)
+    return result
+
+
+def test_violations_say_which_limit_and_by_how_much(recorded):
+    plain = recorded.runs[0]
+    (sentence,) = slo.violations(plain, Slo(p99_ms=10.0))
+    assert sentence == "p99 17.214 ms exceeds the 10 ms budget by 7.214 ms (72%)"
+    assert slo.violations(plain, Slo(p99_ms=20.0)) == []
+    failing = copy.deepcopy(plain)
+    failing.client.failures = 91
+    assert "error rate 0.999% (91 of 9110) exceeds the limit 0.100%" in slo.violations(failing, Slo(20.0, 0.001))[0]
+
+
+def test_gate_every_run_names_each_failing_run(recorded):
+    budget = Slo(p99_ms=15.0)
+    failures = slo.gate(with_budget(recorded, budget), budget)
+    assert failures == ["digits-grpc / plain: p99 17.214 ms exceeds the 15 ms budget by 2.214 ms (15%)"]
+
+
+def test_gate_best_variant_needs_one_passing_variant_per_scenario(recorded):
+    assert slo.gate(with_budget(recorded, Slo(15.0, gate="best-variant")), Slo(15.0, gate="best-variant")) == []
+    budget = Slo(5.0, gate="best-variant")
+    (failure,) = slo.gate(with_budget(recorded, budget), budget)
+    assert failure.startswith("digits-grpc: no variant met the SLO; closest batch-1ms: p99 10.109 ms")
+
+
+def test_choose_takes_the_fastest_variant_within_budget(recorded):
+    choice = autotune.choose(with_budget(recorded, Slo(50.0)), "digits", Slo(50.0))
+    assert choice.variant == "batch-1ms" and choice.throughput_rps == pytest.approx(2596.5, abs=0.1)
+    assert [row["variant"] for row in choice.ranking] == ["batch-1ms", "plain"]
+
+
+def test_choose_skips_a_faster_variant_over_budget(recorded):
+    result = copy.deepcopy(recorded)
+    result.runs[0].client.requests *= 10  # plain now the fastest, but still over a 15 ms budget
+    choice = autotune.choose(with_budget(result, Slo(15.0)), "digits", Slo(15.0))
+    assert choice.variant == "batch-1ms"
+
+
+def test_choose_refuses_when_nothing_meets_the_budget(recorded):
+    with pytest.raises(autotune.TuneError, match="the lowest p99 was batch-1ms at 10.109 ms"):
+        autotune.choose(with_budget(recorded, Slo(5.0)), "digits", Slo(5.0))
+    with pytest.raises(autotune.TuneError, match="no run of model 'minilm'"):
+        autotune.choose(recorded, "minilm", Slo(5.0))
+
+
+def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
+    base = catalog.load(catalog.CATALOG, None)["digits"]
+    variant = Variant("v", max_queue_delay_us=500, preferred_batch_sizes=(16, 32), instances=1, max_batch_size=32)
+    settings = autotune.tuned_settings(variant, base)
+    text = autotune.render_tuned({"digits": {"note": "why \"this\"", **settings}})
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text(text)
+    assert tomllib.loads(text)["digits"]["note"] == 'why "this"'
+    entry = catalog.load(catalog.CATALOG, tuned)["digits"]
+    assert entry.settings["dynamic_batching"] == {"max_queue_delay_us": 500, "preferred_batch_sizes": [16, 32]}
+    assert entry.settings["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
+    assert entry.settings["max_batch_size"] == 32
+    off = autotune.tuned_settings(Variant("off", dynamic_batching=False), base)
+    tuned.write_text(autotune.render_tuned({"digits": off}))
+    assert "dynamic_batching" not in catalog.load(catalog.CATALOG, tuned)["digits"].settings
+
+
+def test_tuned_file_rejects_untunable_keys_and_unknown_models(tmp_path):
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text("[digits]\nbuilder = 'x'\n")
+    with pytest.raises(Exception, match="not tunable"):
+        catalog.load(catalog.CATALOG, tuned)
+    tuned.write_text("[nomodel]\nwarmup = false\n")
+    with pytest.raises(Exception, match="is not a model of"):
+        catalog.load(catalog.CATALOG, tuned)
+
+
+def test_dry_run_prints_the_config_diff_and_writes_nothing(tmp_path, recorded):
+    tuned = tmp_path / "tuned.toml"
+    choice = autotune.Choice("digits", "v", 1.0, 1.0, [])
+    variant = Variant("v", max_queue_delay_us=250, instances=1)
+    diff = autotune.write(choice, variant, REPOSITORY, "note", dry_run=True, tuned_path=tuned)
+    assert not tuned.exists() and not list(tmp_path.iterdir())
+    assert "-  max_queue_delay_microseconds: 1000" in diff and "+  max_queue_delay_microseconds: 250" in diff
+    assert "-  count: 2" in diff and "+  count: 1" in diff
+
+
+def digits_config_json() -> dict:
+    """config.pbtxt in the JSON form Triton's get_model_config returns."""
+    message = config_io.parse(REPOSITORY / "digits" / "config.pbtxt")
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def test_override_changes_only_what_the_variant_says():
+    config = digits_config_json()
+    plain = apply.override(config, Variant("plain", dynamic_batching=False, instances=1, warmup=False))
+    assert "dynamic_batching" not in plain and "model_warmup" not in plain
+    assert plain["instance_group"][0]["count"] == 1 and plain["input"] == config["input"]
+    tuned = apply.override(config, Variant("t", max_queue_delay_us=300, preferred_batch_sizes=(8,), max_batch_size=16))
+    assert tuned["dynamic_batching"]["max_queue_delay_microseconds"] == 300
+    assert tuned["dynamic_batching"]["preferred_batch_size"] == [8]
+    assert all(w["batch_size"] <= 16 for w in tuned["model_warmup"])  # the batch-64 warmup would fail the load
+    assert config == digits_config_json()  # the input is not modified
+
+
+def test_override_refuses_impossible_combinations():
+    config = digits_config_json()
+    with pytest.raises(VariantError, match=r"preferred_batch_sizes \[64\] exceed max_batch_size=32"):
+        apply.override(config, Variant("v", max_batch_size=32))
+    with pytest.raises(VariantError, match="needs max_batch_size > 0"):
+        apply.override({**config, "max_batch_size": 0}, Variant("v", max_queue_delay_us=10))
