@@ -11,7 +11,10 @@ loads here unchanged. It follows the native backend's conventions:
 * ``TORCH_OPS_MODULES`` (comma-separated Python modules, e.g. ``backends.custom_ops``) is imported
   before ``torch.jit.load``, to register the custom ops (``torch.library``) a model calls.
 
-Tensors move between Triton and torch through DLPack (no copy for a single request). Batching and
+Tensors move between Triton and torch through DLPack (no copy for a single request). A ``KIND_GPU``
+instance loads the module on ``cuda:<model_instance_device_id>`` and returns its outputs as CUDA
+tensors through DLPack (no host copy in the runtime); with ``FORCE_CPU_ONLY_INPUT_TENSORS: "no"``
+(read by the Python backend itself) inputs already in GPU memory arrive there too. Batching and
 per-request errors are in ``backends/batching.py``.
 """
 
@@ -50,7 +53,7 @@ def argument_order(names: list[str], forward_args: list[str], kind: str) -> list
 class TritonPythonModel(BatchingModel):
     honoured_parameters = frozenset(
         {"INFERENCE_MODE", "DISABLE_OPTIMIZED_EXECUTION", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT",
-         "TORCH_OPS_MODULES"})
+         "TORCH_OPS_MODULES", "FORCE_CPU_ONLY_INPUT_TENSORS"})
 
     def load(self, args) -> None:
         self.device = self._device(args["model_instance_kind"], int(args["model_instance_device_id"]))
@@ -103,6 +106,7 @@ class TritonPythonModel(BatchingModel):
         if kind == "GPU":
             if not torch.cuda.is_available():
                 raise pb_utils.TritonModelException(f"{self.name}: KIND_GPU instance but torch sees no CUDA device")
+            torch.cuda.set_device(device_id)  # the stub's DLPack exchange uses the current device's stream
             return torch.device("cuda", device_id)
         return torch.device("cpu")
 
