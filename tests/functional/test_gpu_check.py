@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from deploy.gpu import check, results
+from deploy.gpu import check, results, steps_export
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
@@ -54,7 +54,7 @@ def test_dry_run(tmp_path):
     exports = {(e["model"], e["variant"]): e for e in data["exports"]}
     assert exports[("digits", "torchscript/fp32")]["status"] == "ok"
     assert exports[("digits", "torchscript/fp16")]["status"] == "ok"
-    for variant in check.OPTIONAL_VARIANTS:
+    for variant in steps_export.OPTIONAL_VARIANTS:
         assert exports[("digits", variant)]["status"] == results.DRY_RUN
 
     answers = data["details"]["answers"]

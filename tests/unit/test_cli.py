@@ -8,7 +8,7 @@ import pytest
 from tritonkit_cli import build_parser
 
 
-@pytest.mark.parametrize("command", ["export", "serve", "demo"])
+@pytest.mark.parametrize("command", ["export", "serve", "demo", "loadtest"])
 def test_help_lists_each_subcommand(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
         build_parser().parse_args([command, "--help"])
@@ -37,3 +37,15 @@ def test_serve_refuses_clashing_ports():
         capture_output=True, text=True,
     )
     assert result.returncode == 2 and "must differ" in result.stderr
+
+
+def test_loadtest_refuses_a_bad_campaign_before_starting_anything(tmp_path):
+    missing = subprocess.run([sys.executable, "-m", "tritonkit_cli", "loadtest", str(tmp_path / "none.toml")],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[slo]\np99_ms = 5\n[[scenarios]]\nname = 's'\nmodel = 'digits'\nprotocol = 'grpc'\n"
+                   "shape = { kind = 'open' }\n")
+    refused = subprocess.run([sys.executable, "-m", "tritonkit_cli", "loadtest", str(bad)], capture_output=True,
+                             text=True)
+    assert refused.returncode == 2 and "missing ['rate']" in refused.stderr

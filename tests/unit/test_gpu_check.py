@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.gpu import check, results, wheels
+from deploy.gpu import measure, results, steps_export, steps_serve, wheels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,22 +137,22 @@ def test_markdown_lists_steps_figures_and_targets(tmp_path):
 
 def test_nvidia_smi_and_stub_parsing(tmp_path):
     text = "1234, 812\n1234, 100\n5678, 2048\n[Not Supported], x\n"
-    assert check.parse_nvidia_smi_apps(text) == {1234: 912.0, 5678: 2048.0}
+    assert measure.parse_nvidia_smi_apps(text) == {1234: 912.0, 5678: 2048.0}
     repo = tmp_path / "repo"
     names = {"digits", "digits_fp16", "digits_fp16_nowarm"}
     stub = ["triton_python_backend_stub", f"{repo}/digits_fp16/1/model.py", "triton_python_backend_shm_region_1"]
-    assert check.model_of_stub(stub, repo, names) == "digits_fp16"
-    assert check.model_of_stub([f"{repo}/digits_fp16_nowarm/1"], repo, names) == "digits_fp16_nowarm"
-    assert check.model_of_stub(["elsewhere/digits/1"], repo, names) is None
+    assert measure.model_of_stub(stub, repo, names) == "digits_fp16"
+    assert measure.model_of_stub([f"{repo}/digits_fp16_nowarm/1"], repo, names) == "digits_fp16_nowarm"
+    assert measure.model_of_stub(["elsewhere/digits/1"], repo, names) is None
 
 
 def test_within_uses_the_precision_tolerance():
     from export.zoo.base import Tolerance
 
-    ok, err = check.within([1.0, 2.001], [1.0, 2.0], Tolerance(atol=1e-2))
+    ok, err = steps_serve.within([1.0, 2.001], [1.0, 2.0], Tolerance(atol=1e-2))
     assert ok and err == pytest.approx(1e-3)
-    assert not check.within([1.0, 2.1], [1.0, 2.0], Tolerance(atol=1e-2))[0]
-    assert check.within([1.0], [1.0, 2.0], Tolerance(atol=1.0)) == (False, float("inf"))
+    assert not steps_serve.within([1.0, 2.1], [1.0, 2.0], Tolerance(atol=1e-2))[0]
+    assert steps_serve.within([1.0], [1.0, 2.0], Tolerance(atol=1.0)) == (False, float("inf"))
 
 
 @pytest.mark.parametrize("args, message", [([], "OUT_DIR is missing"), (["--bogus", "x"], "unknown option"),
@@ -167,16 +167,16 @@ def test_pinned_keeps_the_module_in_place_while_a_converter_moves_it():
     import torch
 
     module = torch.nn.Linear(2, 2)
-    with check.pinned(module):
+    with steps_export.pinned(module):
         assert module.to("meta") is module and module.weight.device.type == "cpu"
     assert module.to(torch.float64).weight.dtype == torch.float64  # the real .to again
-    with check.pinned(module, active=False):
+    with steps_export.pinned(module, active=False):
         assert module.to("meta").weight.device.type == "meta"
 
 
 def test_on_device_cpu_is_the_model_itself():
     sentinel = object()
-    assert check.on_device(sentinel, "cpu") is sentinel
+    assert steps_export.on_device(sentinel, "cpu") is sentinel
 
 
 def test_on_device_moves_the_module_and_every_input():
@@ -188,7 +188,7 @@ def test_on_device_moves_the_module_and_every_input():
     x = torch.ones(2, 3)
     zoo = ZooModel("m", torch.nn.Linear(3, 1), (TensorSpec("x", "FP32", (3,)),), (TensorSpec("y", "FP32", (1,)),),
                    (x,), lambda batch, seq, gen: (torch.rand(batch, 3, generator=gen),), (x,), {"fp32": Tolerance(1e-5)})
-    moved = check.on_device(zoo, "meta")  # any device other than cpu takes the same path as cuda
+    moved = steps_export.on_device(zoo, "meta")  # any device other than cpu takes the same path as cuda
     assert moved.module.weight.device.type == "meta"
     assert moved.example_inputs[0].device.type == "meta" and moved.reference_inputs[0].device.type == "meta"
     assert moved.random_inputs(4, None, torch.Generator().manual_seed(0))[0].shape == (4, 3)
