@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock bench-export bench-generation
+.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -23,6 +23,13 @@ demo: setup ## export, serve, send real requests, print the answers and server m
 
 test: setup ## the test suite, against a real tritonserver started on free ports
 	$(PY) -m pytest
+
+CAMPAIGN ?= loadtest/campaigns/smoke.toml
+loadtest: export ## a load campaign with its report and SLO gate: make loadtest CAMPAIGN=loadtest/campaigns/digits.toml
+	$(VENV)/bin/tritonkit loadtest $(CAMPAIGN)
+
+bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer cross-check
+	$(PY) -m loadtest.bench
 
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
 	$(PY) -m export.bench

@@ -15,6 +15,9 @@ from export.zoo.base import ZooModel
 CATALOG = Path(__file__).with_name("models.toml")
 TUNED = Path(__file__).with_name("tuned.toml")
 """Serving settings chosen by ``tritonkit loadtest`` campaigns ([tune]); they override models.toml's."""
+TORCHSCRIPT_PARAMETERS = {"DISABLE_OPTIMIZED_EXECUTION", "INFERENCE_MODE", "TORCH_OPS_MODULES",
+                          "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"}
+"""libtorch backend parameters, left out of other formats' configs."""
 TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
 _ENTRY_KEYS = {"builder", "variants"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
@@ -54,7 +57,8 @@ class CatalogEntry:
                 g if isinstance(g, InstanceGroup) else InstanceGroup(**g) for g in values["instance_groups"]
             )
         if isinstance(values.get("parameters"), dict):
-            values["parameters"] = tuple(values["parameters"].items())
+            values["parameters"] = tuple((k, v) for k, v in values["parameters"].items()
+                                         if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS)
         values.setdefault("description", zoo.description)
         values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())
         try:

@@ -32,8 +32,20 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
+
+import torch
+
+from deploy.client import connect, infer
+from deploy.server import LocalServer, ServerConfig
+from loadtest import apply, perf, server_metrics
+from loadtest.baselines.fastapi_app import model_spec, serve_in_subprocess, stop_subprocess
+from loadtest.campaign import Scenario, Variant
+from loadtest.first_request import measure
+from loadtest.inprocess import limit, real_batch, real_samples
+from loadtest.runner import Endpoints, run_locust
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
@@ -41,13 +53,9 @@ TUNED = PROJECT_ROOT / "export" / "tuned.toml"
 DEFAULT_USERS = {"digits": 32, "minilm": 8}
 SEQ_LEN = 32  # minilm: payloads.minilm_tokens pads every request to 32 tokens
 P99_BUDGET_MS = 5.0
-ROWS = (
-    ("inprocess", "1. in-process, best batch"),
-    ("triton_plain", "2. Triton plain"),
-    ("triton_tuned", "3. Triton tuned"),
-    ("fastapi", "4. FastAPI per request"),
-    ("fastapi_batcher", "5. FastAPI + micro-batcher"),
-)
+ROWS = (("inprocess", "1. in-process, best batch"), ("triton_plain", "2. Triton plain"),
+        ("triton_tuned", "3. Triton tuned"), ("fastapi", "4. FastAPI per request"),
+        ("fastapi_batcher", "5. FastAPI + micro-batcher"))
 RATIOS = (("3/1", "triton_tuned", "inprocess"), ("3/2", "triton_tuned", "triton_plain"),
           ("3/4", "triton_tuned", "fastapi"), ("3/5", "triton_tuned", "fastapi_batcher"))
 
@@ -221,9 +229,6 @@ def describe(config: dict) -> str:
 
 def tuned_config(model: str, config: dict, tuned_path: Path) -> tuple[dict | None, str]:
     """The tuned config (Triton JSON) from ``tuned_path``'s table for ``model``, or None: serve the repository's."""
-    from loadtest.apply import override
-    from loadtest.campaign import Variant
-
     table = tomllib.loads(tuned_path.read_text()).get(model) if tuned_path.is_file() else None
     where = tuned_path.relative_to(PROJECT_ROOT) if tuned_path.is_relative_to(PROJECT_ROOT) else tuned_path
     if not table:
@@ -236,13 +241,10 @@ def tuned_config(model: str, config: dict, tuned_path: Path) -> tuple[dict | Non
         preferred_batch_sizes=batching.get("preferred_batch_sizes") if isinstance(batching, dict) else None,
         instances=groups[0].get("count") if groups else None, max_batch_size=table.get("max_batch_size"),
         warmup=False if table.get("warmup") is False else None)
-    return override(config, variant), f"{where} [{model}]" + (f" ({table['note']})" if table.get("note") else "")
+    return apply.override(config, variant), f"{where} [{model}]" + (f" ({table['note']})" if table.get("note") else "")
 
 
 def measure_inprocess(model: str, opts: Options) -> dict:
-    from loadtest.baselines.fastapi_app import model_spec
-    from loadtest.inprocess import limit, real_batch
-
     spec = model_spec(model, opts.repository)
     got = limit(spec.model_path, lambda n: real_batch(model, n, SEQ_LEN), seconds_per_size=opts.inprocess_s,
                 max_batch=spec.max_batch_size or None)
@@ -254,8 +256,6 @@ def measure_inprocess(model: str, opts: Options) -> dict:
 
 
 def _scenario(model: str, protocol: str, users: int, opts: Options, name: str):
-    from loadtest.campaign import Scenario
-
     return Scenario(name, model, protocol, {"kind": "users", "users": users}, opts.duration_s,
                     min(opts.warmup_s, opts.duration_s / 3), opts.processes)
 
@@ -264,11 +264,6 @@ def prime(model: str, url: str, users: int, batching: bool, fastapi: bool = Fals
     """Untimed requests before a row, with the batch sizes the row's traffic will form (1, or 1, 2, 4 ... up
     to the users when a batcher joins requests), so that TorchScript's profiling executor has specialised
     (seconds for minilm) before Locust measures."""
-    import urllib.request
-
-    from deploy.client import connect, infer
-    from loadtest.inprocess import real_batch
-
     started, client = time.monotonic(), None if fastapi else connect("http", url)
     try:
         for batch in [b for b in (perf_levels(users) if batching else [1]) for _ in range(3)]:
@@ -288,10 +283,6 @@ def prime(model: str, url: str, users: int, batching: bool, fastapi: bool = Fals
 
 def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dict:
     """Rows 2 and 3, the one-user run of row 3 and the perf_analyzer cross-check, on a running server."""
-    from loadtest import apply, server_metrics
-    from loadtest.campaign import Variant
-    from loadtest.runner import run_locust
-
     users, out = opts.users_for(model), {"rows": {}}
     deployed = apply.served_config(endpoints.http, model)  # the server was started from config.pbtxt
     tuned, out["tuned_source"] = tuned_config(model, deployed, opts.tuned)
@@ -334,9 +325,6 @@ def perf_levels(users: int) -> list[int]:
 def measure_perf(model: str, grpc_url: str, users: int, opts: Options, log) -> dict:
     """perf_analyzer against row 3's config: one run per concurrency level (a level that fails to
     settle on this noisy machine is reported as such, the others still count)."""
-    from loadtest import perf
-    from loadtest.inprocess import real_samples
-
     levels, rows, failed = perf_levels(users), [], {}
     log(f"[{model}] perf_analyzer on row 3 (gRPC, concurrency {levels})")
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
@@ -359,9 +347,6 @@ def measure_perf(model: str, grpc_url: str, users: int, opts: Options, log) -> d
 
 def measure_fastapi(model: str, opts: Options, work: Path, log) -> dict:
     """Rows 4 and 5: the baseline in a uvicorn subprocess, per request then with the micro-batcher."""
-    from loadtest.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
-    from loadtest.runner import run_locust
-
     rows, users = {}, opts.users_for(model)
     for key, batcher in (("fastapi", False), ("fastapi_batcher", True)):
         (port,) = _free_ports(1)
@@ -385,9 +370,6 @@ def measure_fastapi(model: str, opts: Options, work: Path, log) -> dict:
 
 
 def measure_first_request(model: str, opts: Options) -> list[dict]:
-    from loadtest.first_request import measure
-    from loadtest.inprocess import real_batch
-
     def one(warmup: bool) -> dict:
         got = measure(opts.repository, model, real_batch(model, 1, SEQ_LEN), warmup, opts.steady, "grpc")
         return {"first_ms": got.first_ms, "steady_p50_ms": got.steady_p50_ms, "ratio": got.ratio,
@@ -398,11 +380,6 @@ def measure_first_request(model: str, opts: Options) -> list[dict]:
 
 def run(opts: Options, log=None) -> dict:
     """Every row for every model, one after another; writes ``bench.json`` and ``bench.md`` under ``opts.out``."""
-    import torch
-
-    from deploy.server import LocalServer, ServerConfig
-    from loadtest.runner import Endpoints
-
     began = time.monotonic()
     log = log or (lambda line: print(f"[{time.monotonic() - began:5.0f} s] {line}", file=sys.stderr, flush=True))
     opts.out.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,18 @@ def default_threads() -> int:
     return max(1, len(os.sched_getaffinity(0)) // 1)
 
 
+def optimized_execution(model_path: Path) -> bool:
+    """False when the model's config sets ``DISABLE_OPTIMIZED_EXECUTION`` (as Triton's libtorch backend
+    reads it): the in-process and FastAPI rows then run the module the way the server does."""
+    from export.config import parse
+
+    config = model_path.parent.parent / "config.pbtxt"
+    if not config.is_file():
+        return True
+    value = parse(config).parameters.get("DISABLE_OPTIMIZED_EXECUTION")
+    return not (value is not None and value.string_value.lower() in ("true", "1", "yes", "on"))
+
+
 def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
           batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
           threads: int | None = None, max_batch: int | None = None) -> InProcessLimit:
@@ -76,6 +88,7 @@ def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
     if not sizes:
         raise ValueError(f"no batch size left in {batch_sizes} with max_batch={max_batch}")
     module = torch.jit.load(str(model_path), map_location="cpu").eval()
+    optimized = optimized_execution(model_path)
     forward_args = [a.name for a in module.forward.schema.arguments][1:]
     previous = torch.get_num_threads()
     used = int(threads or default_threads())
@@ -88,7 +101,7 @@ def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
     try:
         for batch in sizes:
             args = _arguments(make_batch(batch), forward_args, batch)
-            with torch.inference_mode():
+            with torch.inference_mode(), torch.jit.optimized_execution(optimized):
                 for _ in range(WARMUP_CALLS):  # the profiling executor optimises over the first calls
                     module(*args)
                 times = []

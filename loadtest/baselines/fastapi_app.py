@@ -53,6 +53,8 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from loadtest.inprocess import optimized_execution
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
 NUMPY_DTYPES = {
@@ -80,6 +82,7 @@ class Predictor:
         if threads:
             torch.set_num_threads(int(threads))
         self.module = torch.jit.load(str(model_path), map_location="cpu").eval()
+        self.optimized = optimized_execution(Path(model_path))
         self.input_names = list(input_names)
         self.output_names = list(output_names)
         forward_args = [a.name for a in self.module.forward.schema.arguments][1:]
@@ -93,7 +96,7 @@ class Predictor:
 
     def __call__(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         args = [torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in self.order]
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.jit.optimized_execution(self.optimized):
             result = self.module(*args)
         if isinstance(result, torch.Tensor):
             result = (result,)

@@ -1,0 +1,55 @@
+"""The side-by-side benchmark end to end for digits with tiny durations: every row measured, every target judged.
+
+The figures of so short a run mean little; this checks that each row ran and the outputs are complete,
+never whether a target was met (the benchmark reports that, it does not assert it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from loadtest import bench
+
+
+def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
+    lines: list[str] = []
+    opts = bench.Options(models=("digits",), duration_s=3.0, warmup_s=0.5, users={"digits": 4}, out=tmp_path,
+                         repository=repository, inprocess_s=0.2, perf_ms=300, steady=20)
+    started = time.monotonic()
+    result = bench.run(opts, log=lines.append)
+    elapsed = time.monotonic() - started
+    log = "\n".join(lines)
+
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved == json.loads(json.dumps(result))
+    assert saved["server_left"] == [], "stopping tritonserver left processes or /dev/shm regions behind"
+    digits = saved["models"]["digits"]
+    for key, label in bench.ROWS:
+        row = digits["rows"][key]
+        assert row.get("throughput") and row["throughput"] > 0, f"{label}: {row}\n{log}"
+        assert row["p50_ms"] > 0, f"{label}: {row}"
+    for key in ("triton_plain", "triton_tuned", "fastapi", "fastapi_batcher"):
+        assert digits["rows"][key]["p99_ms"] >= digits["rows"][key]["p50_ms"]
+        assert digits["rows"][key]["failures"] == 0, digits["rows"][key]
+    # plain really is plain, and without a tuned table row 3 serves the repository's config (its batcher)
+    assert "1 instance, no dynamic batching, 0 warmup samples" in digits["rows"]["triton_plain"]["note"]
+    assert "tuned.toml" in digits["tuned_source"]
+    if "has no [digits] table" in digits["tuned_source"]:
+        assert "dynamic batching (" in digits["rows"]["triton_tuned"]["note"]
+    assert set(digits["ratios"]) == {"3/1", "3/2", "3/4", "3/5"} and all(v > 0 for v in digits["ratios"].values())
+    assert digits["perf"].get("best", {}).get("throughput", 0) > 0, digits["perf"]
+    assert digits["one_user"]["overhead_ms"] is not None, digits["one_user"]
+    assert [f["warmup"] for f in digits["first_request"]] == [True, False]
+    assert all(f.get("ratio") for f in digits["first_request"]), digits["first_request"]
+
+    digits_targets = [t for t in bench.TARGETS if t[0] in ("*", "digits")]
+    assert len(saved["targets"]) == len(digits_targets)
+    assert [t["target"] for t in saved["targets"]] == [t[1] for t in digits_targets]
+    assert all(t["status"] in ("met", "missed") for t in saved["targets"])
+
+    markdown = (tmp_path / "bench.md").read_text()
+    assert markdown == bench.render(saved)
+    assert "### digits" in markdown and "### targets" in markdown
+    assert sum(line.endswith(("| met |", "| missed |")) for line in markdown.splitlines()) == len(digits_targets)
+    assert elapsed < 150, f"the tiny bench took {elapsed:.0f} s"

@@ -1,0 +1,169 @@
+"""The side-by-side benchmark's pure parts: ratios, target verdicts and the tables, from a recorded result."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from loadtest import bench
+
+# Shaped like bench.json from a run (figures rounded), digits and minilm.
+RECORDED = {
+    "started": "2026-11-29T18:00:00+00:00",
+    "machine": "2 CPUs, torch 2.13.0+cpu",
+    "models": {
+        "digits": {
+            "users": 32, "duration_s": 15.0, "warmup_s": 2.0,
+            "tuned_source": "the repository's config as exported (export/tuned.toml has no [digits] table)",
+            "rows": {
+                "inprocess": {"throughput": 35000.0, "p50_ms": 0.09, "p99_ms": None, "batch1_median_ms": 0.03,
+                              "note": "batch 64, 2 threads"},
+                "triton_plain": {"throughput": 1600.0, "p50_ms": 12.8, "p99_ms": 39.1, "note": "avg batch 1.0"},
+                "triton_tuned": {"throughput": 3200.0, "p50_ms": 9.5, "p99_ms": 20.0, "note": "avg batch 4.2"},
+                "fastapi": {"throughput": 1000.0, "p50_ms": 19.1, "p99_ms": 37.3},
+                "fastapi_batcher": {"throughput": 3000.0, "p50_ms": 10.0, "p99_ms": 30.0},
+            },
+            "perf": {"range": "1,2,4,8,16,32", "failed": {"32": "PerfAnalyzerError: unstable"},
+                     "levels": [{"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1},
+                                {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7}],
+                     "best": {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7},
+                     "best_under_p99": {"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1}},
+            "one_user": {"triton_p50_ms": 0.35, "inprocess_batch1_ms": 0.03, "overhead_ms": 0.32, "error": None},
+            "first_request": [
+                {"warmup": True, "first_ms": 3.0, "steady_p50_ms": 2.0, "ratio": 1.5, "ready_s": 5.9},
+                {"warmup": False, "first_ms": 40.0, "steady_p50_ms": 2.0, "ratio": 20.0, "ready_s": 5.8},
+            ],
+        },
+        "minilm": {
+            "users": 8, "duration_s": 15.0, "warmup_s": 2.0, "tuned_source": "export/tuned.toml [minilm]",
+            "rows": {
+                "inprocess": {"throughput": 400.0, "p50_ms": 80.0, "p99_ms": None, "batch1_median_ms": 6.0},
+                "triton_plain": {"throughput": 150.0, "p50_ms": 50.0, "p99_ms": 70.0},
+                "triton_tuned": {"throughput": 390.0, "p50_ms": 20.0, "p99_ms": 40.0},
+                "fastapi": {"throughput": None, "error": "RuntimeError: the baseline exited"},
+                "fastapi_batcher": {"throughput": 200.0, "p50_ms": 40.0, "p99_ms": 60.0},
+            },
+            "perf": {"error": "every level failed: {}"},
+            "one_user": {"triton_p50_ms": 7.0, "inprocess_batch1_ms": 6.0, "overhead_ms": 1.0},
+            "first_request": [{"warmup": True, "ratio": None, "error": "ServerStartError: no"},
+                              {"warmup": False, "first_ms": 90.0, "steady_p50_ms": 7.0, "ratio": 12.9,
+                               "ready_s": 9.0}],
+        },
+    },
+}
+
+
+def test_ratio_is_none_unless_both_sides_were_measured():
+    assert bench.ratio(300.0, 100.0) == pytest.approx(3.0)
+    for a, b in ((None, 1.0), (1.0, None), (0.0, 1.0), (1.0, 0.0), (float("nan"), 1.0)):
+        assert bench.ratio(a, b) is None
+
+
+def test_ratios_of_row_3_against_the_others():
+    got = bench.ratios(RECORDED["models"]["digits"])
+    assert got == pytest.approx({"3/1": 3200 / 35000, "3/2": 2.0, "3/4": 3.2, "3/5": 3200 / 3000})
+    minilm = bench.ratios(RECORDED["models"]["minilm"])
+    assert minilm["3/4"] is None and minilm["3/1"] == pytest.approx(0.975)
+
+
+def test_targets_say_met_or_missed_for_every_target_of_every_model():
+    targets = bench.evaluate_targets(RECORDED)
+    by = {(t["model"], t["target"]): t for t in targets}
+    assert all(t["status"] in ("met", "missed") for t in targets)
+    digits = [t for t in targets if t["model"] == "digits"]
+    minilm = [t for t in targets if t["model"] == "minilm"]
+    assert len(digits) == 5 and len(minilm) == 3  # the first-request target applies to both
+
+    def status(model, start):
+        (hit,) = [t for (m, text), t in by.items() if m == model and text.startswith(start)]
+        return hit["status"], hit["measured"]
+
+    assert status("digits", ">= 10k infer/s") == ("missed", "1,600 infer/s")
+    assert status("digits", "tuned Triton >= 2.5x") == ("met", "3.20x")
+    assert status("digits", "tuned Triton >= 1.2x") == ("missed", "1.07x")
+    assert status("digits", "first request") == ("met", "1.50x")  # within 1.5x: the bound counts
+    assert status("digits", "p50 serving overhead") == ("met", "0.320 ms")
+    assert status("minilm", "tuned Triton >= 0.95x") == ("met", "0.97x")
+    # what could not be measured is missed, and says so
+    assert status("minilm", "tuned Triton >= 2x") == ("missed", "not measured")
+    assert status("minilm", "first request") == ("missed", "not measured")
+
+
+def test_targets_only_for_the_models_that_ran():
+    only = copy.deepcopy(RECORDED)
+    del only["models"]["minilm"]
+    assert {t["model"] for t in bench.evaluate_targets(only)} == {"digits"}
+    assert bench.evaluate_targets({"models": {}}) == []
+
+
+def test_tables_render_from_the_recorded_json():
+    result = json.loads(json.dumps({**RECORDED, "targets": bench.evaluate_targets(RECORDED)}))  # as bench.json holds it
+    text = bench.render(result)
+    assert text.count("| row | throughput (infer/s) | p50 ms | p99 ms | notes |") == 2
+    for _, label in bench.ROWS:
+        assert text.count(f"| {label} |") == 2
+    assert "| 3. Triton tuned | 3,200 | 9.500 | 20.000 | avg batch 4.2 |" in text
+    assert "| 1. in-process, best batch | 35,000 | 0.090 | - | batch 64, 2 threads |" in text
+    assert "| 4. FastAPI per request | - | - | - | RuntimeError: the baseline exited |" in text
+    assert "Ratios (throughput): 3/1 = 0.09x, 3/2 = 2.00x, 3/4 = 3.20x, 3/5 = 1.07x" in text
+    assert "best with p99 < 5 ms: 1,600 infer/s at concurrency 1 (p99 2.100 ms)" in text
+    assert "no stable figure at concurrency 32" in text
+    assert "perf_analyzer (row 3, gRPC, real data): failed: every level failed" in text
+    assert "= 0.320 ms" in text and "Tuned config: export/tuned.toml [minilm]" in text
+    assert "warmup on: 3.00 ms vs steady p50 2.00 ms = 1.50x" in text
+    assert "warmup on: failed: ServerStartError: no" in text
+    targets = text.split("### targets")[1]
+    rows = [line for line in targets.splitlines() if line.startswith("| digits") or line.startswith("| minilm")]
+    assert len(rows) == 8 and all(line.endswith(("| met |", "| missed |")) for line in rows)
+
+
+def test_perf_levels_double_up_to_the_users():
+    assert bench.perf_levels(32) == [1, 2, 4, 8, 16, 32]
+    assert bench.perf_levels(8) == [1, 2, 4, 8]
+    assert bench.perf_levels(12) == [1, 2, 4, 8, 12]
+    assert bench.perf_levels(1) == [1]
+
+
+DEPLOYED = {
+    "name": "digits", "max_batch_size": 64,
+    "instance_group": [{"name": "digits_0", "kind": "KIND_CPU", "count": 2}],
+    "dynamic_batching": {"preferred_batch_size": [8, 16, 32, 64], "max_queue_delay_microseconds": 1000},
+    "model_warmup": [{"name": "b1", "batch_size": 1}, {"name": "b64", "batch_size": 64}],
+}
+
+
+def test_tuned_config_from_a_tuned_table_or_the_repositorys(tmp_path):
+    missing = tmp_path / "tuned.toml"
+    config, source = bench.tuned_config("digits", DEPLOYED, missing)
+    assert config is None and "repository's config as exported" in source and "[digits]" in source
+
+    missing.write_text('[minilm]\nnote = "x"\nwarmup = false\n')
+    assert bench.tuned_config("digits", DEPLOYED, missing)[0] is None
+
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text('[digits]\nnote = "best of 3"\ninstance_groups = [{ count = 1, kind = "KIND_CPU" }]\n'
+                     "dynamic_batching = { max_queue_delay_us = 500, preferred_batch_sizes = [16, 32] }\n")
+    config, source = bench.tuned_config("digits", DEPLOYED, tuned)
+    assert source.endswith("[digits] (best of 3)")
+    assert config["instance_group"][0]["count"] == 1
+    assert config["dynamic_batching"] == {"preferred_batch_size": [16, 32], "max_queue_delay_microseconds": 500}
+    assert len(config["model_warmup"]) == 2 and DEPLOYED["instance_group"][0]["count"] == 2  # a copy
+
+    tuned.write_text("[digits]\ndynamic_batching = false\nwarmup = false\n")
+    config, _ = bench.tuned_config("digits", DEPLOYED, tuned)
+    assert "dynamic_batching" not in config and "model_warmup" not in config
+    assert bench.describe(config) == "2 instances, no dynamic batching, 0 warmup samples"
+    assert bench.describe(DEPLOYED) == ("2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), "
+                                        "2 warmup samples")
+
+
+def test_help_explains_every_row(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for text in ("1. in-process", "2. Triton plain", "3. Triton tuned", "4. FastAPI", "5. the same FastAPI",
+                 "--duration", "--users", "--models", "--out", "perf_analyzer"):
+        assert text in out
