@@ -102,7 +102,7 @@ def _toml_value(value: Any) -> str:
 
 
 def render_tuned(tuned: dict[str, dict[str, Any]]) -> str:
-    lines = ["# Written by `tritonkit loadtest run` ([tune]): serving settings that override export/models.toml.",
+    lines = ["# Written by `tritonkit loadtest CAMPAIGN` ([tune]): serving settings that override export/models.toml.",
              "# Delete a table to go back to the catalog's settings, then run `make export`.", ""]
     for model in sorted(tuned):
         lines.append(f"[{model}]")

@@ -22,6 +22,8 @@ def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repo
         entry["pick"] = "none"
         entry["reason"] = str(exc)
         log(f"tune {model}: {exc}")
+        if campaign.analyzer:  # its pick under the same load still tells what the budget would need
+            entry["analyzer"] = compare_with_analyzer(campaign, result, model, endpoints, repository, out_dir, log=log)
         return entry
     variant = next(v for v in campaign.variants if v.name == choice.variant)
     entry.update(pick=choice.variant, throughput_rps=choice.throughput_rps, p99_ms=round(choice.p99_ms, 3),
@@ -31,7 +33,8 @@ def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repo
         entry["note"] = (f"the pick serves {variant.served_model(model)}: its batching and instance settings are "
                          f"written for every format of {model}; clients call {variant.served_model(model)}")
     note = (f"campaign {campaign.name!r}: {choice.variant} served {choice.throughput_rps:.0f} req/s "
-            f"at p99 {choice.p99_ms:.3f} ms (budget {campaign.slo.p99_ms:g} ms)")
+            f"at p99 {choice.p99_ms:.3f} ms (budget {campaign.slo.p99_ms:g} ms)"
+            + (f"; clients call {variant.served_model(model)}" if variant.served_model(model) != model else ""))
     diff = autotune.write(choice, variant, repository, note, dry_run=dry_run)
     entry["config_diff"] = diff or "(no change)"
     entry["written"] = not dry_run
