@@ -131,6 +131,8 @@ def evaluate_targets(result: dict) -> list[dict]:
 
 
 def _number(value: float | None, unit: str = "") -> str:
+    if value is not None and unit == "x" and 0 < abs(value) < 0.1:  # e.g. Triton over an in-process MLP: 0.0040x
+        return f"{value:.2g}x"
     formats = {"x": "{:.2f}x", " ms": "{:.3f} ms"}
     return "-" if value is None else formats.get(unit, "{:,.0f}" + unit).format(value)
 

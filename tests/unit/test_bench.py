@@ -107,7 +107,7 @@ def test_tables_render_from_the_recorded_json():
     assert "| 3. Triton tuned | 3,200 | 9.500 | 20.000 | avg batch 4.2 |" in text
     assert "| 1. in-process, best batch | 35,000 | 0.090 | - | batch 64, 2 threads |" in text
     assert "| 4. FastAPI per request | - | - | - | RuntimeError: the baseline exited |" in text
-    assert "Ratios (throughput): 3/1 = 0.09x, 3/2 = 2.00x, 3/4 = 3.20x, 3/5 = 1.07x" in text
+    assert "Ratios (throughput): 3/1 = 0.091x, 3/2 = 2.00x, 3/4 = 3.20x, 3/5 = 1.07x" in text
     assert "best with p99 < 5 ms: 1,600 infer/s at concurrency 1 (p99 2.100 ms)" in text
     assert "no stable figure at concurrency 32" in text
     assert "perf_analyzer (row 3, gRPC, real data): failed: every level failed" in text
