@@ -128,7 +128,9 @@ def _on_quitting(environment, **_kwargs) -> None:
         return
     _Run.merger.add(RECORDER.drain())  # the local runner's own samples (nothing on a pure master)
     started = _Run.started or time.time()
-    duration = (_Run.stopped or time.time()) - started - float(SETTINGS.get("warmup_s", 0))
+    # The load window: Locust's stop (users finishing, the open loop's last answers) is not load time.
+    elapsed = min((_Run.stopped or time.time()) - started, float(SHAPE.get("duration_s", float("inf"))))
+    duration = elapsed - float(SETTINGS.get("warmup_s", 0))
     stats = _Run.merger.stats(duration)
     out = Path(SETTINGS["out"])
     out.write_text(json.dumps({"client": dataclasses.asdict(stats), "reports": _Run.merger.reports}))
