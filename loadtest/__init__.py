@@ -1,5 +1,6 @@
-"""Load campaigns through tritonclient (Locust), Triton's own metrics, reports and SLO gates.
+"""Load campaigns through tritonclient (Locust), Triton's own metrics, reports, SLO gates and tuning.
 
-Not built yet: this package is filled by the load-test issue. Until then `tritonkit demo` prints the
-server-side figures of one short run (deploy/demo.py).
+``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/cli.py); ``python -m loadtest.bench`` is the
+side-by-side benchmark; ``python -m loadtest.report results.json`` re-renders a report. README's "Load
+testing" section explains the parts.
 """
