@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,7 +24,8 @@ from pathlib import Path
 import psutil
 import yaml
 
-from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends
+from deploy.server import (DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends,
+                           free_ports)
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
@@ -146,21 +146,10 @@ def stage_model(repository: Path, model: str, target: Path) -> Path:
     return target
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports for MA's server: other servers (tests, `tritonkit serve`) may hold 8000-8002 here."""
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, server: Path, *,
                     max_instances: int = 2, max_batch_size: int | None = None) -> dict:
     """MA's profile config: local launch, CPU only, throughput under a p99 constraint, small brute search."""
-    http, grpc, metrics = _free_ports(3)
+    http, grpc, metrics = free_ports(3)
     return {
         "model_repository": str(repository),
         "output_model_repository_path": str(out_dir / "output_model_repository"),

@@ -5,8 +5,8 @@ Rows (throughput in inferences/s; one request = one item for rows 2-5):
 1. in-process: the TorchScript module called directly at its best batch size (``loadtest.inprocess.limit``),
    the ceiling of this machine (items/s; p50 is the median call at that batch);
 2. Triton plain: one instance, no dynamic batching, no warmup, applied through model control;
-3. Triton tuned: the ``export/tuned.toml`` table of the model applied through model control, else the
-   repository's config as exported (the output says which);
+3. Triton tuned: the repository's config, which ``make export`` writes from ``export/models.toml`` with the
+   auto-tuner's ``export/tuned.toml`` over it (the output quotes the tuned table's note);
 4. FastAPI + uvicorn calling the module once per request, JSON in and out;
 5. the same FastAPI server with its asyncio micro-batcher.
 
@@ -27,7 +27,6 @@ import json
 import math
 import operator
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -39,17 +38,15 @@ from pathlib import Path
 import torch
 
 from deploy.client import connect, infer
-from deploy.server import LocalServer, ServerConfig
-from loadtest import apply, perf, server_metrics
+from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
+from export import catalog
+from loadtest import apply, perf
 from loadtest.baselines.fastapi_app import model_spec, serve_in_subprocess, stop_subprocess
 from loadtest.campaign import Scenario, Variant
 from loadtest.first_request import measure
 from loadtest.inprocess import limit, real_batch, real_samples
-from loadtest.runner import Endpoints, run_locust
+from loadtest.runner import Endpoints, measure_run, run_locust
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
-TUNED = PROJECT_ROOT / "export" / "tuned.toml"
 DEFAULT_USERS = {"digits": 32, "minilm": 8}
 SEQ_LEN = 32  # minilm: payloads.minilm_tokens pads every request to 32 tokens
 P99_BUDGET_MS = 5.0
@@ -69,7 +66,6 @@ class Options:
     processes: int = 1
     out: Path = PROJECT_ROOT / "reports" / "bench"
     repository: Path = DEFAULT_REPOSITORY
-    tuned: Path = TUNED
     inprocess_s: float = 2.0  # row 1: seconds per batch size
     perf_ms: int = 1500  # perf_analyzer's measurement window
     steady: int = 200  # first-request check: sequential requests for the steady p50
@@ -191,16 +187,6 @@ def render(result: dict) -> str:
 
 
 # -- measuring ------------------------------------------------------------------------------------
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _client_row(client, **extra) -> dict:
     return {"throughput": client.throughput_rps, "p50_ms": client.latency_ms.get("p50"),
             "p99_ms": client.latency_ms.get("p99"), "requests": client.requests, "failures": client.failures,
@@ -229,21 +215,15 @@ def describe(config: dict) -> str:
     return text + f", {len(config.get('model_warmup') or [])} warmup samples"
 
 
-def tuned_config(model: str, config: dict, tuned_path: Path) -> tuple[dict | None, str]:
-    """The tuned config (Triton JSON) from ``tuned_path``'s table for ``model``, or None: serve the repository's."""
+def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
+    """Where row 3's config comes from: the repository's, which ``make export`` writes from
+    ``export/models.toml`` overlaid with the auto-tuner's ``export/tuned.toml``."""
     table = tomllib.loads(tuned_path.read_text()).get(model) if tuned_path.is_file() else None
     where = tuned_path.relative_to(PROJECT_ROOT) if tuned_path.is_relative_to(PROJECT_ROOT) else tuned_path
     if not table:
-        return None, f"the repository's config as exported ({where} has no [{model}] table)"
-    batching = table.get("dynamic_batching")
-    groups = table.get("instance_groups") or []
-    variant = Variant(
-        "tuned", dynamic_batching=(False if batching is False else True if isinstance(batching, dict) else None),
-        max_queue_delay_us=batching.get("max_queue_delay_us") if isinstance(batching, dict) else None,
-        preferred_batch_sizes=batching.get("preferred_batch_sizes") if isinstance(batching, dict) else None,
-        instances=groups[0].get("count") if groups else None, max_batch_size=table.get("max_batch_size"),
-        warmup=False if table.get("warmup") is False else None)
-    return apply.override(config, variant), f"{where} [{model}]" + (f" ({table['note']})" if table.get("note") else "")
+        return f"the repository's config as exported ({where} has no [{model}] table)"
+    return f"the repository's config as exported with {where} [{model}]" + (
+        f" ({table['note']})" if table.get("note") else "")
 
 
 def measure_inprocess(model: str, opts: Options) -> dict:
@@ -286,11 +266,11 @@ def prime(model: str, url: str, users: int, batching: bool, fastapi: bool = Fals
 def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dict:
     """Rows 2 and 3, the one-user run of row 3 and the perf_analyzer cross-check, on a running server."""
     users, out = opts.users_for(model), {"rows": {}}
-    deployed = apply.served_config(endpoints.http, model)  # the server was started from config.pbtxt
-    tuned, out["tuned_source"] = tuned_config(model, deployed, opts.tuned)
-    # Not apply.load(url, model, None): Triton keeps serving the last override when the files are unchanged.
-    tuned = tuned if tuned is not None else deployed
-    plain = apply.override(deployed, Variant("plain", dynamic_batching=False, instances=1, warmup=False))
+    # The server was started from config.pbtxt, which export generates with the tuned settings; rows 2 and 3
+    # are loaded as explicit configs (a plain reload would keep serving the last override).
+    tuned = apply.served_config(endpoints.http, model)
+    out["tuned_source"] = tuned_source(model)
+    plain = apply.override(tuned, Variant("plain", dynamic_batching=False, instances=1, warmup=False))
     steps = [("triton_plain", plain, users), ("triton_tuned", tuned, users), ("one_user", tuned, 1)]
 
     def one(key: str, config: dict, n: int) -> dict:
@@ -300,11 +280,8 @@ def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dic
             took = prime(model, endpoints.http, users, "dynamic_batching" in config)
             log(f"[{model}] {key}: primed in {took:.1f} s")
         log(f"[{model}] {key}: {n} user(s), HTTP, {opts.duration_s:g} s")
-        before = server_metrics.snapshot(endpoints.http, endpoints.metrics, model)
-        client = run_locust(_scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints.http,
-                            work / f"{model}-{key}.json", work / f"{model}-{key}.log", progress=log)
-        after = server_metrics.snapshot(endpoints.http, endpoints.metrics, model)
-        s = server_metrics.delta(before, after, client.latency_ms.get("mean", math.nan))
+        client, s = measure_run(_scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints, work,
+                                f"{model}-{key}", log)
         return _client_row(client, note=f"{describe(config)}; avg batch {s.avg_batch:.1f}", server={
             "avg_batch": s.avg_batch, "batch_histogram": s.batch_histogram, "breakdown_ms": s.breakdown_ms})
 
@@ -351,7 +328,7 @@ def measure_fastapi(model: str, opts: Options, work: Path, log) -> dict:
     """Rows 4 and 5: the baseline in a uvicorn subprocess, per request then with the micro-batcher."""
     rows, users = {}, opts.users_for(model)
     for key, batcher in (("fastapi", False), ("fastapi_batcher", True)):
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {opts.users_for(model)} users, {opts.duration_s:g} s")
         procs = []
 
@@ -399,7 +376,7 @@ def run(opts: Options, log=None) -> dict:
     for model in opts.models:  # row 1, no server running
         log(f"[{model}] in-process limit, {opts.inprocess_s:g} s per batch size")
         models[model]["rows"]["inprocess"] = _guarded(measure_inprocess, model, opts)
-    http, grpc, metrics = _free_ports(3)
+    http, grpc, metrics = free_ports(3)
     server = LocalServer(ServerConfig(model_repository=opts.repository, http_port=http, grpc_port=grpc,
                                       metrics_port=metrics, model_control_mode="explicit",
                                       load_models=tuple(opts.models), exit_timeout_s=10))
@@ -445,7 +422,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=1, help="Locust processes")
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="writes bench.json and bench.md")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
-    parser.add_argument("--tuned", type=Path, default=TUNED, help="the auto-tuner's settings (row 3)")
     parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
     parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
     parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")

@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -31,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
+from deploy.server import DEFAULT_REPOSITORY
 
 
 @dataclasses.dataclass
@@ -61,14 +59,14 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
             steady_requests: int = 200, protocol: str = "grpc", ready_timeout_s: float = 420.0) -> FirstRequest:
     """Start a server for ``model`` alone, time the first request after ready, then the steady p50."""
     from deploy.client import connect, infer
-    from deploy.server import LocalServer, ServerConfig
+    from deploy.server import LocalServer, ServerConfig, free_ports
 
     if steady_requests < 1:
         raise ValueError("steady_requests must be >= 1")
     tmp = Path(tempfile.mkdtemp(prefix="tritonkit-first-request-"))
     try:
         entries = _single_model_repository(Path(repository), model, tmp / "repo", keep_warmup=warmup)
-        http, grpc, metrics = _free_ports(3)
+        http, grpc, metrics = free_ports(3)
         config = ServerConfig(model_repository=tmp / "repo", http_port=http, grpc_port=grpc, metrics_port=metrics,
                               model_control_mode="explicit", load_models=(model,), ready_timeout_s=ready_timeout_s,
                               exit_timeout_s=10)
@@ -129,19 +127,6 @@ def _single_model_repository(repository: Path, model: str, target: Path, keep_wa
             (folder / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
     (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
     return len(config.model_warmup)
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,6 @@ import argparse
 import queue
 import re
 import shutil
-import socket
 import statistics
 import tempfile
 import threading
@@ -26,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 
 PROMPTS = (
     "The capital of France is",
@@ -40,17 +39,6 @@ PROMPTS = (
 )
 LONG_PROMPT = " ".join(["The quick brown fox jumps over the lazy dog."] * 30)  # ~300 tokens
 STEPS = ("smollm2_prefill", "smollm2_decode")
-
-
-def free_ports(count: int = 3) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def make_repository(root: Path) -> Path:

@@ -9,9 +9,8 @@ gives ONE instance (``backends/batching.py`` ``BatchingModel.instance_threads``:
 process may use divided by the instance count, here by 1, i.e. all of them) and one inter-op thread
 (``backends/pytorch/model.py``). The previous thread count is restored afterwards.
 
-Also here: :func:`real_batch`, real payloads for the built-in models (digits' held-out test scans;
-all-MiniLM-L6-v2's real sentences tokenised and padded to a fixed sequence length), used by the
-bench pieces in this package.
+Also here: :func:`real_batch`, the load test's payloads (``loadtest.payloads``) stacked into batches,
+used by the bench pieces in this package.
 
 Run: ``python -m loadtest.inprocess --model digits [--seconds 2] [--seq-len 32]``.
 """
@@ -31,8 +30,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
+from deploy.server import DEFAULT_REPOSITORY
+from loadtest.payloads import MINILM_SEQ_LEN, base_model, minilm_tokens, samples
+
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
 
@@ -143,52 +143,18 @@ def _arguments(arrays: dict[str, np.ndarray], forward_args: list[str], batch: in
 
 
 # -- real payloads --------------------------------------------------------------------------------
-def real_batch(model: str, batch: int, seq_len: int = 32, offset: int = 0) -> dict[str, np.ndarray]:
-    """``batch`` real items for a built-in model, batch first, as the server takes them.
-
-    digits: rows of the held-out test split (``export.zoo.digits.split``), cycling;
-    minilm: the model's real sentences (``export.zoo.minilm.SENTENCES``) tokenised, truncated and
-    padded (id 0, mask 0) to exactly ``seq_len`` tokens, cycling.
-    """
-    if model == "digits":
-        rows = _digits_test()
-        index = (np.arange(batch) + offset) % len(rows)
-        return {"PIXELS": rows[index]}
-    if model == "minilm":
-        ids, mask = _minilm_tokens(seq_len)
-        index = (np.arange(batch) + offset) % len(ids)
-        return {"input_ids": ids[index], "attention_mask": mask[index]}
-    raise ValueError(f"no real payload for {model!r}; give make_batch yourself")
+def real_batch(model: str, batch: int, seq_len: int = MINILM_SEQ_LEN, offset: int = 0) -> dict[str, np.ndarray]:
+    """``batch`` items of the load test's own payloads (``loadtest.payloads``), batch first, cycling, so
+    the in-process rows compute on exactly what the served rows are sent. ``seq_len``: minilm only."""
+    items = minilm_tokens(seq_len=seq_len) if base_model(model) == "minilm" else samples(model)
+    picked = [items[(offset + i) % len(items)] for i in range(batch)]
+    return {name: np.concatenate([item[name] for item in picked]) for name in picked[0]}
 
 
-def real_samples(model: str, count: int, seq_len: int = 32) -> list[dict[str, np.ndarray]]:
+def real_samples(model: str, count: int, seq_len: int = MINILM_SEQ_LEN) -> list[dict[str, np.ndarray]]:
     """``count`` single items (no batch dimension), e.g. for perf_analyzer's ``--input-data``."""
     arrays = real_batch(model, count, seq_len)
     return [{name: a[i] for name, a in arrays.items()} for i in range(count)]
-
-
-_CACHE: dict = {}
-
-
-def _digits_test() -> np.ndarray:
-    if "digits" not in _CACHE:
-        from export.zoo.digits import split
-
-        _CACHE["digits"] = np.ascontiguousarray(split()[1], dtype=np.float32)
-    return _CACHE["digits"]
-
-
-def _minilm_tokens(seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    key = ("minilm", seq_len)
-    if key not in _CACHE:
-        from export.zoo.minilm import SENTENCES, tokenize
-
-        ids, mask = tokenize(list(SENTENCES), max_length=seq_len)
-        pad = seq_len - ids.shape[1]
-        if pad > 0:
-            ids, mask = np.pad(ids, ((0, 0), (0, pad))), np.pad(mask, ((0, 0), (0, pad)))
-        _CACHE[key] = (ids.astype(np.int64), mask.astype(np.int64))
-    return _CACHE[key]
 
 
 def main(argv: list[str] | None = None) -> int:

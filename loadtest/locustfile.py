@@ -63,6 +63,7 @@ elif SHAPE["kind"] == "spike":
 
 
 class _Run:
+    environment = None
     merger = Merger()
     started: float | None = None
     stopped: float | None = None
@@ -71,6 +72,7 @@ class _Run:
 
 @events.init.add_listener
 def _on_init(environment, **_kwargs) -> None:
+    _Run.environment = environment
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         @events.report_to_master.add_listener
@@ -106,20 +108,12 @@ def _progress() -> None:
     if _Run.started is None or now - _Run.last_progress < 5:
         return
     _Run.last_progress = now
-    environment = _ENV[0]
+    environment = _Run.environment
     if environment is None or isinstance(environment.runner, WorkerRunner):
         return
     total = environment.stats.total
     print(f"  ... {now - _Run.started:5.0f} s: {total.num_requests} requests, {total.current_rps:.0f}/s, "
           f"{total.num_failures} failed", flush=True)
-
-
-_ENV: list = [None]
-
-
-@events.init.add_listener
-def _remember(environment, **_kwargs) -> None:
-    _ENV[0] = environment
 
 
 @events.quitting.add_listener

@@ -90,6 +90,7 @@ def _images() -> list[dict[str, np.ndarray]]:
     return [{"image": preprocess(photo)[None]} for photo in _photos()]
 
 
+@lru_cache(maxsize=None)
 def minilm_tokens(texts: tuple[str, ...] = SENTENCES, seq_len: int = MINILM_SEQ_LEN) -> list[dict[str, np.ndarray]]:
     from export.zoo.minilm import tokenize
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from deploy.server import PROJECT_ROOT
+
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
 
 # CSV column -> PerfRow field; latencies and times are microseconds in the CSV.

@@ -23,7 +23,7 @@ from loadtest import apply, server_metrics, slo
 from loadtest.campaign import Campaign, Scenario, Variant
 from loadtest.payloads import user_class_name
 from loadtest.errors import RunError
-from loadtest.results import CampaignResult, ClientStats, RunResult, TimelinePoint
+from loadtest.results import CampaignResult, ClientStats, RunResult, ServerStats, TimelinePoint
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 PROGRESS_PREFIX = "  ... "
@@ -99,14 +99,19 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
     return ClientStats(**raw)
 
 
-def run_scenario(scenario: Scenario, variant: Variant, served_model: str, endpoints: Endpoints, work: Path,
-                 budget: slo.Slo) -> RunResult:
-    label = f"{scenario.name}--{variant.name}"
+def measure_run(scenario: Scenario, served_model: str, endpoints: Endpoints, work: Path, label: str,
+            log=print) -> tuple[ClientStats, ServerStats]:
+    """Locust for ``scenario`` between two reads of Triton's counters: both sides of one run."""
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     client = run_locust(scenario, served_model, endpoints.url(scenario.protocol), work / f"{label}.json",
-                        work / f"{label}.log")
+                        work / f"{label}.log", progress=log)
     after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
-    server = server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
+    return client, server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
+
+
+def run_scenario(scenario: Scenario, variant: Variant, served_model: str, endpoints: Endpoints, work: Path,
+                 budget: slo.Slo, log=print) -> RunResult:
+    client, server = measure_run(scenario, served_model, endpoints, work, f"{scenario.name}--{variant.name}", log)
     run = RunResult(scenario.name, variant.name, scenario.model, served_model, scenario.protocol,
                     dict(scenario.shape), client, server)
     run.slo_violations = slo.violations(run, budget)
@@ -142,7 +147,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
             log(f"[{index}/{len(pairs)}] {scenario.name} x {variant.name}: {served} over {scenario.protocol}, "
                 f"{scenario.shape['kind']} {_shape_text(scenario.shape)}, {scenario.duration_s:g} s "
                 f"(elapsed {time.monotonic() - started:.0f} s)")
-            run = run_scenario(scenario, variant, served, endpoints, work, campaign.slo)
+            run = run_scenario(scenario, variant, served, endpoints, work, campaign.slo, log)
             c = run.client
             log(f"      {c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 "
                 f"{c.latency_ms['p99']:.3f} ms  errors {c.error_rate:.2%}  batch {run.server.avg_batch:.2f}  "

@@ -67,7 +67,7 @@ def compare_with_analyzer(campaign: Campaign, result: CampaignResult, model: str
     apply.load(endpoints.http, model, pick.apply_to(original))
     try:
         for scenario in (s for s in campaign.scenarios if s.model == model):
-            run = run_scenario(scenario, label, model, endpoints, out_dir / "runs", campaign.slo)
+            run = run_scenario(scenario, label, model, endpoints, out_dir / "runs", campaign.slo, log)
             result.runs.append(run)
             outcome.setdefault("under_locust", []).append({
                 "scenario": scenario.name, "throughput_rps": round(run.client.throughput_rps, 1),

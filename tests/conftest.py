@@ -7,29 +7,15 @@ session fails with the server's log instead of hanging.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from deploy.client import connect
 from deploy.errors import ServerStartError
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 
 READY_TIMEOUT_S = 420
-
-
-def free_ports(count: int = 3) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def server_config(repository: Path, **kwargs) -> ServerConfig:

@@ -7,7 +7,6 @@ running ``Check`` and returns ``(status, detail)``.
 from __future__ import annotations
 
 import shutil
-import socket
 import statistics
 import time
 from typing import TYPE_CHECKING
@@ -17,19 +16,6 @@ if TYPE_CHECKING:
 
 FIRST_REQUEST_VARIANT = "torchscript/fp16"
 NOWARM_SUFFIX = "_nowarm"
-
-
-def free_ports(count: int = 3) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def within(actual, expected, tolerance) -> tuple[bool, float]:
@@ -43,7 +29,7 @@ def within(actual, expected, tolerance) -> tuple[bool, float]:
 
 
 def serve(check: Check):
-    from deploy.server import LocalServer, ServerConfig
+    from deploy.server import LocalServer, ServerConfig, free_ports
     from export import config as config_io
 
     load = []

@@ -53,10 +53,9 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
 from loadtest.inprocess import optimized_execution
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
-DEFAULT_REPOSITORY = PROJECT_ROOT / "model_repository"
 NUMPY_DTYPES = {
     "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16,
     "TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32,

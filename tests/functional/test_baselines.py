@@ -13,7 +13,7 @@ import torch
 
 from export.zoo.digits import split
 from loadtest.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
-from tests.conftest import free_ports
+from deploy.server import free_ports
 
 
 def _post(port: int, body: bytes) -> tuple[int, dict]:

@@ -12,7 +12,8 @@ import pytest
 
 from deploy.errors import ServerStartError
 from deploy.server import PROJECT_ROOT, LocalServer
-from tests.conftest import free_ports, server_config
+from deploy.server import free_ports
+from tests.conftest import server_config
 
 
 def _repository_with_digits(tmp_path: Path, repository: Path) -> Path:

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from loadtest import bench
+from loadtest import apply, bench
+from loadtest.campaign import Variant
 
 # Shaped like bench.json from a run (figures rounded), digits and minilm.
 RECORDED = {
@@ -134,27 +135,18 @@ DEPLOYED = {
 }
 
 
-def test_tuned_config_from_a_tuned_table_or_the_repositorys(tmp_path):
-    missing = tmp_path / "tuned.toml"
-    config, source = bench.tuned_config("digits", DEPLOYED, missing)
-    assert config is None and "repository's config as exported" in source and "[digits]" in source
-
-    missing.write_text('[minilm]\nnote = "x"\nwarmup = false\n')
-    assert bench.tuned_config("digits", DEPLOYED, missing)[0] is None
-
+def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
     tuned = tmp_path / "tuned.toml"
-    tuned.write_text('[digits]\nnote = "best of 3"\ninstance_groups = [{ count = 1, kind = "KIND_CPU" }]\n'
-                     "dynamic_batching = { max_queue_delay_us = 500, preferred_batch_sizes = [16, 32] }\n")
-    config, source = bench.tuned_config("digits", DEPLOYED, tuned)
-    assert source.endswith("[digits] (best of 3)")
-    assert config["instance_group"][0]["count"] == 1
-    assert config["dynamic_batching"] == {"preferred_batch_size": [16, 32], "max_queue_delay_microseconds": 500}
-    assert len(config["model_warmup"]) == 2 and DEPLOYED["instance_group"][0]["count"] == 2  # a copy
+    assert "has no [digits] table" in bench.tuned_source("digits", tuned)
+    tuned.write_text('[minilm]\nnote = "x"\nwarmup = false\n')
+    assert "has no [digits] table" in bench.tuned_source("digits", tuned)
+    tuned.write_text('[digits]\nnote = "best of 3"\ninstance_groups = [{ count = 1, kind = "KIND_CPU" }]\n')
+    assert bench.tuned_source("digits", tuned).endswith("[digits] (best of 3)")
 
-    tuned.write_text("[digits]\ndynamic_batching = false\nwarmup = false\n")
-    config, _ = bench.tuned_config("digits", DEPLOYED, tuned)
-    assert "dynamic_batching" not in config and "model_warmup" not in config
-    assert bench.describe(config) == "2 instances, no dynamic batching, 0 warmup samples"
+
+def test_describe_says_instances_batching_and_warmup():
+    plain = apply.override(DEPLOYED, Variant("plain", dynamic_batching=False, warmup=False))
+    assert bench.describe(plain) == "2 instances, no dynamic batching, 0 warmup samples"
     assert bench.describe(DEPLOYED) == ("2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), "
                                         "2 warmup samples")
 
