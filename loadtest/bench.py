@@ -410,7 +410,7 @@ def run(opts: Options, log=None) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m loadtest.bench", description=__doc__.split("\n\n")[0],
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -425,13 +425,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
     parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
     parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def options(argv: list[str] | None = None) -> Options:
+    """The command line as :class:`Options`."""
+    args = parser().parse_args(argv)
     users = {}
     for value in args.users:  # "32" for every model, "digits=32" for one
         model, _, number = value.rpartition("=")
         users.update({model: int(number)} if model else dict.fromkeys(args.models, int(number)))
-    opts = Options(tuple(args.models), args.duration, args.warmup, users, args.processes, args.out.resolve(),
-                   args.repository.resolve(), args.tuned.resolve(), args.inprocess_s, args.perf_ms, args.steady)
+    return Options(models=tuple(args.models), duration_s=args.duration, warmup_s=args.warmup, users=users,
+                   processes=args.processes, out=args.out.resolve(), repository=args.repository.resolve(),
+                   inprocess_s=args.inprocess_s, perf_ms=args.perf_ms, steady=args.steady)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = options(argv)
     result = run(opts)
     print(render(result), end="")
     print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")

@@ -159,3 +159,10 @@ def test_help_explains_every_row(capsys):
     for text in ("1. in-process", "2. Triton plain", "3. Triton tuned", "4. FastAPI", "5. the same FastAPI",
                  "--duration", "--users", "--models", "--out", "perf_analyzer"):
         assert text in out
+
+
+def test_command_line_becomes_options(tmp_path):
+    opts = bench.options(["--models", "digits", "--duration", "3", "--users", "4", "minilm=2",
+                          "--out", str(tmp_path)])
+    assert opts.models == ("digits",) and opts.duration_s == 3.0 and opts.out == tmp_path.resolve()
+    assert opts.users == {"digits": 4, "minilm": 2} and opts.users_for("digits") == 4
