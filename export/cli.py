@@ -25,6 +25,8 @@ examples:
   tritonkit export digits --format onnx         one format of one model
   tritonkit export digits --max-batch-size 128 --instances 4 --max-queue-delay-us 500
   tritonkit export --target gpu                 the gpu variants (Torch-TensorRT, FP16 on CUDA)
+  tritonkit export --target gpu --repository /models --seed-from model_repository
+                                                an empty volume: Python models and ensembles, then exports
   tritonkit export --model-file my_model.py:build --name mlp \\
       --input features:FP32:16 --output scores --max-batch-size 32
 
@@ -55,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
                         help="with --format: precisions to export (repeatable; default fp32)")
     parser.add_argument("--force", action="store_true", help="export even when up to date")
+    parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
+                        help="first copy this repository's committed models (Python models, ensembles) into "
+                             "--repository; how the containers fill an empty volume")
     user = parser.add_argument_group("your own model")
     user.add_argument("--model-file", metavar="FILE.py:FACTORY", help="a function returning an nn.Module")
     user.add_argument("--name", help="model name in the repository")
@@ -124,6 +129,12 @@ def run(args: argparse.Namespace) -> int:
     repository = args.repository or Path(os.environ.get("MODEL_REPOSITORY", DEFAULT_REPOSITORY))
     statuses = []
     try:
+        if args.seed_from:
+            from export.seed import seed
+
+            repository.mkdir(parents=True, exist_ok=True)
+            copied = seed(args.seed_from, repository)
+            print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
         variants = requested_variants(args)
         from export.pipeline import export_entry  # torch is imported only when there is work
 

@@ -1,0 +1,43 @@
+"""Seed an empty model repository (a container volume) with the committed parts of ``model_repository/``.
+
+The committed parts are the Python models, the ensembles and their configs. Models that ``export``
+writes (every variant of export/models.toml, for every target) are left to the export that follows,
+so a GPU export never starts from CPU configs or from weights that another torch version built.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+from pathlib import Path
+
+from export import catalog
+from export.errors import ExportError
+
+# Build outputs inside a model's folder; .gitignore lists the same ones.
+IGNORED = ("__pycache__", "*.pyc", "*.pt", "*.onnx", "*.plan", "manifest.json", ".[0-9]*.incoming", ".[0-9]*.outgoing")
+
+
+def exported_names(entries: dict[str, catalog.CatalogEntry] | None = None) -> set[str]:
+    """Every model folder that ``export`` writes, over all targets."""
+    entries = catalog.load() if entries is None else entries
+    return {variant.model_name(entry.name) for entry in entries.values()
+            for variants in entry.variants.values() for variant in variants}
+
+
+def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | None = None) -> list[str]:
+    """Copy ``source``'s committed models into ``target`` (overwriting them); the names copied."""
+    source, target = Path(source), Path(target)
+    if not source.is_dir():
+        raise ExportError(f"--seed-from {source}: not a directory")
+    if source.resolve() == target.resolve():
+        return []
+    skip = exported_names(entries)
+    copied = []
+    for model in sorted(p for p in source.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file()):
+        if model.name in skip:
+            continue
+        shutil.copytree(model, target / model.name, dirs_exist_ok=True,
+                        ignore=lambda _dir, names: [n for n in names if any(fnmatch.fnmatch(n, p) for p in IGNORED)])
+        copied.append(model.name)
+    return copied
