@@ -7,7 +7,8 @@ for gevent first::
     .venv/bin/python -m loadtest.locust_main -f loadtest/locustfile.py DigitsGrpcUser --host 127.0.0.1:8001 \\
         --headless -u 16 -r 16 -t 30s --processes 2
 
-Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``url``, ``served_model`` (a variant
+Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``url`` (or ``http_url`` and
+``grpc_url``, one per protocol, as docker-compose and deploy/k8s set them), ``served_model`` (a variant
 such as ``digits_onnx``), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight``
 and ``out`` (where the master writes the merged result as JSON when Locust quits).
 """

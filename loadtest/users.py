@@ -184,7 +184,9 @@ class TritonUser(User):
         shape = self.settings.get("shape", {"kind": "users"})
         self.open_loop = shape["kind"] == "open"
         pool = int(self.settings.get("max_inflight", 256)) if self.open_loop else 1
-        url = self.settings.get("url") or (self.host or "").split("://")[-1]
+        # A campaign passes one url; a standing deployment passes http_url and grpc_url (docker-compose, k8s).
+        url = (self.settings.get("url") or self.settings.get(f"{self.protocol}_url")
+               or (self.host or "").split("://")[-1])
         served = self.settings.get("served_model") or self.model
         self.sender = make_sender(self.protocol, url, self.model, served, pool)
         self.index = random.randrange(len(self.sender.payloads))

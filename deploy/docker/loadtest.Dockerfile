@@ -1,0 +1,15 @@
+# Locust master and workers (docker-compose `locust-master`/`locust-worker`, deploy/k8s): the project
+# with the pins of requirements.lock, torch as the CPU wheel (the load generators never use a GPU).
+FROM python:3.11-slim-bookworm
+WORKDIR /app
+COPY pyproject.toml requirements.lock tritonkit_cli.py ./
+COPY backends backends
+COPY deploy deploy
+COPY export export
+COPY loadtest loadtest
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -c requirements.lock . \
+ && useradd --uid 1000 --create-home locust
+ENV PYTHONDONTWRITEBYTECODE=1
+USER 1000:1000
+EXPOSE 8089 5557
+CMD ["python", "-m", "loadtest.locust_main", "-f", "loadtest/locustfile.py", "--class-picker"]
