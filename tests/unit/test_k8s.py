@@ -1,0 +1,404 @@
+"""deploy/k8s: each overlay renders with kustomize, validates against the Kubernetes schemas, and says
+what the deployment needs to say (GPU or not, probes, drain, read-only models, non-root, autoscaling).
+
+Offline: `kubectl kustomize` from the venv renders, `kubernetes_validate` checks against bundled
+schemas; no cluster is involved.
+"""
+
+import functools
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "deploy" / "k8s"
+ADAPTER_VALUES = K8S / "monitoring" / "prometheus-adapter-values.yaml"
+# Next to the interpreter running the tests, unresolved: .venv/bin/python is a symlink out of the venv.
+KUBECTL = Path(sys.executable).parent / "kubectl"
+OVERLAYS = ("gpu", "cpu")
+GPU = "nvidia.com/gpu"
+CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema bundled: checked by hand below
+EXPORT_COMMAND = ["python", "-m", "export", "--target", "{target}", "--repository", "/models",
+                  "--seed-from", "/opt/tritonkit/model_repository"]
+LOCUST = ["python", "-m", "loadtest.locust_main", "-f", "loadtest/locustfile.py"]
+LOAD_SETTINGS = {"http_url": "triton:8000", "grpc_url": "triton:8001"}
+EXPECTED = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export"),
+            ("Deployment", "triton"), ("Service", "triton"), ("PodMonitor", "triton"),
+            ("HorizontalPodAutoscaler", "triton"), ("PodDisruptionBudget", "triton"),
+            ("NetworkPolicy", "triton"), ("Deployment", "locust-master"), ("Service", "locust-master"),
+            ("Deployment", "locust-worker")}
+
+
+@functools.cache
+def _render(overlay: str) -> tuple:
+    if not KUBECTL.exists():
+        pytest.fail(f"{KUBECTL} is missing: run make setup (it installs kubectl into the venv)")
+    done = subprocess.run([str(KUBECTL), "kustomize", str(K8S / "overlays" / overlay)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"kubectl kustomize overlays/{overlay} failed:\n{done.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+@pytest.fixture(params=OVERLAYS)
+def overlay(request) -> str:
+    return request.param
+
+
+def docs(overlay: str) -> list:
+    return list(_render(overlay))
+
+
+def one(overlay: str, kind: str, name: str) -> dict:
+    found = [d for d in docs(overlay) if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{overlay}: expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def pod_spec(doc: dict) -> dict:
+    return doc["spec"]["template"]["spec"]
+
+
+def container(doc: dict, name: str) -> dict:
+    (found,) = [c for c in pod_spec(doc)["containers"] if c["name"] == name]
+    return found
+
+
+def pod_templates(overlay: str) -> list:
+    return [d for d in docs(overlay) if d["kind"] in ("Deployment", "Job", "StatefulSet", "DaemonSet")]
+
+
+def all_containers(spec: dict) -> list:
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    """A label selector (matchLabels only; matchExpressions are refused, not guessed at)."""
+    assert set(selector) <= {"matchLabels"}, f"unsupported selector form {selector}"
+    wanted = selector["matchLabels"]
+    return bool(wanted) and all(labels.get(k) == v for k, v in wanted.items())
+
+
+def flags(args: list) -> dict:
+    out = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if key.startswith("--"):
+            assert key not in out, f"flag {key} given twice"
+            out[key] = value if sep else None
+    return out
+
+
+def dotenv() -> dict:
+    """The root .env (the one place container tags are pinned), as KEY -> value."""
+    env = ROOT / ".env"
+    assert env.exists(), f"{env} is missing: it pins NGC_RELEASE for every container image"
+    out = {}
+    for line in env.read_text().splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip().strip("'\"")
+    assert out.get("NGC_RELEASE"), f"no NGC_RELEASE=... line in {env}"
+    return out
+
+
+def adapter_rule() -> dict:
+    values = yaml.safe_load(ADAPTER_VALUES.read_text())
+    rules = values["rules"]["custom"]
+    matching = [r for r in rules if "nv_inference_queue_duration_us" in r["seriesQuery"]]
+    assert len(matching) == 1, rules
+    return matching[0]
+
+
+def quantity(text) -> float:
+    """A Kubernetes quantity as a number (enough of the grammar for these manifests)."""
+    units = {"m": 1e-3, "": 1, "k": 1e3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    number, unit = re.fullmatch(r"([0-9.]+)([a-zA-Z]*)", str(text)).groups()
+    return float(number) * units[unit]
+
+
+# --- rendering and schemas -------------------------------------------------------------------------
+
+def test_overlay_renders_the_expected_resources(overlay):
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs(overlay)} == EXPECTED
+    namespaced = [d for d in docs(overlay) if d["kind"] != "Namespace"]
+    assert {d["metadata"].get("namespace") for d in namespaced} == {"tritonkit"}
+
+
+def test_builtin_resources_validate_strictly(overlay):
+    version = kubernetes_validate.latest_version()
+    checked = 0
+    for doc in docs(overlay):
+        if doc["apiVersion"].startswith(CRD_GROUPS):
+            continue
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{overlay} {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
+        checked += 1
+    assert checked == len(EXPECTED) - 1
+
+
+def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
+    monitor = one(overlay, "PodMonitor", "triton")
+    triton = one(overlay, "Deployment", "triton")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    # No schema to lean on: refuse keys the operator does not know (a typo would scrape nothing).
+    assert set(monitor["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel",
+                                    "podTargetLabels", "sampleLimit"}
+    assert selects(monitor["spec"]["selector"], triton["spec"]["template"]["metadata"]["labels"])
+    for deployment in ("locust-master", "locust-worker"):
+        assert not selects(monitor["spec"]["selector"],
+                           one(overlay, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"])
+    ports = {p["name"]: p["containerPort"] for p in container(triton, "triton")["ports"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "scheme", "honorLabels",
+                             "relabelings", "metricRelabelings"}
+    assert endpoint["port"] == "metrics" and ports["metrics"] == 8002
+    assert endpoint.get("path", "/metrics") == "/metrics"
+    interval = int(re.fullmatch(r"(\d+)s", endpoint["interval"]).group(1))
+    assert 5 <= interval <= 15
+    assert int(endpoint["scrapeTimeout"].rstrip("s")) < interval
+
+
+# --- Triton ----------------------------------------------------------------------------------------
+
+def test_gpu_limits_only_on_the_gpu_overlay(overlay):
+    for name, doc, cname in (("triton", one(overlay, "Deployment", "triton"), "triton"),
+                             ("export", one(overlay, "Job", "export"), "export")):
+        limits = container(doc, cname)["resources"].get("limits", {})
+        tolerations = pod_spec(doc).get("tolerations", [])
+        if overlay == "gpu":
+            assert str(limits.get(GPU)) == "1", f"{name}: {limits}"
+            assert {"key": GPU, "operator": "Exists", "effect": "NoSchedule"} in tolerations
+        else:
+            assert GPU not in limits and not tolerations
+    if overlay == "cpu":
+        assert GPU not in yaml.safe_dump_all(docs(overlay)), "the cpu overlay mentions GPUs"
+    for doc in pod_templates(overlay):  # Locust never holds a GPU
+        if doc["metadata"]["name"].startswith("locust"):
+            assert GPU not in json.dumps(doc)
+
+
+def test_triton_args(overlay):
+    triton = container(one(overlay, "Deployment", "triton"), "triton")
+    assert "command" not in triton, "keep the NGC entrypoint: pass tritonserver as args"
+    args = triton["args"]
+    assert args[0] == "tritonserver"
+    got = flags(args[1:])
+    assert got["--model-repository"] == "/models"
+    assert got["--model-control-mode"] == "none"
+    assert got["--metrics-config"] == "summary_latencies=true"
+    assert got["--allow-metrics"] == "true"
+    assert got["--allow-gpu-metrics"] == ("true" if overlay == "gpu" else "false")
+    ports = {p["name"]: p["containerPort"] for p in triton["ports"]}
+    assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert (int(got["--http-port"]), int(got["--grpc-port"]), int(got["--metrics-port"])) == (8000, 8001, 8002)
+
+
+def _probe_port(probe: dict, ports: dict) -> int:
+    port = probe["httpGet"]["port"]
+    return ports[port] if isinstance(port, str) else port
+
+
+def test_triton_probes(overlay):
+    triton = container(one(overlay, "Deployment", "triton"), "triton")
+    ports = {p["name"]: p["containerPort"] for p in triton["ports"]}
+    for kind, path in (("startupProbe", "/v2/health/ready"), ("readinessProbe", "/v2/health/ready"),
+                       ("livenessProbe", "/v2/health/live")):
+        assert triton[kind]["httpGet"]["path"] == path, kind
+        assert _probe_port(triton[kind], ports) == 8000, kind
+    startup = triton["startupProbe"]
+    budget = (startup.get("initialDelaySeconds", 0)
+              + startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3))
+    assert budget >= 300, f"startup probe gives model load + warmup only {budget} s"
+
+
+def test_termination_outlasts_drain_and_exit_timeout(overlay):
+    deployment = one(overlay, "Deployment", "triton")
+    triton = container(deployment, "triton")
+    exit_timeout = int(flags(triton["args"])["--exit-timeout-secs"])
+    pre_stop = triton["lifecycle"]["preStop"]["exec"]["command"]
+    assert pre_stop[0] == "sleep" and int(pre_stop[1]) >= 5, pre_stop
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert grace > exit_timeout
+    assert grace > int(pre_stop[1]) + exit_timeout, "the kubelet would SIGKILL during Triton's drain"
+
+
+def _mounts_by_path(c: dict, spec: dict) -> dict:
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    return {m["mountPath"]: (m, volumes[m["name"]]) for m in c.get("volumeMounts", [])}
+
+
+def test_model_repository_read_only_for_triton_written_by_export(overlay):
+    claim = one(overlay, "PersistentVolumeClaim", "model-repository")
+    assert claim["spec"]["accessModes"] == (["ReadWriteMany"] if overlay == "gpu" else ["ReadWriteOnce"])
+    triton_deployment = one(overlay, "Deployment", "triton")
+    spec = pod_spec(triton_deployment)
+    for c in all_containers(spec):
+        mount, volume = _mounts_by_path(c, spec)["/models"]
+        assert mount.get("readOnly") is True, c["name"]
+        assert volume["persistentVolumeClaim"] == {"claimName": "model-repository", "readOnly": True}
+    assert "replicas" not in triton_deployment["spec"], "the HPA owns the replica count"
+
+    job = one(overlay, "Job", "export")
+    export = container(job, "export")
+    assert export["command"] == [a.format(target=overlay) for a in EXPORT_COMMAND]
+    assert export["workingDir"] == "/opt/tritonkit"
+    mount, volume = _mounts_by_path(export, pod_spec(job))["/models"]
+    assert not mount.get("readOnly") and volume["persistentVolumeClaim"]["claimName"] == "model-repository"
+    assert pod_spec(job)["securityContext"]["fsGroup"] == 1000  # Triton's uid 1000 reads what export writes
+
+
+def test_shared_memory_and_tmp(overlay):
+    deployment = one(overlay, "Deployment", "triton")
+    mounts = _mounts_by_path(container(deployment, "triton"), pod_spec(deployment))
+    shm = mounts["/dev/shm"][1]["emptyDir"]
+    assert shm["medium"] == "Memory" and quantity(shm["sizeLimit"]) >= 2**30
+    assert "emptyDir" in mounts["/tmp"][1]
+    limits = container(deployment, "triton")["resources"]["limits"]
+    assert quantity(limits["memory"]) > quantity(shm["sizeLimit"]), "the shm tmpfs counts against the memory limit"
+
+
+def test_every_container_runs_non_root_without_privileges(overlay):
+    for doc in pod_templates(overlay):
+        spec = pod_spec(doc)
+        where = f"{overlay} {doc['kind']}/{doc['metadata']['name']}"
+        for key in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not spec.get(key), f"{where}: {key}"
+        assert not any("hostPath" in v for v in spec.get("volumes", [])), f"{where}: hostPath volume"
+        pod_ctx = spec.get("securityContext", {})
+        assert pod_ctx.get("seccompProfile", {}).get("type") == "RuntimeDefault", where
+        for c in all_containers(spec):
+            ctx = {**pod_ctx, **c.get("securityContext", {})}
+            who = f"{where} container {c['name']}"
+            assert ctx.get("runAsNonRoot") is True, who
+            assert ctx.get("runAsUser") == 1000, who
+            assert ctx.get("allowPrivilegeEscalation") is False, who
+            assert not ctx.get("privileged"), who
+            assert "ALL" in ctx.get("capabilities", {}).get("drop", []), who
+            assert not ctx.get("capabilities", {}).get("add"), who
+            assert ctx.get("readOnlyRootFilesystem") is True, who
+            assert "resources" in c and c["resources"].get("requests"), f"{who}: no resource requests"
+
+
+def test_triton_service_ports(overlay):
+    service = one(overlay, "Service", "triton")
+    pods = one(overlay, "Deployment", "triton")["spec"]["template"]["metadata"]["labels"]
+    assert selects({"matchLabels": service["spec"]["selector"]}, pods)
+    named = {p["name"] for p in container(one(overlay, "Deployment", "triton"), "triton")["ports"]}
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in service["spec"]["ports"]}
+    assert {n: p for n, (p, _) in ports.items()} == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert {t for _, t in ports.values()} <= named, "a Service targetPort names no container port"
+
+
+# --- autoscaling and disruption ---------------------------------------------------------------------
+
+def test_hpa_scales_triton_on_the_adapter_metric(overlay):
+    hpa = one(overlay, "HorizontalPodAutoscaler", "triton")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
+    one(overlay, "Deployment", "triton")
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods"
+    assert metric["pods"]["metric"]["name"] == adapter_rule()["name"]["as"]
+    assert metric["pods"]["target"]["type"] == "AverageValue"
+    assert 0.005 <= quantity(metric["pods"]["target"]["averageValue"]) <= 0.1  # seconds of queueing
+    assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 120
+
+
+def test_adapter_rule_turns_triton_counters_into_a_pods_metric():
+    rule = adapter_rule()
+    assert rule["seriesQuery"] == 'nv_inference_queue_duration_us{namespace!="",pod!=""}'
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    assert rule["name"]["as"] == "triton_queue_time_per_request_seconds"
+    assert re.search(rule["name"]["matches"], "nv_inference_queue_duration_us")
+    query = " ".join(rule["metricsQuery"].split())
+    numerator, divisor, scale = (part.strip() for part in query.split(" / "))
+    assert numerator == "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"
+    assert "sum(rate(nv_inference_request_success{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)" in divisor
+    assert scale == "1e6"
+    assert query.count("(") == query.count(")")
+    values = yaml.safe_load(ADAPTER_VALUES.read_text())
+    assert values["rules"]["default"] is False
+
+
+def test_pdb_selects_exactly_the_triton_pods(overlay):
+    pdb = one(overlay, "PodDisruptionBudget", "triton")
+    assert ("maxUnavailable" in pdb["spec"]) != ("minAvailable" in pdb["spec"])
+    for doc in pod_templates(overlay):
+        labels = doc["spec"]["template"]["metadata"]["labels"]
+        name = doc["metadata"]["name"]
+        assert selects(pdb["spec"]["selector"], labels) == (name == "triton"), name
+
+
+def test_network_policy_opens_ports_triton_has(overlay):
+    policy = one(overlay, "NetworkPolicy", "triton")
+    triton = one(overlay, "Deployment", "triton")
+    assert selects(policy["spec"]["podSelector"], triton["spec"]["template"]["metadata"]["labels"])
+    named = {p["name"] for p in container(triton, "triton")["ports"]}
+    opened = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert opened == named
+
+
+# --- Locust -----------------------------------------------------------------------------------------
+
+def test_locust_master_and_workers(overlay):
+    master = one(overlay, "Deployment", "locust-master")
+    worker = one(overlay, "Deployment", "locust-worker")
+    service = one(overlay, "Service", "locust-master")
+    for doc, extra in ((master, ["--master", "--class-picker"]),
+                       (worker, ["--worker", "--master-host", "locust-master"])):
+        (c,) = pod_spec(doc)["containers"]
+        assert c["command"] == LOCUST + extra
+        assert c["workingDir"] == "/app"
+        env = {e["name"]: e["value"] for e in c["env"]}
+        assert json.loads(env["TRITONKIT_LOAD"]) == LOAD_SETTINGS
+    assert worker["spec"]["replicas"] >= 2 and master["spec"]["replicas"] == 1
+    master_labels = master["spec"]["template"]["metadata"]["labels"]
+    worker_labels = worker["spec"]["template"]["metadata"]["labels"]
+    selector = {"matchLabels": service["spec"]["selector"]}
+    assert selects(selector, master_labels) and not selects(selector, worker_labels)
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"master": 5557, "web": 8089}
+    container_ports = {p["name"]: p["containerPort"] for p in pod_spec(master)["containers"][0]["ports"]}
+    assert {p["port"]: container_ports[p["targetPort"]] for p in service["spec"]["ports"]} == {5557: 5557, 8089: 8089}
+    # The worker's --master-host and the env's Triton host are Services this overlay creates.
+    services = {d["metadata"]["name"] for d in docs(overlay) if d["kind"] == "Service"}
+    assert {"locust-master", "triton"} <= services
+    assert {u.split(":")[0] for u in LOAD_SETTINGS.values()} <= services
+
+
+# --- images -----------------------------------------------------------------------------------------
+
+def test_images_are_pinned_to_the_release(overlay):
+    pins = dotenv()
+    release = pins["NGC_RELEASE"]
+    images = {c["name"]: c["image"] for doc in pod_templates(overlay) for c in all_containers(pod_spec(doc))}
+    assert images["triton"] == f"tritonkit/triton:{release}"
+    assert images["wait-for-repository"] == f"tritonkit/triton:{release}"
+    assert images["export"] == f"tritonkit/export:{release}"
+    assert images["locust"] == f"tritonkit/loadtest:{pins.get('TRITONKIT_VERSION', '0.1.0')}"
+    for doc in pod_templates(overlay):
+        for c in all_containers(pod_spec(doc)):
+            name, _, tag = c["image"].rpartition(":")
+            assert name and tag and tag != "latest", f"{doc['metadata']['name']}/{c['name']}: {c['image']}"
+
+
+def test_tags_live_only_in_the_kustomization():
+    for path in (K8S / "base").glob("*.yaml"):
+        if path.name != "kustomization.yaml":
+            assert not re.search(r"image:\s*\S+:\S+", path.read_text()), f"{path.name} pins a tag itself"
+
+
+def test_triton_waits_for_the_export_to_finish(overlay):
+    from export.seed import COMPLETE_MARKER
+
+    (triton,) = [d for d in pod_templates(overlay) if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
+    (init,) = [c for c in pod_spec(triton)["initContainers"] if c["name"] == "wait-for-repository"]
+    assert f"/models/{COMPLETE_MARKER}" in " ".join(init["command"])
