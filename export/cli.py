@@ -130,9 +130,10 @@ def run(args: argparse.Namespace) -> int:
     statuses = []
     try:
         if args.seed_from:
-            from export.seed import seed
+            from export.seed import COMPLETE_MARKER, seed
 
             repository.mkdir(parents=True, exist_ok=True)
+            (repository / COMPLETE_MARKER).unlink(missing_ok=True)  # a repository mid-export is not complete
             copied = seed(args.seed_from, repository)
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
         variants = requested_variants(args)
@@ -151,7 +152,13 @@ def run(args: argparse.Namespace) -> int:
         print("export: error: some exports failed their checks; the repository keeps the previous files",
               file=sys.stderr)
         return EXIT_FAILED
-    return EXIT_SKIPPED if "skipped" in statuses else 0
+    if "skipped" in statuses:
+        return EXIT_SKIPPED
+    if args.seed_from:
+        from export.seed import mark_complete
+
+        mark_complete(repository, args.target, statuses)
+    return 0
 
 
 def register(subparsers) -> None:

@@ -8,12 +8,17 @@ so a GPU export never starts from CPU configs or from weights that another torch
 from __future__ import annotations
 
 import fnmatch
+import json
 import shutil
+import time
 from pathlib import Path
 
 from export import catalog
 from export.errors import ExportError
 
+# Written last by a seeded export that passed: what a server waits for before it reads the repository
+# (Triton looks only at folders, so the file does not disturb it).
+COMPLETE_MARKER = ".export-complete"
 # Build outputs inside a model's folder; .gitignore lists the same ones.
 IGNORED = ("__pycache__", "*.pyc", "*.pt", "*.onnx", "*.plan", "manifest.json", ".[0-9]*.incoming", ".[0-9]*.outgoing")
 
@@ -41,3 +46,13 @@ def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | 
                         ignore=lambda _dir, names: [n for n in names if any(fnmatch.fnmatch(n, p) for p in IGNORED)])
         copied.append(model.name)
     return copied
+
+
+def mark_complete(repository: Path, target: str, statuses: list[str]) -> Path:
+    """Record that every export into ``repository`` passed; servers and init containers wait for this file."""
+    import torch
+
+    marker = Path(repository) / COMPLETE_MARKER
+    marker.write_text(json.dumps({"target": target, "torch": torch.__version__, "exports": len(statuses),
+                                  "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    return marker

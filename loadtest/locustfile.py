@@ -36,6 +36,8 @@ for _model in BUILDERS:
     for _protocol in PROTOCOLS:
         _cls = user_class(_model, _protocol, SETTINGS)
         globals()[_cls.__name__] = _cls
+# Locust collects every User class among the module's names: the loop variable would list one twice.
+del _model, _protocol, _cls
 
 if SETTINGS.get("model"):
     samples(SETTINGS["model"])  # load the data now, not in the first users' time

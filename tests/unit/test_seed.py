@@ -1,10 +1,11 @@
 """``export --seed-from``: how the containers fill an empty model-repository volume before exporting."""
 
+import json
 import subprocess
 import sys
 
 from export import config as config_io
-from export.seed import exported_names, seed
+from export.seed import COMPLETE_MARKER, exported_names, seed
 from deploy.server import DEFAULT_REPOSITORY
 
 PYTHON_MODELS = {"preprocess", "postprocess", "tokenize", "text_generator"}
@@ -38,6 +39,16 @@ def test_export_cli_seeds_then_exports(tmp_path):
     assert "seeded" in result.stdout and "preprocess" in result.stdout
     assert (tmp_path / "digits_onnx" / "1" / "model.onnx").is_file()
     assert (tmp_path / "tokenize" / "1" / "model.py").is_file()
+    marker = json.loads((tmp_path / COMPLETE_MARKER).read_text())
+    assert marker["target"] == "cpu" and marker["exports"] == 1
+
+
+def test_a_failed_export_leaves_no_completion_marker(tmp_path):
+    (tmp_path / COMPLETE_MARKER).write_text("{}")  # from an earlier run
+    result = subprocess.run([sys.executable, "-m", "export", "digits", "--format", "torch-tensorrt", "--repository",
+                             str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert not (tmp_path / COMPLETE_MARKER).exists()
 
 
 def test_seed_from_a_missing_folder_is_one_clear_error(tmp_path):
