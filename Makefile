@@ -4,10 +4,10 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation
+.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation check-deploy
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 setup: ## .venv with the pinned dependencies, perf_analyzer 2.51, libpython3.11 (idempotent)
 	@bash deploy/setup.sh
@@ -36,6 +36,17 @@ bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16,
 
 bench-generation: export ## text_generator: TTFT and tokens/s, 1/4/8 concurrent streams vs sequential
 	$(PY) -m loadtest.generation_bench
+
+check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
+	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation docker-compose config -q
+	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation docker-compose --profile cpu config -q
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check rules deploy/prometheus/rules/*.yml
+	promtool test rules deploy/prometheus/tests/*.yml
+	for overlay in gpu cpu; do \
+	  $(VENV)/bin/kubectl kustomize deploy/k8s/overlays/$$overlay | $(VENV)/bin/kubernetes-validate --strict --quiet - || exit 1; \
+	done
+	@echo "check-deploy: compose, Prometheus config and rules, and both k8s overlays are valid"
 
 lock: ## rewrite requirements.lock from a fresh venv built from pyproject.toml's pins
 	rm -rf /tmp/tritonkit-lock && python3.11 -m venv /tmp/tritonkit-lock

@@ -207,3 +207,11 @@ def test_dockerfiles_copy_what_exists():
     ignored = (PROJECT_ROOT / ".dockerignore").read_text()
     for heavy in (".venv", "reports", "model_repository/*/[0-9]*/*.pt", ".env"):
         assert heavy in ignored.splitlines()
+
+
+def test_make_check_deploy_runs_every_validator():
+    """README's one command for validating deploy/ offline: compose, promtool, kustomize + schemas."""
+    result = subprocess.run(["make", "-s", "check-deploy"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "check-deploy: compose, Prometheus config and rules, and both k8s overlays are valid" in result.stdout
