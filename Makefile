@@ -38,8 +38,9 @@ bench-generation: export ## text_generator: TTFT and tokens/s, 1/4/8 concurrent 
 	$(PY) -m loadtest.generation_bench
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
-	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation docker-compose config -q
-	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation docker-compose --profile cpu config -q
+	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation docker-compose config -q
+	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation \
+	  docker-compose --profile cpu config -q
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool check rules deploy/prometheus/rules/*.yml
 	promtool test rules deploy/prometheus/tests/*.yml

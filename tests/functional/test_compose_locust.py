@@ -19,7 +19,7 @@ def compose_services() -> dict:
     tool = shutil.which("docker-compose")
     if tool is None:
         pytest.fail("docker-compose is missing: run `make setup`")
-    env = {**os.environ, "GRAFANA_ADMIN_PASSWORD": "not-a-real-password"}
+    env = {**os.environ, "GRAFANA_ADMIN_PASSWORD": "not-a-real-password", "TRITON_ADMIN_KEY": "not-a-real-admin-key"}
     result = subprocess.run([tool, "config"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)["services"]

@@ -21,13 +21,16 @@ NATIVE_BACKENDS = ("pytorch", "onnxruntime", "tensorrt", "python")
 EXIT_TIMEOUT = re.compile(r"--exit-timeout-secs=(\d+)")
 
 
-def compose(*args: str, password: str | None = "not-a-real-password") -> subprocess.CompletedProcess:
+def compose(*args: str, password: str | None = "not-a-real-password",
+            admin_key: str | None = "not-a-real-admin-key") -> subprocess.CompletedProcess:
     tool = shutil.which("docker-compose")
     if tool is None:
         pytest.fail("docker-compose is missing: run `make setup` (it installs Debian's docker-compose)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAFANA_", "COMPOSE_", "NGC_", "TRITONKIT_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAFANA_", "COMPOSE_", "NGC_", "TRITON"))}
     if password is not None:
         env["GRAFANA_ADMIN_PASSWORD"] = password
+    if admin_key is not None:
+        env["TRITON_ADMIN_KEY"] = admin_key
     return subprocess.run([tool, *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -53,10 +56,11 @@ def test_compose_config_is_valid_for_each_profile():
         assert result.returncode == 0, f"profile {profile}: {result.stderr}"
 
 
-def test_the_grafana_password_has_no_default():
-    result = compose("config", "-q", password=None)
+@pytest.mark.parametrize("missing", ["GRAFANA_ADMIN_PASSWORD", "TRITON_ADMIN_KEY"])
+def test_secrets_have_no_default(missing):
+    result = compose("config", "-q", **{"password" if missing.startswith("GRAFANA") else "admin_key": None})
     assert result.returncode != 0
-    assert "GRAFANA_ADMIN_PASSWORD" in result.stderr
+    assert missing in result.stderr
 
 
 def test_profiles_split_gpu_and_cpu(services):

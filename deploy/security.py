@@ -1,0 +1,54 @@
+"""What a Triton server reachable from other hosts locks behind a key, in one place.
+
+Inference, health and metadata stay open; the APIs that change or reveal the server's set-up need the
+admin key: the model repository (index, load, unload), model configs, shared-memory registration,
+tracing and logging settings. docker-compose.yml and deploy/k8s pass the same lists (the tests check),
+and `tritonkit serve` adds them whenever it binds an address other than loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+RESTRICTED_APIS = ("model-repository", "model-config", "shared-memory", "trace", "logging")
+KEY_HEADER = "admin-key"
+"""The HTTP header; gRPC clients send it as metadata ``triton-grpc-protocol-admin-key``."""
+GRPC_KEY_HEADER = f"triton-grpc-protocol-{KEY_HEADER}"
+KEY_ENV = "TRITON_ADMIN_KEY"
+"""Where the key comes from: the environment only, never a file in the repository."""
+MIN_KEY_LENGTH = 16
+
+
+class InsecureServerError(ValueError):
+    """A server would be reachable from other hosts with its admin APIs open."""
+
+
+def restricted_flags(key: str) -> list[str]:
+    """The two ``tritonserver`` flags that put :data:`RESTRICTED_APIS` behind ``key``."""
+    if len(key) < MIN_KEY_LENGTH or any(c in key for c in ",:= \t\n"):
+        raise InsecureServerError(f"{KEY_ENV} must be at least {MIN_KEY_LENGTH} characters without ',', ':', "
+                                  "'=' or spaces")
+    setting = f"{','.join(RESTRICTED_APIS)}:{KEY_HEADER}={key}"
+    return [f"--http-restricted-api={setting}", f"--grpc-restricted-protocol={setting}"]
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def flags_for(address: str, environ=os.environ) -> list[str]:
+    """Nothing on loopback; elsewhere the restricted-API flags, or an error when no key is set."""
+    if is_loopback(address):
+        return []
+    key = environ.get(KEY_ENV, "")
+    if not key:
+        raise InsecureServerError(f"binding {address} exposes the server to other hosts: set {KEY_ENV} to a secret "
+                                  f"of {MIN_KEY_LENGTH}+ characters; {', '.join(RESTRICTED_APIS)} then need the "
+                                  f"'{KEY_HEADER}' header")
+    return restricted_flags(key)

@@ -1,0 +1,114 @@
+"""Security settings of every way the server runs: loopback by default, admin APIs behind a key wherever
+other hosts can reach it, secrets only from the environment, nothing that opens a shell or a notebook.
+(Non-root users and read-only repositories are asserted in test_compose.py and test_k8s.py.)"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from deploy import security
+from deploy.server import PROJECT_ROOT, ServerConfig
+from tests.unit.test_compose import compose
+from tests.unit.test_k8s import OVERLAYS, all_containers, docs, pod_spec, pod_templates
+
+KEY = "a-test-key-0123456789"
+SETTING = f"{','.join(security.RESTRICTED_APIS)}:{security.KEY_HEADER}="
+SHELLS = re.compile(r"jupyter|notebook|sshd|openssh|ttyd|code-server", re.I)
+
+
+# -- deploy/security.py ------------------------------------------------------------------------------
+
+def test_loopback_needs_no_key_and_is_the_default():
+    assert ServerConfig.__dataclass_fields__["address"].default == "127.0.0.1"
+    for address in ("127.0.0.1", "::1", "localhost"):
+        assert security.flags_for(address, environ={}) == []
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "10.1.2.3", "::"])
+def test_other_addresses_refuse_to_start_without_a_key(address):
+    with pytest.raises(security.InsecureServerError, match=security.KEY_ENV):
+        security.flags_for(address, environ={})
+    http, grpc = security.flags_for(address, environ={security.KEY_ENV: KEY})
+    assert http == f"--http-restricted-api={SETTING}{KEY}"
+    assert grpc == f"--grpc-restricted-protocol={SETTING}{KEY}"
+
+
+@pytest.mark.parametrize("key", ["short", "has,comma-in-it-123", "has:colon-in-it-1234", "has space in it 12345"])
+def test_weak_or_unparsable_keys_are_refused(key):
+    with pytest.raises(security.InsecureServerError, match="at least"):
+        security.restricted_flags(key)
+
+
+# -- docker-compose.yml ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def compose_services() -> dict:
+    result = compose("config", admin_key=KEY)
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+@pytest.mark.parametrize("name", ["triton", "triton-cpu"])
+def test_compose_restricts_the_admin_apis_with_the_key_from_the_environment(compose_services, name):
+    command = compose_services[name]["command"]
+    assert f"--http-restricted-api={SETTING}{KEY}" in command
+    assert f"--grpc-restricted-protocol={SETTING}{KEY}" in command
+    raw = (PROJECT_ROOT / "docker-compose.yml").read_text()
+    assert "admin-key=${TRITON_ADMIN_KEY:?" in raw, "the key must come from the environment, with no default"
+
+
+def test_compose_opens_no_shell_or_notebook(compose_services):
+    for name, service in compose_services.items():
+        text = " ".join([service["image"], *map(str, service.get("command") or []),
+                         *map(str, service.get("entrypoint") or [])])
+        assert not SHELLS.search(text), f"{name}: {text}"
+        assert not {22, 8888} & {p["target"] for p in service.get("ports", [])}, name
+
+
+# -- deploy/k8s --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_k8s_restricts_the_admin_apis_with_the_key_from_a_secret(overlay):
+    (triton,) = [d for d in pod_templates(overlay) if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
+    (container,) = [c for c in pod_spec(triton)["containers"] if c["name"] == "triton"]
+    assert f"--http-restricted-api={SETTING}$({security.KEY_ENV})" in container["args"]
+    assert f"--grpc-restricted-protocol={SETTING}$({security.KEY_ENV})" in container["args"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env[security.KEY_ENV]["valueFrom"]["secretKeyRef"] == {"name": "triton-admin", "key": "admin-key"}
+    assert not any(d["kind"] == "Secret" for d in docs(overlay)), "secrets are created on the cluster, never committed"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_k8s_opens_no_shell_or_notebook(overlay):
+    for doc in pod_templates(overlay):
+        for c in all_containers(pod_spec(doc)):
+            text = " ".join([c["image"], *c.get("command", []), *c.get("args", [])])
+            assert not SHELLS.search(text), f"{doc['metadata']['name']}/{c['name']}: {text}"
+            assert not {22, 8888} & {p["containerPort"] for p in c.get("ports", [])}
+    for doc in docs(overlay):
+        if doc["kind"] == "Service":
+            assert doc["spec"].get("type", "ClusterIP") == "ClusterIP", f"{doc['metadata']['name']} is exposed outside"
+
+
+# -- the repository ----------------------------------------------------------------------------------
+
+def test_no_secret_is_committed():
+    files = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout.split()
+    assert ".env" in files
+    keys = {line.split("=")[0] for line in (PROJECT_ROOT / ".env").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+    assert keys == {"NGC_RELEASE", "TRITONKIT_VERSION", "COMPOSE_PROFILES"}, ".env holds release pins only"
+    leaks = []
+    for name in files:
+        path = PROJECT_ROOT / name
+        if path.suffix not in (".yml", ".yaml", ".json", ".env", ".toml", ".sh", ".Dockerfile") and name != ".env":
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if re.search(r"(PASSWORD|admin-key)\s*[:=]\s*(?![\s\"']*\$)(?!\s*$)['\"]?[\w-]{6,}", line) \
+                    and "secretKeyRef" not in line:
+                leaks.append(f"{name}: {line.strip()}")
+    assert leaks == []
