@@ -25,10 +25,40 @@ class GenerationInputError(ValueError):
     """A request the generator refuses; the message names the input and the problem."""
 
 
+MAX_PROMPT_TOKENS = 1024
+"""Longest prompt accepted, in tokens (config parameter ``MAX_PROMPT_TOKENS``)."""
+MAX_NEW_TOKENS = 512
+"""Largest ``MAX_TOKENS`` accepted (config parameter ``MAX_NEW_TOKENS``)."""
+MAX_PROMPT_BYTES = 32 * 1024
+"""Largest prompt accepted, in UTF-8 bytes, checked before decoding or tokenising (``MAX_PROMPT_BYTES``)."""
+MAX_STOP_BYTES = 1024
+"""Largest ``STOP`` string accepted, in UTF-8 bytes, checked before decoding (``MAX_STOP_BYTES``)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    max_prompt_tokens: int = 1024
-    max_new_tokens: int = 512
+    max_prompt_tokens: int = MAX_PROMPT_TOKENS
+    max_new_tokens: int = MAX_NEW_TOKENS
+    max_prompt_bytes: int = MAX_PROMPT_BYTES
+    max_stop_bytes: int = MAX_STOP_BYTES
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            if getattr(self, field.name) < 1:
+                raise ValueError(f"{field.name.upper()} must be at least 1, got {getattr(self, field.name)}")
+
+    @classmethod
+    def from_parameters(cls, params: dict[str, str]) -> "Limits":
+        """The limits from a model config's parameters (``MAX_PROMPT_TOKENS``, ...); defaults where absent."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            raw = params.get(field.name.upper(), "").strip()
+            if raw:
+                try:
+                    values[field.name] = int(raw)
+                except ValueError:
+                    raise ValueError(f"parameter {field.name.upper()} is not an integer: {raw!r}") from None
+        return cls(**values)
 
 
 @dataclasses.dataclass
@@ -48,13 +78,16 @@ def _single(array, name: str):
     return flat[0]
 
 
-def _text(value, name: str) -> str:
+def _text(value, name: str, max_bytes: int | None = None) -> str:
+    """One BYTES element -> str; its size is checked against ``max_bytes`` before it is decoded."""
     if isinstance(value, np.ndarray):
         value = value.item()
-    if isinstance(value, str):
-        return value
+    raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise GenerationInputError(f"{name} is too long: {len(raw)} bytes, over the limit of {max_bytes} bytes "
+                                   f"(MAX_{name}_BYTES)")
     try:
-        return bytes(value).decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise GenerationInputError(f"{name} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
 
@@ -63,7 +96,7 @@ def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, li
     """Raw input arrays (``None`` where absent) -> a checked, tokenised request."""
     if prompt is None:
         raise GenerationInputError("PROMPT is missing")
-    text = _text(_single(prompt, "PROMPT"), "PROMPT")
+    text = _text(_single(prompt, "PROMPT"), "PROMPT", limits.max_prompt_bytes)  # size checked before decoding
     if not text.strip():
         raise GenerationInputError("PROMPT is empty")
     if max_tokens is None:
@@ -72,21 +105,17 @@ def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, li
     if count < 1:
         raise GenerationInputError(f"MAX_TOKENS must be at least 1, got {count}")
     if count > limits.max_new_tokens:
-        raise GenerationInputError(f"MAX_TOKENS {count} is over the limit of {limits.max_new_tokens}")
+        raise GenerationInputError(f"MAX_TOKENS {count} is over the limit of {limits.max_new_tokens} (MAX_NEW_TOKENS)")
     temp = 0.0 if temperature is None else float(_single(temperature, "TEMPERATURE"))
     if not math.isfinite(temp) or temp < 0:
         raise GenerationInputError(f"TEMPERATURE must be a finite number >= 0 (0 = greedy), got {temp}")
-    stop_text = "" if stop is None else _text(_single(stop, "STOP"), "STOP")
-    # A prompt far over the limit is refused before tokenising all of it (a token is >= 1 character
-    # and, for byte-level BPE, at most a few bytes).
-    if len(text) > 16 * limits.max_prompt_tokens:
-        raise GenerationInputError(
-            f"PROMPT is too long: {len(text)} characters, the limit is {limits.max_prompt_tokens} tokens")
+    stop_text = "" if stop is None else _text(_single(stop, "STOP"), "STOP", limits.max_stop_bytes)
     ids = tokenizer.encode(text).ids
     if not ids:
         raise GenerationInputError("PROMPT is empty after tokenisation")
     if len(ids) > limits.max_prompt_tokens:
-        raise GenerationInputError(f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens}")
+        raise GenerationInputError(f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} "
+                                   f"(MAX_PROMPT_TOKENS)")
     return ParsedRequest(ids, count, temp, stop_text)
 
 

@@ -15,9 +15,11 @@ from PIL import Image, UnidentifiedImageError
 
 RESIZE, CROP = 256, 224
 MAX_IMAGE_BYTES = 16 * 1024 * 1024
-"""Largest encoded image accepted (16 MiB)."""
+"""Largest encoded image accepted (16 MiB), checked before anything is parsed; config parameter
+``MAX_IMAGE_BYTES`` of ``preprocess``."""
 MAX_IMAGE_PIXELS = 40_000_000
-"""Largest decoded image accepted (width x height), read from the header before decoding."""
+"""Largest decoded image accepted (width x height), read from the header before decoding; config parameter
+``MAX_IMAGE_PIXELS`` of ``preprocess``."""
 
 
 class ImageError(ValueError):
@@ -29,12 +31,12 @@ def decode(data: bytes, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_
     if len(data) == 0:
         raise ImageError("IMAGE is empty (0 bytes)")
     if len(data) > max_bytes:
-        raise ImageError(f"IMAGE is {len(data)} bytes, over the limit of {max_bytes}")
+        raise ImageError(f"IMAGE is {len(data)} bytes, over the limit of {max_bytes} bytes (MAX_IMAGE_BYTES)")
     try:
         image = Image.open(io.BytesIO(data))
         width, height = image.size  # from the header: nothing decoded yet
         if width * height > max_pixels:
-            raise ImageError(f"IMAGE is {width}x{height} pixels, over the limit of {max_pixels}")
+            raise ImageError(f"IMAGE is {width}x{height} pixels, over the limit of {max_pixels} pixels (MAX_IMAGE_PIXELS)")
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image.load()

@@ -14,7 +14,8 @@ import numpy as np
 
 MAX_TOKENS = 256  # sentence_bert_config.json: max_seq_length
 MAX_TEXT_BYTES = 64 * 1024
-"""Largest text accepted (64 KiB); longer texts are refused before tokenising. Under it, texts
+"""Largest text accepted (64 KiB; config parameter ``MAX_TEXT_BYTES`` of ``tokenize``); longer texts are
+refused before they are decoded or tokenised. Under it, texts
 longer than MAX_TOKENS tokens are truncated and the response says so."""
 PAD = 0
 
@@ -41,7 +42,7 @@ def tokenizer():
 def decode_text(raw: bytes, name: str = "TEXT", max_bytes: int = MAX_TEXT_BYTES) -> str:
     """UTF-8 bytes -> str, refusing empty, oversized and non-UTF-8 input."""
     if len(raw) > max_bytes:
-        raise TextError(f"{name} is {len(raw)} bytes, over the limit of {max_bytes}")
+        raise TextError(f"{name} is {len(raw)} bytes, over the limit of {max_bytes} bytes (MAX_{name}_BYTES)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -10,8 +10,9 @@ sequence, ``STOP``, ``MAX_TOKENS`` or a cancellation; then the final flag goes o
 
 Config parameters: ``PREFILL_MODEL`` / ``DECODE_MODEL`` (the step models, by name, in this
 repository), ``STEP_MODE`` (``inprocess``: the steps' TorchScript files run inside this process;
-``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, ``MAX_PROMPT_TOKENS``,
-``MAX_NEW_TOKENS``.
+``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, and the limits
+``MAX_PROMPT_BYTES`` (checked before the prompt is decoded or tokenised), ``MAX_PROMPT_TOKENS``,
+``MAX_NEW_TOKENS`` and ``MAX_STOP_BYTES`` (see docs/limits.md).
 
 In-process is kept. Measured with ``python -m loadtest.generation_bench`` (SmolLM2-135M FP32, 2-core
 CPU, one stream, 32 tokens; median decode step as the server logs it, KV cache included), two runs:
@@ -152,7 +153,10 @@ class TritonPythonModel:
         self.decode_name = params.get("DECODE_MODEL", "smollm2_decode")
         self.mode = params.get("STEP_MODE", "inprocess")
         self.max_batch = int(params.get("MAX_BATCH", "8"))
-        self.limits = Limits(int(params.get("MAX_PROMPT_TOKENS", "1024")), int(params.get("MAX_NEW_TOKENS", "512")))
+        try:  # MAX_PROMPT_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_BYTES, MAX_STOP_BYTES; defaults in backends/generation.py
+            self.limits = Limits.from_parameters(params)
+        except ValueError as exc:
+            raise pb_utils.TritonModelException(f"{self.name}: {exc}") from None
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
         if self.mode == "inprocess":
             self.steps = InProcessSteps(repository, self.prefill_name, self.decode_name)
