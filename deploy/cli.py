@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -14,8 +15,12 @@ from deploy.server import MODEL_CONTROL_MODES, LocalServer, ServerConfig
 EPILOG = """\
 environment: HTTP_PORT, GRPC_PORT, METRICS_PORT (defaults 8000, 8001, 8002) and MODEL_REPOSITORY.
 
-The server binds 127.0.0.1 unless --address says otherwise. It runs until Ctrl-C or SIGTERM, then
-stops its Python-backend stubs and removes the /dev/shm regions they used. Arguments after `--`
+The server binds 127.0.0.1 unless --address says otherwise; any other address needs TRITON_ADMIN_KEY
+(16+ characters), and the repository, model-config, shared-memory, trace and logging APIs then need
+the header admin-key (gRPC: triton-grpc-protocol-admin-key). It runs until Ctrl-C or SIGTERM, then
+stops its Python-backend stubs and removes the /dev/shm regions they used. In explicit model-control
+mode a supervisor reloads any model whose Python-backend stub dies (Triton does not restart it) and
+prints one line per recovery; --no-supervise turns it off (docs/recovery.md). Arguments after `--`
 go to tritonserver unchanged, e.g. `tritonkit serve -- --log-info=false`.
 """
 
@@ -36,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-summary-latencies", action="store_true", help="omit latency quantile summaries")
     parser.add_argument("--exit-timeout", type=int, default=30, help="seconds shutdown waits for in-flight requests")
     parser.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
+    parser.add_argument("--no-supervise", action="store_true",
+                        help="do not reload models whose Python-backend stub died (explicit mode only)")
     parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds to wait for ready (all models load and warm up first)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -53,6 +60,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         response_cache_bytes=args.response_cache_bytes, summary_latencies=not args.no_summary_latencies,
         exit_timeout_s=args.exit_timeout, log_verbose=args.log_verbose, ready_timeout_s=args.ready_timeout,
         extra_args=tuple(extra),
+        supervise=not getattr(args, "no_supervise", False) and args.model_control_mode == "explicit",
     )
 
 
@@ -65,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    _print_supervisor_events()
     server = LocalServer(config)
     print(f"serve: starting tritonserver on {config.model_repository} (log: {server.log_path})", flush=True)
     try:
@@ -72,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     except ServerError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
         return 1
-    print(f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}", flush=True)
+    print(f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
+          f"{'  (supervised)' if config.supervise else ''}", flush=True)
     try:
         while not stop.wait(0.5):
             if not server.running:
@@ -86,6 +96,17 @@ def run(args: argparse.Namespace) -> int:
         else:
             print("serve: stopped; no stub process or /dev/shm region left", flush=True)
     return 1 if left else 0
+
+
+def _print_supervisor_events() -> None:
+    """The supervisor's recovery lines on stdout, as ``serve: supervisor: ...``."""
+    logger = logging.getLogger("tritonkit.supervisor")
+    if not any(getattr(h, "_tritonkit_serve", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("serve: supervisor: %(message)s"))
+        handler._tritonkit_serve = True
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 def register(subparsers) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from deploy import security
 from deploy.errors import ServerError, ServerStartError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,8 @@ class ServerConfig:
     )
     """The Triton model repository (``MODEL_REPOSITORY``)."""
     address: str = "127.0.0.1"
-    """Address for all three endpoints; loopback unless you mean to expose the server."""
+    """Address for all three endpoints; loopback unless you mean to expose the server, which then needs
+    ``TRITON_ADMIN_KEY``: the admin APIs of :data:`deploy.security.RESTRICTED_APIS` require it."""
     http_port: int = dataclasses.field(default_factory=lambda: _env_int("HTTP_PORT", 8000))
     """KServe v2 HTTP/REST port (``HTTP_PORT``)."""
     grpc_port: int = dataclasses.field(default_factory=lambda: _env_int("GRPC_PORT", 8001))
@@ -89,6 +91,9 @@ class ServerConfig:
     """How long :meth:`LocalServer.start` waits for ``/v2/health/ready``."""
     extra_args: tuple[str, ...] = ()
     """Further ``tritonserver`` flags, passed through unchanged."""
+    supervise: bool = False
+    """Run a :class:`deploy.supervisor.Supervisor`: reload a model whose Python-backend stub died
+    (explicit model-control mode only). ``tritonkit serve`` turns it on unless ``--no-supervise``."""
 
     def __post_init__(self) -> None:
         self.model_repository = Path(self.model_repository).resolve()
@@ -104,6 +109,9 @@ class ServerConfig:
                 raise ValueError(f"{name}={port} is not a TCP port")
         if len(set(ports.values())) != 3:
             raise ValueError(f"http, grpc and metrics ports must differ, got {ports}")
+        if self.supervise and self.model_control_mode != "explicit":
+            raise ValueError("supervise needs model_control_mode='explicit' (it reloads through model control)")
+        security.flags_for(self.address)  # beyond loopback, refuse to start with the admin APIs open
         if self.response_cache_bytes < 0:
             raise ValueError(f"response_cache_bytes={self.response_cache_bytes} is negative")
 
@@ -187,6 +195,8 @@ class LocalServer:
         self.log_path = self.workdir / "tritonserver.log"
         self.process: subprocess.Popen | None = None
         self._shm_seen: set[str] = set()
+        self.supervisor = None
+        """The running :class:`deploy.supervisor.Supervisor` when ``config.supervise``; its ``events``."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def command(self) -> list[str]:
@@ -213,7 +223,7 @@ class LocalServer:
             args += [f"--load-model={name}" for name in cfg.load_models]
         if cfg.response_cache_bytes:
             args += [f"--cache-directory={dist.caches}", f"--cache-config=local,size={cfg.response_cache_bytes}"]
-        return args + list(cfg.extra_args)
+        return args + security.flags_for(cfg.address) + list(cfg.extra_args)
 
     def environment(self) -> dict[str, str]:
         dist = TritonDistribution.find()
@@ -238,6 +248,13 @@ class LocalServer:
             log.close()
         try:
             self.wait_ready(self.config.ready_timeout_s)
+            if self.config.supervise:
+                from deploy.supervisor import Supervisor
+
+                key = os.environ.get(security.KEY_ENV) if security.flags_for(self.config.address) else None
+                self.supervisor = Supervisor(self.process.pid, self.config.http_url,
+                                             headers={security.KEY_HEADER: key} if key else None)
+                self.supervisor.start()
         except BaseException:
             self.stop()
             raise
@@ -263,6 +280,8 @@ class LocalServer:
 
         Returns what could not be cleaned up (empty when no process and no region is left).
         """
+        if self.supervisor is not None:
+            self.supervisor.stop()  # first: the stubs that stopping ends are no crash to repair
         if self.process is None:
             return []
         proc, self.process = self.process, None

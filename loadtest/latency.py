@@ -9,7 +9,9 @@ second of the run gives the time series.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 import threading
 from collections import Counter
@@ -17,7 +19,8 @@ from collections import Counter
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.results import PERCENTILES, ClientStats, TimelinePoint, percentile_key
+from loadtest.results import (PERCENTILES, ClientStats, TimelinePoint, failure_status, is_refusal,
+                              percentile_key)
 
 HIGHEST_US = 120_000_000
 """Largest latency recorded (2 minutes); longer ones are clamped to it."""
@@ -25,6 +28,16 @@ DIGITS = 4
 """Significant digits of the run histogram: exact µs up to 16,383 µs."""
 TIMELINE_DIGITS = 2
 """The per-second histograms only feed plots; 1% resolution keeps a 10-minute soak small."""
+WINDOW_S = 60
+"""Length of the windows ``ClientStats.windows`` reports (a p99 per minute); the load settings' ``window_s``
+(``TRITONKIT_LOAD``) changes it."""
+
+
+def _window_s() -> float:
+    try:
+        return float(json.loads(os.environ.get("TRITONKIT_LOAD", "{}")).get("window_s", WINDOW_S))
+    except (ValueError, AttributeError):
+        return float(WINDOW_S)
 
 
 def new_histogram(digits: int = DIGITS) -> HdrHistogram:
@@ -81,6 +94,8 @@ class Recorder:
         self.counts: Counter = Counter()  # (second, "requests" | "failures") -> n
         self.errors: Counter = Counter()
         self.dropped = 0
+        self.statuses: Counter = Counter()  # failure status ("503", "StatusCode.UNAVAILABLE", "dropped") -> n
+        self.refusal_hist = new_histogram(TIMELINE_DIGITS)
 
     def success(self, second: int, latency_s: float) -> None:
         us = to_us(latency_s)
@@ -92,11 +107,23 @@ class Recorder:
             window.record_value(us)
             self.counts[(second, "requests")] += 1
 
-    def failure(self, second: int, message: str) -> None:
+    def failure(self, second: int, message: str, latency_s: float | None = None) -> None:
+        """A failed request; ``latency_s`` (optional) is kept for refusals, to show they came at once."""
+        status = failure_status(message)
         with self._lock:
             self.counts[(second, "requests")] += 1
             self.counts[(second, "failures")] += 1
             self.errors[_first_line(message)] += 1
+            self.statuses[status] += 1
+            if is_refusal(status):
+                self.counts[(second, "refused")] += 1
+                if latency_s is not None:
+                    self.refusal_hist.record_value(to_us(latency_s))
+
+    def retry(self, second: int) -> None:
+        """A failed attempt that is sent again (client retry): not a request of its own."""
+        with self._lock:
+            self.counts[(second, "retries")] += 1
 
     def warmup(self, second: int) -> None:
         """A request that completed in the warm-up window: counted apart, latency not kept."""
@@ -118,6 +145,8 @@ class Recorder:
                 "counts": [[s, kind, n] for (s, kind), n in self.counts.items()],
                 "errors": dict(self.errors),
                 "dropped": self.dropped,
+                "statuses": dict(self.statuses),
+                "refusal_hdr": self.refusal_hist.encode().decode() if self.refusal_hist.get_total_count() else "",
             }
             self._reset()
         return report
@@ -126,13 +155,16 @@ class Recorder:
 class Merger:
     """Adds up drained reports from any number of processes into one run's ``ClientStats``."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_s: float | None = None) -> None:
+        self.window_s = window_s if window_s is not None else _window_s()
         self.hist = new_histogram()
         self.seconds: dict[int, HdrHistogram] = {}
         self.counts: Counter = Counter()
         self.errors: Counter = Counter()
         self.dropped = 0
         self.reports = 0
+        self.statuses: Counter = Counter()
+        self.refusal_hist = new_histogram(TIMELINE_DIGITS)
 
     def add(self, report: dict) -> None:
         self.reports += 1
@@ -145,22 +177,58 @@ class Merger:
             self.counts[(int(second), kind)] += n
         self.errors.update(report["errors"])
         self.dropped += report["dropped"]
+        self.statuses.update(report.get("statuses", {}))
+        if report.get("refusal_hdr"):
+            self.refusal_hist.decode_and_add(report["refusal_hdr"])
 
     def stats(self, duration_s: float) -> ClientStats:
         requests = sum(n for (_, kind), n in self.counts.items() if kind == "requests")
         failures = sum(n for (_, kind), n in self.counts.items() if kind == "failures")
         warmup = sum(n for (_, kind), n in self.counts.items() if kind == "warmup")
+        retries = sum(n for (_, kind), n in self.counts.items() if kind == "retries")
         timeline = []
-        for second in sorted({s for s, kind in self.counts if kind != "warmup"}):
+        for second in sorted({s for s, kind in self.counts if kind in ("requests", "failures")}):
             window = self.seconds.get(second)
             ok = window is not None and window.get_total_count() > 0
             timeline.append(TimelinePoint(
                 t=float(second), requests=self.counts[(second, "requests")], failures=self.counts[(second, "failures")],
                 p50_ms=value_at(window, (50.0,))[0] / 1000 if ok else None,
                 p99_ms=value_at(window, (99.0,))[0] / 1000 if ok else None,
+                refused=self.counts[(second, "refused")],
             ))
         return ClientStats(
             requests=requests, failures=failures, duration_s=duration_s, latency_ms=percentiles_ms(self.hist),
             timeline=timeline, hdr=self.hist.encode().decode() if self.hist.get_total_count() else "",
             dropped=self.dropped, errors=dict(self.errors.most_common(20)), warmup_requests=warmup,
+            refused=sum(n for status, n in self.statuses.items() if is_refusal(status)),
+            failure_statuses=dict(self.statuses), refusal_latency_ms=self._refusal_latency(),
+            windows=self._windows(),
+            retries=retries,
         )
+
+    def _windows(self) -> list[dict]:
+        """Per ``window_s`` of the run (from second 0): requests, failures and the p50/p99 of its successes,
+        from the per-second histograms merged (exact to their 1% resolution, unlike an average of p99s)."""
+        if self.window_s <= 0:
+            return []
+        seconds = sorted({s for s, kind in self.counts if kind in ("requests", "failures")})
+        out = []
+        for index in sorted({int(s // self.window_s) for s in seconds}):
+            merged = new_histogram(TIMELINE_DIGITS)
+            mine = [s for s in seconds if int(s // self.window_s) == index]
+            for second in mine:
+                if (window := self.seconds.get(second)) is not None:
+                    merged.add(window)
+            ok = merged.get_total_count() > 0
+            p50, p99 = value_at(merged, (50.0, 99.0)) if ok else (None, None)
+            out.append({"t": index * self.window_s, "length_s": self.window_s,
+                        "requests": sum(self.counts[(s, "requests")] for s in mine),
+                        "failures": sum(self.counts[(s, "failures")] for s in mine),
+                        "p50_ms": p50 / 1000 if ok else None, "p99_ms": p99 / 1000 if ok else None})
+        return out
+
+    def _refusal_latency(self) -> dict[str, float]:
+        if not self.refusal_hist.get_total_count():
+            return {}
+        p50, p99, top = value_at(self.refusal_hist, (50.0, 99.0, 100.0))
+        return {"p50": p50 / 1000, "p99": p99 / 1000, "max": top / 1000}

@@ -10,6 +10,12 @@ Two ways to load a server:
   client would experience it. Arrivals beyond ``max_inflight`` outstanding requests are dropped and
   counted as failures: the client is saturated and the figure says so.
 
+Retry is opt-in: ``settings["retry"] = {"attempts": N, "backoff_ms": B}`` (optional ``max_backoff_ms``) sends
+a request that failed with a retryable status again, up to N attempts in all, with exponential backoff and
+jitter (:class:`deploy.supervisor.RetryPolicy`, :func:`deploy.supervisor.retryable`). A request that succeeds
+after retries is one success, timed from its first send; each retry is counted in ``ClientStats.retries``.
+Without the key nothing is retried: overload measurements must see the refusals.
+
 Every latency goes to the process's :class:`loadtest.latency.Recorder` (µs resolution) and to Locust's
 own statistics (its web UI and CSVs keep working).
 """
@@ -27,6 +33,7 @@ import numpy as np
 from locust import User, constant, task
 from locust.user.users import LOCUST_STATE_STOPPING
 
+from deploy.supervisor import RetryPolicy, call_with_retry
 from loadtest.latency import Recorder
 from loadtest.payloads import is_streaming, samples, user_class_name
 
@@ -192,6 +199,7 @@ class TritonUser(User):
         self.index = random.randrange(len(self.sender.payloads))
         self.inflight = gevent.pool.Group()
         self.rate = float(shape.get("rate", 0)) / max(1, int(shape.get("generators", 1)))
+        self.retry = RetryPolicy.from_settings(self.settings)
 
     def on_stop(self) -> None:
         self.inflight.kill(block=True, timeout=5)
@@ -202,11 +210,14 @@ class TritonUser(User):
         warming = started - RUN_START[0] < float(self.settings.get("warmup_s", 0))
         self.index += 1
         name = f"{self.protocol}:{self.model}"
+        index = self.index
         try:
-            self.sender.send(self.index)
+            # Opt-in retry of retryable failures; the latency stays that of the whole request (first send on).
+            call_with_retry(lambda: self.sender.send(index), self.retry, sleep=gevent.sleep,
+                            on_retry=lambda _exc: RECORDER.retry(_second()))
         except Exception as exc:  # noqa: BLE001 - every failure is counted, whatever raised it
             elapsed = time.monotonic() - started
-            RECORDER.failure(second, f"{type(exc).__name__}: {exc}")
+            RECORDER.failure(second, f"{type(exc).__name__}: {exc}", elapsed)
             self.environment.events.request.fire(request_type=self.protocol, name=name, response_time=elapsed * 1000,
                                                  response_length=0, exception=exc, context={})
             return
