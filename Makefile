@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation check-deploy
+.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation check-deploy overload soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -27,6 +27,13 @@ test: setup ## the test suite, against a real tritonserver started on free ports
 CAMPAIGN ?= loadtest/campaigns/smoke.toml
 loadtest: export ## a load campaign with its report and SLO gate: make loadtest CAMPAIGN=loadtest/campaigns/digits.toml
 	$(VENV)/bin/tritonkit loadtest $(CAMPAIGN)
+
+MODEL ?= digits
+overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
+	$(PY) -m loadtest.overload --model $(MODEL)
+
+soak: export ## 10 min at 70% of saturation: errors, p99 drift, server+stub memory: make soak MODEL=digits (reports/soak/)
+	$(PY) -m loadtest.soak --model $(MODEL)
 
 bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer cross-check
 	$(PY) -m loadtest.bench

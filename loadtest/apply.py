@@ -3,7 +3,7 @@
 Triton's ``load`` API takes a whole model config as JSON and serves it instead of ``config.pbtxt``. Loading
 again without a config does not bring the file's settings back while the files are unchanged (Triton sees
 nothing new), so ``restore`` loads the config captured before the first change. The served model keeps its
-weights; only batching, instances and warmup change. Loading blocks until the new config is ready.
+weights; only batching (the queue policy included), instances and warmup change. Loading blocks until the new config is ready.
 """
 
 from __future__ import annotations
@@ -26,12 +26,15 @@ def override(config: dict[str, Any], variant: Variant) -> dict[str, Any]:
         new["max_batch_size"] = variant.max_batch_size
     if variant.dynamic_batching is False:
         new.pop("dynamic_batching", None)
-    elif variant.dynamic_batching or variant.max_queue_delay_us is not None or variant.preferred_batch_sizes is not None:
+    elif (variant.dynamic_batching or variant.max_queue_delay_us is not None or variant.preferred_batch_sizes is not None
+          or variant.has_queue_policy_change):
         batcher = new.setdefault("dynamic_batching", {})
         if variant.max_queue_delay_us is not None:
             batcher["max_queue_delay_microseconds"] = variant.max_queue_delay_us
         if variant.preferred_batch_sizes is not None:
             batcher["preferred_batch_size"] = list(variant.preferred_batch_sizes)
+        if variant.has_queue_policy_change:
+            _override_queue_policy(batcher, variant)
     if variant.instances is not None:
         groups = new.get("instance_group") or [{"kind": "KIND_CPU"}]
         new["instance_group"] = [{**groups[0], "count": variant.instances}]
@@ -51,6 +54,24 @@ def override(config: dict[str, Any], variant: Variant) -> dict[str, Any]:
     if not new["model_warmup"]:
         new.pop("model_warmup")
     return new
+
+
+def _override_queue_policy(batcher: dict[str, Any], variant: Variant) -> None:
+    """``default_queue_policy`` with the variant's values; removed when it no longer limits anything."""
+    policy = dict(batcher.get("default_queue_policy") or {})
+    if variant.max_queue_size is not None:
+        policy["max_queue_size"] = variant.max_queue_size
+    if variant.default_timeout_us is not None:
+        policy["default_timeout_microseconds"] = variant.default_timeout_us
+    if variant.timeout_action is not None:
+        policy["timeout_action"] = variant.timeout_action
+    # Triton's JSON writes the uint64 timeout as a string or a number, depending on the path it took.
+    if not int(policy.get("max_queue_size", 0)) and not int(policy.get("default_timeout_microseconds", 0)) \
+            and not policy.get("allow_timeout_override", False):
+        batcher.pop("default_queue_policy", None)
+    else:
+        policy.setdefault("timeout_action", "REJECT")
+        batcher["default_queue_policy"] = policy
 
 
 def served_config(http_url: str, model: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ whose model it does not name runs as deployed). Example, with every key::
     duration_s = 20
     warmup_s = 2              # leading seconds left out of the figures (new connections)
     processes = 1             # Locust processes (--processes)
+    retry = { attempts = 3, backoff_ms = 50 }   # clients retry refusals (503 / UNAVAILABLE); default: no retry
     shape = { kind = "users", users = 32 }
     # shape = { kind = "open", rate = 800, max_inflight = 256 }
     # shape = { kind = "step", start = 4, step = 4, every_s = 5, max = 32 }
@@ -28,6 +29,9 @@ whose model it does not name runs as deployed). Example, with every key::
     preferred_batch_sizes = [16, 32]
     instances = 2
     # dynamic_batching = false; max_batch_size = 32; warmup = false; format = "onnx"; precision = "fp16"
+    max_queue_size = 64           # queue policy: refuse (503 / UNAVAILABLE) beyond 64 waiting; 0 = unbounded
+    default_timeout_us = 5000     # queue policy: a request waiting longer gets timeout_action; 0 = never
+    timeout_action = "REJECT"     # or "DELAY"
 
     [tune]
     models = ["digits"]       # write the best variant meeting the SLO into these models' configs
@@ -51,6 +55,9 @@ SHAPE_KEYS = {
     "spike": {"base", "peak", "at_s", "hold_s"},
 }
 OPTIONAL_SHAPE_KEYS = {"open": {"max_inflight"}}
+RETRY_KEYS = {"attempts", "backoff_ms"}
+TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+QUEUE_POLICY_FIELDS = ("max_queue_size", "default_timeout_us", "timeout_action")
 GATES = ("every-run", "best-variant")
 FORMAT_SUFFIX = {("torchscript", "fp32"): "", ("torchscript", "fp16"): "_fp16", ("onnx", "fp32"): "_onnx",
                  ("torch-tensorrt", "fp16"): "_trt_fp16", ("onnx", "fp16"): "_onnx_fp16"}
@@ -86,9 +93,14 @@ class Scenario:
     duration_s: float = 20.0
     warmup_s: float = 2.0
     processes: int = 1
+    retry: dict[str, Any] | None = None
+    """``{"attempts": N, "backoff_ms": B}``: clients retry a refused request (retryable status) up to N attempts
+    in all, B ms apart; None: no retry. Passed to the load generator as ``settings["retry"]``."""
 
     def __post_init__(self) -> None:
         where = f"scenario {self.name!r}"
+        if self.retry is not None:
+            self._check_retry(where)
         if self.protocol not in (*PROTOCOLS, "fastapi"):
             raise CampaignError(f"{where}: protocol {self.protocol!r} is not one of {PROTOCOLS}")
         kind = self.shape.get("kind")
@@ -109,6 +121,23 @@ class Scenario:
             raise CampaignError(f"{where}: duration_s={self.duration_s} must exceed warmup_s={self.warmup_s} >= 0")
         if self.processes < 1:
             raise CampaignError(f"{where}: processes={self.processes} must be >= 1")
+
+    def _check_retry(self, where: str) -> None:
+        retry = self.retry
+        if not isinstance(retry, dict):
+            raise CampaignError(f"{where}: retry={retry!r} must be a table {{ attempts = N, backoff_ms = B }}")
+        missing, unknown = RETRY_KEYS - set(retry), set(retry) - RETRY_KEYS
+        if missing or unknown:
+            raise CampaignError(f"{where}: retry needs {sorted(RETRY_KEYS)}"
+                                + (f", missing {sorted(missing)}" if missing else "")
+                                + (f", unknown {sorted(unknown)}" if unknown else ""))
+        attempts, backoff = retry["attempts"], retry["backoff_ms"]
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise CampaignError(f"{where}: retry.attempts={attempts!r} must be an integer >= 1 (attempts in all, "
+                                f"the first included)")
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff < 60_000:
+            raise CampaignError(f"{where}: retry.backoff_ms={backoff!r} must be a number of ms in [0, 60000)")
+        object.__setattr__(self, "retry", {"attempts": attempts, "backoff_ms": backoff})
 
     @property
     def peak_users(self) -> int:
@@ -135,16 +164,30 @@ class Variant:
     max_batch_size: int | None = None
     warmup: bool | None = None
     """False drops ``model_warmup``."""
+    max_queue_size: int | None = None
+    """Queue policy (``default_queue_policy``): requests beyond this many waiting are refused at once with
+    HTTP 503 / gRPC UNAVAILABLE; 0 = unbounded."""
+    default_timeout_us: int | None = None
+    """Queue policy: a request waiting longer than this gets ``timeout_action`` (REJECT: 503 / UNAVAILABLE);
+    0 = never. Setting both this and ``max_queue_size`` to 0 removes the queue policy."""
+    timeout_action: str | None = None
+    """Queue policy: ``REJECT`` or ``DELAY``."""
 
     def __post_init__(self) -> None:
         where = f"variant {self.name!r}"
         if (self.format, self.precision) not in FORMAT_SUFFIX:
             raise CampaignError(f"{where}: format/precision {self.format}/{self.precision} is not one of "
                                 f"{['/'.join(k) for k in FORMAT_SUFFIX]}")
-        for field in ("max_queue_delay_us", "instances", "max_batch_size"):
+        for field in ("max_queue_delay_us", "instances", "max_batch_size", "max_queue_size", "default_timeout_us"):
             value = getattr(self, field)
-            if value is not None and (not isinstance(value, int) or value < (0 if field == "max_queue_delay_us" else 1)):
-                raise CampaignError(f"{where}: {field}={value!r} is out of range")
+            low = 0 if field in ("max_queue_delay_us", "max_queue_size", "default_timeout_us") else 1
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise CampaignError(f"{where}: {field}={value!r} is out of range (an integer >= {low})")
+        if self.timeout_action is not None and self.timeout_action not in TIMEOUT_ACTIONS:
+            raise CampaignError(f"{where}: timeout_action={self.timeout_action!r} is not one of {TIMEOUT_ACTIONS}")
+        if self.dynamic_batching is False and self.has_queue_policy_change:
+            raise CampaignError(f"{where}: a queue policy ({', '.join(QUEUE_POLICY_FIELDS)}) needs the dynamic "
+                                f"batcher, but dynamic_batching = false")
         if self.preferred_batch_sizes is not None:
             object.__setattr__(self, "preferred_batch_sizes", tuple(int(s) for s in self.preferred_batch_sizes))
             if any(s < 1 for s in self.preferred_batch_sizes):
@@ -158,10 +201,14 @@ class Variant:
         return model + FORMAT_SUFFIX[(self.format, self.precision)] if self.applies_to(model) else model
 
     @property
+    def has_queue_policy_change(self) -> bool:
+        return any(getattr(self, f) is not None for f in QUEUE_POLICY_FIELDS)
+
+    @property
     def changes_config(self) -> bool:
         return any(getattr(self, f) is not None for f in ("dynamic_batching", "max_queue_delay_us",
                                                           "preferred_batch_sizes", "instances", "max_batch_size",
-                                                          "warmup"))
+                                                          "warmup", *QUEUE_POLICY_FIELDS))
 
 
 AS_DEPLOYED = Variant("as-deployed")

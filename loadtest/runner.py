@@ -67,13 +67,22 @@ def _copy_output(stream, log: Path, progress) -> None:
                 progress(line.rstrip())
 
 
-def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, log: Path,
-               progress=print) -> ClientStats:
-    """Locust against ``url`` for ``scenario``; the client side of the run."""
+def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Path) -> dict:
+    """What the locustfile reads from ``TRITONKIT_LOAD`` for ``scenario``."""
     shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": scenario.processes}
     settings = {"model": scenario.model, "served_model": served_model, "url": url, "shape": shape,
                 "max_inflight": scenario.shape.get("max_inflight", 256), "warmup_s": scenario.warmup_s,
                 "out": str(out_json)}
+    if scenario.retry is not None:  # the users retry refusals (503 / UNAVAILABLE) with it
+        settings["retry"] = {"attempts": scenario.retry["attempts"], "backoff_ms": scenario.retry["backoff_ms"]}
+    return settings
+
+
+def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, log: Path,
+               progress=print, extra_settings: dict | None = None) -> ClientStats:
+    """Locust against ``url`` for ``scenario``; the client side of the run. ``extra_settings`` join the load
+    settings (e.g. ``window_s``: the length of ``ClientStats.windows``)."""
+    settings = {**load_settings(scenario, served_model, url, out_json), **(extra_settings or {})}
     name = user_class_name(scenario.model, scenario.protocol)
     out_json.unlink(missing_ok=True)
     env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
@@ -100,11 +109,11 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
 
 
 def measure_run(scenario: Scenario, served_model: str, endpoints: Endpoints, work: Path, label: str,
-            log=print) -> tuple[ClientStats, ServerStats]:
+            log=print, extra_settings: dict | None = None) -> tuple[ClientStats, ServerStats]:
     """Locust for ``scenario`` between two reads of Triton's counters: both sides of one run."""
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     client = run_locust(scenario, served_model, endpoints.url(scenario.protocol), work / f"{label}.json",
-                        work / f"{label}.log", progress=log)
+                        work / f"{label}.log", progress=log, extra_settings=extra_settings)
     after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     return client, server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
 

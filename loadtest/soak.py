@@ -1,0 +1,318 @@
+"""Soak: a long open-loop run at a fraction of the saturating load; errors, p99 drift and memory growth.
+
+``python -m loadtest.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
+
+1. Saturation as ``loadtest.overload`` finds it (closed-loop users doubling, queue policy removed), or
+   ``--saturation-rps``.
+2. Open-loop Poisson arrivals at ``fraction`` x saturation for ``minutes``, on the config as deployed, while
+   the resident memory (RSS) of ``tritonserver`` and every process under it (the Python-backend stubs) is
+   sampled every ``--sample-s`` seconds.
+3. Three checks:
+   - **no errors**: no failed request (refusals and client drops included) and no failure counted by Triton;
+   - **p99 steady**: the p99 of the first and of the last window (``--window-s``, a minute by default) within
+     20% of each other (``|last - first| / first``);
+   - **memory flat**: the mean RSS (server + stubs) of the last window within 5% of that of the first window
+     after the memory warm-up (``--memory-warmup-s``, one window by default).
+
+Writes ``reports/soak/<model>/``: ``results.json`` (checks, windows, memory samples, the run),
+``summary.md`` and ``soak.png`` (p99 per window and per second; memory over time). Exit status: 0 every check
+passed; 1 a check failed; 2 bad arguments; 3 the server or Locust failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from loadtest import overload
+from loadtest.campaign import Scenario, Variant
+
+OUT = Path("reports/soak")
+P99_DRIFT = 0.20
+MEMORY_GROWTH = 0.05
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+def family_rss(pid: int) -> dict[str, int]:
+    """RSS in bytes of process ``pid`` and each process under it, keyed ``"<name>:<pid>"``."""
+    out = {}
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return out
+    for proc in processes:
+        try:
+            out[f"{proc.name()}:{proc.pid}"] = proc.memory_info().rss
+        except psutil.Error:
+            pass
+    return out
+
+
+class MemorySampler:
+    """Samples ``family_rss(pid)`` every ``every_s`` seconds on a thread until stopped."""
+
+    def __init__(self, pid: int, every_s: float = 5.0):
+        self.pid, self.every_s = pid, every_s
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.started = 0.0
+
+    def _sample(self) -> None:
+        rss = family_rss(self.pid)
+        if rss:
+            self.samples.append({"t": round(time.monotonic() - self.started, 2), "total_bytes": sum(rss.values()),
+                                 "processes": rss})
+
+    def _run(self) -> None:
+        while True:
+            self._sample()
+            if self._stop.wait(self.every_s):
+                self._sample()
+                return
+
+    def start(self) -> "MemorySampler":
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        return self.samples
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def check_errors(client_failures: int, server_failures: int | None, statuses: dict[str, int]) -> dict[str, Any]:
+    failures = client_failures + (server_failures or 0)
+    return {"name": "no errors", "passed": failures == 0, "client_failures": client_failures,
+            "server_failures": server_failures, "failure_statuses": statuses,
+            "detail": "no failed request" if failures == 0 else
+            f"{client_failures} failed at the client ({statuses}), {server_failures or 0} counted by Triton"}
+
+
+def full_windows(windows: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
+    """The windows that end within the run and hold successes (the first one's latency starts after the
+    warm-up seconds; a last, partial window is left out)."""
+    return [w for w in windows if w["t"] + w["length_s"] <= duration_s + 1e-9 and w.get("p99_ms") is not None]
+
+
+def check_p99(windows: list[dict[str, Any]], limit: float = P99_DRIFT) -> dict[str, Any]:
+    if len(windows) < 2:
+        return {"name": "p99 steady", "passed": False, "first_ms": None, "last_ms": None, "drift": None,
+                "detail": f"needs two full windows with successes, has {len(windows)}"}
+    first, last = windows[0]["p99_ms"], windows[-1]["p99_ms"]
+    drift = abs(last - first) / first if first else math.inf
+    return {"name": "p99 steady", "passed": drift <= limit, "first_ms": first, "last_ms": last, "drift": drift,
+            "detail": f"p99 first window {first:.3f} ms, last {last:.3f} ms: {drift:.1%} apart (limit {limit:.0%})"}
+
+
+def check_memory(samples: list[dict[str, Any]], warmup_s: float, window_s: float,
+                 limit: float = MEMORY_GROWTH) -> dict[str, Any]:
+    """Mean RSS of the first window after the warm-up against the mean of the last window."""
+    if not samples:
+        return {"name": "memory flat", "passed": False, "detail": "no memory sample"}
+    end = samples[-1]["t"]
+    first = [s["total_bytes"] for s in samples if warmup_s <= s["t"] < warmup_s + window_s]
+    last = [s["total_bytes"] for s in samples if s["t"] > end - window_s and s["t"] >= warmup_s + window_s]
+    if not first or not last:
+        return {"name": "memory flat", "passed": False, "baseline_bytes": _mean(first), "final_bytes": _mean(last),
+                "growth": None, "detail": f"needs samples in the window after the {warmup_s:g} s warm-up and in a "
+                                          f"later window of {window_s:g} s; run longer"}
+    baseline, final = _mean(first), _mean(last)
+    growth = (final - baseline) / baseline
+    return {"name": "memory flat", "passed": growth <= limit, "baseline_bytes": baseline, "final_bytes": final,
+            "growth": growth, "detail": f"server + stubs RSS {baseline / 2**20:.1f} MiB after warm-up, "
+                                        f"{final / 2**20:.1f} MiB at the end: {growth:+.2%} (limit {limit:.0%})"}
+
+
+# --- output --------------------------------------------------------------------------------------
+
+def summary_md(data: dict[str, Any]) -> str:
+    checks = data["checks"]
+    lines = [f"# Soak: `{data['served_model']}` over {data['protocol']}", "",
+             f"Started {data['started']}. Open-loop Poisson load at {data['fraction']:g} x {data['saturation_rps']:.1f} "
+             f"req/s (saturation) = {data['rate']:.1f} req/s for {data['duration_s']:g} s; p99 in windows of "
+             f"{data['window_s']:g} s; RSS of tritonserver and its stubs every {data['sample_s']:g} s.", "",
+             f"Served {data['requests']} requests ({data['throughput_rps']:.1f}/s), p99 overall "
+             f"{overload._ms(data['p99_ms'])} ms.", "",
+             "## Checks", "", "| check | result | detail |", "|---|---|---|"]
+    lines += [f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {c['detail']} |" for c in checks]
+    lines += ["", "## p99 per window", "", "| from s | requests | failures | p50 ms | p99 ms |", "|---|---|---|---|---|"]
+    lines += [f"| {w['t']:g} | {w['requests']} | {w['failures']} | {overload._ms(w['p50_ms'])} | "
+              f"{overload._ms(w['p99_ms'])} |" for w in data["windows"]]
+    if data.get("plot"):
+        lines += ["", f"![soak]({data['plot']})"]
+    lines += ["", "**PASS**: every check held." if data["passed"] else "", "**FAIL**: " + "; ".join(
+        c["name"] for c in checks if not c["passed"]) if not data["passed"] else ""]
+    return "\n".join(line for line in lines).rstrip() + "\n"
+
+
+def plot(data: dict[str, Any], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    seconds = [p for p in data["timeline"] if p.get("p99_ms") is not None]
+    top.plot([p["t"] for p in seconds], [p["p99_ms"] for p in seconds], color="0.75", linewidth=0.8,
+             label="p99 per second")
+    windows = [w for w in data["windows"] if w.get("p99_ms") is not None]
+    top.step([w["t"] for w in windows] + ([windows[-1]["t"] + windows[-1]["length_s"]] if windows else []),
+             [w["p99_ms"] for w in windows] + ([windows[-1]["p99_ms"]] if windows else []), where="post",
+             color="C0", linewidth=2, label=f"p99 per {data['window_s']:g} s window")
+    top.set(ylabel="latency, ms", title=f"{data['served_model']}: {data['rate']:.0f} req/s open loop")
+    top.legend(fontsize=8)
+    samples = data["memory"]
+    if samples:
+        times = [s["t"] for s in samples]
+        bottom.plot(times, [s["total_bytes"] / 2**20 for s in samples], color="C1", linewidth=2,
+                    label="tritonserver + stubs")
+        names = sorted({n for s in samples for n in s["processes"]})
+        for name in names:
+            bottom.plot(times, [s["processes"].get(name, math.nan) / 2**20 for s in samples], linewidth=0.8,
+                        label=name)
+        bottom.axvline(data["memory_warmup_s"], color="0.5", linestyle=":", label="end of memory warm-up")
+    bottom.set(xlabel="seconds since the load started", ylabel="RSS, MiB")
+    bottom.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = plot(data, out_dir / "soak.png")
+    data["plot"] = png.name if png else None
+    (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
+    (out_dir / "summary.md").write_text(summary_md(data))
+    return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
+
+
+# --- the run -------------------------------------------------------------------------------------
+
+def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
+         minutes: float = 10.0, fraction: float = 0.7, window_s: float = 60.0, sample_s: float = 5.0,
+         warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
+         max_inflight: int = 4096, search: dict | None = None, log=print) -> dict[str, Any]:
+    from loadtest import apply
+    from loadtest.runner import measure_run
+
+    served = Variant("x", (model,), fmt).served_model(model)
+    work = out_dir / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    if saturation_rps is None:
+        original = apply.served_config(endpoints.http, served)
+        saturation_rps = overload.saturation_without_policy(model, served, protocol, endpoints, work, original, fmt,
+                                                            log=log, **(search or {})).rps
+    rate = round(fraction * saturation_rps, 1)
+    duration_s = minutes * 60.0
+    memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
+    log(f"soak {served} over {protocol}: {rate:g} req/s ({fraction:g} x {saturation_rps:.1f}) for {duration_s:g} s")
+    scenario = Scenario(f"soak-{model}", model, protocol, {"kind": "open", "rate": rate, "max_inflight": max_inflight},
+                        duration_s, warmup_s)
+    overload.settle(endpoints, served)
+    sampler = MemorySampler(server_pid, sample_s).start()
+    try:
+        client, server = measure_run(scenario, served, endpoints, work, scenario.name, log=log,
+                                     extra_settings={"window_s": window_s})
+    finally:
+        samples = sampler.stop()
+    windows = full_windows(client.windows, duration_s)
+    checks = [check_errors(client.failures, server.failures if server else None, client.failure_statuses),
+              check_p99(windows), check_memory(samples, memory_warmup_s, window_s)]
+    return {
+        "model": model, "served_model": served, "protocol": protocol,
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "saturation_rps": saturation_rps, "fraction": fraction, "rate": rate, "duration_s": duration_s,
+        "warmup_s": warmup_s, "window_s": window_s, "sample_s": sample_s, "memory_warmup_s": memory_warmup_s,
+        "requests": client.requests, "throughput_rps": client.throughput_rps, "p99_ms": client.latency_ms.get("p99"),
+        "checks": checks, "passed": all(c["passed"] for c in checks), "windows": client.windows,
+        "timeline": [dataclasses.asdict(p) for p in client.timeline], "memory": samples,
+        "client": {k: v for k, v in dataclasses.asdict(client).items() if k not in ("timeline", "windows", "hdr")},
+        "server": dataclasses.asdict(server) if server else None,
+    }
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="digits", help="public model name (default digits)")
+    parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))
+    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the run (default 10)")
+    parser.add_argument("--fraction", type=float, default=0.7, help="share of the saturating rate (default 0.7)")
+    parser.add_argument("--window-s", type=float, default=60.0, help="p99 window, s (default 60: p99 per minute)")
+    parser.add_argument("--sample-s", type=float, default=5.0, help="memory sampling period, s (default 5)")
+    parser.add_argument("--warmup", type=float, default=5.0, help="leading seconds left out of the latency (default 5)")
+    parser.add_argument("--memory-warmup-s", type=float, help="memory warm-up, s (default: one window)")
+    parser.add_argument("--saturation-rps", type=float, help="skip the saturation search: use this rate")
+    parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
+    parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
+    parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to "
+                                                              "<out>/<model>/)")
+    parser.add_argument("--repository", type=Path, default=None, help="model repository")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from deploy.errors import ServerError
+    from deploy.server import DEFAULT_REPOSITORY
+    from loadtest.errors import CampaignError, LoadTestError
+
+    args = parse_args(argv)
+    if not (0 < args.fraction <= 2 and args.minutes > 0 and args.window_s > 0 and args.sample_s > 0
+            and args.minutes * 60 > args.warmup >= 0):
+        print("error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
+              "0 <= --warmup < the run", file=sys.stderr)
+        return 2
+    args.repository = args.repository or DEFAULT_REPOSITORY
+    args.http_url = None  # memory is sampled from the server's processes: always a local server
+    served = Variant("x", (args.model,), args.format).served_model(args.model)
+    server = None
+    try:
+        endpoints, server = overload.start_server(args, (served,))
+        data = soak(args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol,
+                    fmt=args.format, minutes=args.minutes, fraction=args.fraction, window_s=args.window_s,
+                    sample_s=args.sample_s, warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s,
+                    saturation_rps=args.saturation_rps, max_inflight=args.max_inflight,
+                    search={"duration_s": args.search_duration})
+    except (CampaignError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (LoadTestError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if server is not None:
+            server.stop()
+    paths = write_outputs(data, args.out / args.model)
+    for check in data["checks"]:
+        print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
+    print("wrote " + ", ".join(map(str, paths)))
+    return 0 if data["passed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

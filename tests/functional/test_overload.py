@@ -1,0 +1,73 @@
+"""Overload against a real server holding only digits: with a tiny queue the excess is refused with the
+retryable status (HTTP 503 / gRPC UNAVAILABLE) and counted as refusals; without a queue policy nothing is."""
+
+from pathlib import Path
+
+import pytest
+
+from deploy.server import LocalServer
+from loadtest import apply, overload
+from loadtest.campaign import Variant
+from loadtest.runner import Endpoints
+from tests.conftest import server_config
+
+RETRYABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}
+
+
+@pytest.fixture(scope="module")
+def digits_server(repository, tmp_path_factory):
+    repo = tmp_path_factory.mktemp("overload") / "repo"
+    repo.mkdir()
+    (repo / "digits").symlink_to(repository / "digits", target_is_directory=True)
+    server = LocalServer(server_config(repo, load_models=("digits",))).start()
+    endpoints = Endpoints.of(server)
+    # Requests linger in the queue (a 20 ms batching window, one instance), so a queue of one overflows at once.
+    slow = Variant("slow-batcher", ("digits",), max_queue_delay_us=20000, instances=1)
+    apply.apply(endpoints.http, slow, "digits")
+    yield server, endpoints
+    assert not server.stop()
+
+
+def _check(rows):
+    (with_policy,) = [r for r in rows if r["config"] == overload.WITH_POLICY]
+    (without,) = [r for r in rows if r["config"] == overload.WITHOUT_POLICY]
+    return with_policy, without
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_full_queue_refuses_with_the_retryable_status(digits_server, tmp_path, protocol):
+    server, endpoints = digits_server
+    before = apply.served_config(endpoints.http, "digits")
+    data = overload.measure("digits", endpoints, tmp_path, protocol=protocol, budget_ms=10_000.0, duration_s=4,
+                            warmup_s=1, factors=(1.0,), saturation_rps=400, max_inflight=2048,
+                            policy=overload.QueuePolicy(max_queue_size=1, default_timeout_us=0), log=lambda *_: None)
+    with_policy, without = _check(data["rows"])
+    assert with_policy["refused"] > 0 and with_policy["refusal_rate"] > 0
+    assert set(with_policy["refusal_statuses"]) == {RETRYABLE[protocol]}
+    assert with_policy["other_errors"] == 0 and with_policy["dropped"] == 0
+    assert with_policy["accepted"] > 0
+    assert without["refused"] == 0 and without["other_errors"] == 0 and without["dropped"] == 0
+    assert without["accepted"] == without["offered"] > 0
+    # refused requests never reached the model (Triton does not count them as its failures either), and the
+    # config is served as before
+    runs = {r.variant: r for r in overload.load_runs(data)}
+    assert runs[overload.WITH_POLICY].server.requests < runs[overload.WITH_POLICY].client.requests
+    assert runs[overload.WITHOUT_POLICY].server.failures == 0
+    assert apply.served_config(endpoints.http, "digits") == before
+
+
+def test_the_command_writes_the_report(digits_server, tmp_path):
+    server, endpoints = digits_server
+    status = overload.main(["--model", "digits", "--saturation-rps", "400", "--factors", "1,2", "--duration", "4",
+                            "--warmup", "1", "--max-queue-size", "1", "--budget-ms", "10000", "--out", str(tmp_path),
+                            "--http-url", endpoints.http, "--grpc-url", endpoints.grpc,
+                            "--metrics-url", endpoints.metrics])
+    out = tmp_path / "digits"
+    for name in ("results.json", "summary.md", "overload.png"):
+        assert (out / name).stat().st_size > 0, name
+    data = __import__("json").loads((out / "results.json").read_text())
+    assert [(r["config"], r["factor"]) for r in data["rows"]] == [
+        (overload.WITH_POLICY, 1.0), (overload.WITH_POLICY, 2.0),
+        (overload.WITHOUT_POLICY, 1.0), (overload.WITHOUT_POLICY, 2.0)]
+    assert status == (0 if data["verdict"]["passed"] else 1)
+    assert "| queue-policy | 2x |" in (out / "summary.md").read_text()

@@ -1,0 +1,28 @@
+"""A very short soak through the command: a local server with only digits, 30 s at a fixed rate, 10 s windows,
+memory sampled; the report files are written and the three checks computed (not required to pass)."""
+
+import json
+
+from loadtest import soak
+
+
+def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
+    status = soak.main(["--model", "digits", "--minutes", "0.5", "--window-s", "10", "--sample-s", "2",
+                        "--warmup", "2", "--memory-warmup-s", "4", "--saturation-rps", "100", "--out", str(tmp_path)])
+    out = tmp_path / "digits"
+    for name in ("results.json", "summary.md", "soak.png"):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "results.json").read_text())
+    assert status == (0 if data["passed"] else 1)
+    assert data["rate"] == 70.0 and data["requests"] > 0
+    assert [c["name"] for c in data["checks"]] == ["no errors", "p99 steady", "memory flat"]
+    assert all(isinstance(c["passed"], bool) and c["detail"] for c in data["checks"])
+    p99 = data["checks"][1]
+    assert p99["first_ms"] is not None and p99["last_ms"] is not None and p99["drift"] is not None
+    assert [w["t"] for w in data["windows"]][:3] == [0, 10, 20]
+    memory = data["checks"][2]
+    assert memory["baseline_bytes"] > 0 and memory["final_bytes"] > 0
+    assert len(data["memory"]) >= 5
+    # the server and its two stub processes (digits runs two instances) were sampled
+    assert all(len(s["processes"]) >= 3 for s in data["memory"][1:])
+    assert "p99 per window" in (out / "summary.md").read_text()

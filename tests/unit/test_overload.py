@@ -1,0 +1,240 @@
+"""Queue-policy variants, the retry key, refusal counting and the overload/soak arithmetic (no server)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loadtest import apply, campaign, overload, soak
+from loadtest.errors import CampaignError, VariantError
+from loadtest.latency import Merger, Recorder
+from loadtest.results import ClientStats, RunResult, ServerStats, TimelinePoint, failure_status
+from loadtest.runner import load_settings
+
+BASE = """
+name = "c"
+[slo]
+p99_ms = 5
+[[scenarios]]
+name = "s"
+model = "digits"
+protocol = "grpc"
+shape = { kind = "open", rate = 100 }
+"""
+CONFIG = {"name": "digits", "max_batch_size": 64,
+          "dynamic_batching": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 1000,
+                               "priority_levels": 0, "default_priority_level": 0, "priority_queue_policy": {}},
+          "instance_group": [{"count": 2, "kind": "KIND_CPU"}]}
+
+
+def parse(scenario_extra: str = "", variant: str = "") -> campaign.Campaign:
+    text = BASE.replace('shape = {', scenario_extra + '\nshape = {')
+    if variant:
+        text += '[[variants]]\nname = "v"\nmodels = ["digits"]\n' + variant
+    return campaign.parse(text)
+
+
+# --- campaign keys -------------------------------------------------------------------------------
+
+def test_queue_policy_keys_parse_and_change_the_config():
+    (variant,) = parse(variant='max_queue_size = 16\ndefault_timeout_us = 8000\ntimeout_action = "REJECT"\n').variants
+    assert (variant.max_queue_size, variant.default_timeout_us, variant.timeout_action) == (16, 8000, "REJECT")
+    assert variant.changes_config and variant.has_queue_policy_change
+
+
+@pytest.mark.parametrize("variant, message", [
+    ("max_queue_size = -1\n", "max_queue_size=-1 is out of range"),
+    ("max_queue_size = 2.5\n", "max_queue_size=2.5 is out of range"),
+    ("max_queue_size = true\n", "max_queue_size=True is out of range"),
+    ("default_timeout_us = -5\n", "default_timeout_us=-5 is out of range"),
+    ('timeout_action = "DROP"\n', "timeout_action='DROP' is not one of"),
+    ("dynamic_batching = false\nmax_queue_size = 4\n", "needs the dynamic batcher"),
+    ("priority_levels = 2\n", "unknown keys ['priority_levels']"),
+])
+def test_bad_queue_policy_values_name_the_value(variant, message):
+    with pytest.raises(CampaignError, match=message.replace("[", r"\[").replace("(", r"\(")):
+        parse(variant=variant)
+
+
+def test_retry_is_parsed_and_passed_to_locust(tmp_path):
+    (scenario,) = parse("retry = { attempts = 3, backoff_ms = 50 }").scenarios
+    assert scenario.retry == {"attempts": 3, "backoff_ms": 50}
+    settings = load_settings(scenario, "digits", "127.0.0.1:8001", tmp_path / "out.json")
+    assert settings["retry"] == {"attempts": 3, "backoff_ms": 50}
+    (plain,) = parse().scenarios
+    assert plain.retry is None and "retry" not in load_settings(plain, "digits", "u", tmp_path / "o.json")
+
+
+@pytest.mark.parametrize("retry, message", [
+    ("retry = 3", "retry=3 must be a table"),
+    ("retry = { attempts = 3 }", "missing ['backoff_ms']"),
+    ("retry = { attempts = 3, backoff_ms = 5, jitter = 1 }", "unknown ['jitter']"),
+    ("retry = { attempts = 0, backoff_ms = 5 }", "retry.attempts=0 must be an integer >= 1"),
+    ("retry = { attempts = 1.5, backoff_ms = 5 }", "retry.attempts=1.5 must be an integer >= 1"),
+    ("retry = { attempts = 2, backoff_ms = -1 }", "retry.backoff_ms=-1 must be a number"),
+    ('retry = { attempts = 2, backoff_ms = "5" }', "retry.backoff_ms='5' must be a number"),
+])
+def test_bad_retry_names_the_value(retry, message):
+    with pytest.raises(CampaignError, match=message.replace("[", r"\[")):
+        parse(retry)
+
+
+# --- applying the queue policy -------------------------------------------------------------------
+
+def test_override_writes_and_removes_the_queue_policy():
+    with_policy = apply.override(CONFIG, campaign.Variant("p", max_queue_size=16, default_timeout_us=8000))
+    policy = with_policy["dynamic_batching"]["default_queue_policy"]
+    assert policy == {"max_queue_size": 16, "default_timeout_microseconds": 8000, "timeout_action": "REJECT"}
+    assert with_policy["dynamic_batching"]["preferred_batch_size"] == [8]  # the rest is kept
+    assert "default_queue_policy" not in CONFIG["dynamic_batching"]  # the input is not changed
+    only_size = apply.override(with_policy, campaign.Variant("q", max_queue_size=4))
+    assert only_size["dynamic_batching"]["default_queue_policy"]["default_timeout_microseconds"] == 8000
+    # Triton's JSON may carry the uint64 timeout as a string
+    served = {**with_policy, "dynamic_batching": {**with_policy["dynamic_batching"], "default_queue_policy": {
+        "max_queue_size": 16, "default_timeout_microseconds": "8000", "timeout_action": "REJECT"}}}
+    none = apply.override(served, campaign.Variant("n", max_queue_size=0, default_timeout_us=0))
+    assert "default_queue_policy" not in none["dynamic_batching"]
+    assert overload.policy_of(none) == overload.QueuePolicy(0, 0) and not overload.policy_of(none).is_set
+
+
+def test_a_queue_policy_without_a_batcher_is_refused():
+    plain = {k: v for k, v in CONFIG.items() if k != "dynamic_batching"}
+    added = apply.override(plain, campaign.Variant("p", max_queue_size=8))
+    assert added["dynamic_batching"]["default_queue_policy"]["max_queue_size"] == 8
+    with pytest.raises(VariantError, match="max_batch_size > 0"):
+        apply.override({**plain, "max_batch_size": 0}, campaign.Variant("p", max_queue_size=8))
+
+
+def test_the_overload_variants_keep_the_policy_and_drop_it():
+    policy = overload.QueuePolicy(16, 8000)
+    with_policy, without = overload.variants("digits", policy, "onnx")
+    assert with_policy.served_model("digits") == without.served_model("digits") == "digits_onnx"
+    assert overload.policy_of(apply.override(CONFIG, with_policy)) == policy
+    assert not overload.policy_of(apply.override(apply.override(CONFIG, with_policy), without)).is_set
+
+
+# --- refusals in the client's counts -------------------------------------------------------------
+
+@pytest.mark.parametrize("message, status", [
+    ("InferenceServerException: [503] Exceeds maximum queue size", "503"),
+    ("InferenceServerException: [StatusCode.UNAVAILABLE] Request timeout expired", "StatusCode.UNAVAILABLE"),
+    ("InferenceServerException: [400] bad input", "400"),
+    ("RuntimeError: HTTP 503: busy", "503"),
+    ("dropped: every in-flight slot busy (client saturated)", "dropped"),
+    ("TimeoutError: timed out", "TimeoutError"),
+])
+def test_failure_status(message, status):
+    assert failure_status(message) == status
+
+
+def test_refusals_are_counted_apart_from_drops_and_errors():
+    recorder = Recorder()
+    recorder.success(0, 0.002)
+    recorder.failure(0, "InferenceServerException: [503] [request id: 7] Exceeds maximum queue size", latency_s=0.0004)
+    recorder.failure(1, "InferenceServerException: [StatusCode.UNAVAILABLE] Request timeout expired")
+    recorder.failure(1, "InferenceServerException: [400] bad input")
+    recorder.drop(1)
+    merger = Merger(window_s=60)
+    merger.add(recorder.drain())
+    stats = merger.stats(2.0)
+    assert (stats.requests, stats.failures, stats.refused, stats.dropped, stats.other_failures) == (5, 4, 2, 1, 1)
+    assert stats.failure_statuses == {"503": 1, "StatusCode.UNAVAILABLE": 1, "400": 1, "dropped": 1}
+    assert [p.refused for p in stats.timeline] == [1, 1]
+    assert stats.refusal_latency_ms["max"] == pytest.approx(0.4, rel=0.02)
+    assert stats.refusal_rate == pytest.approx(2 / 5)
+    assert stats.windows == [{"t": 0, "length_s": 60, "requests": 5, "failures": 4, "p50_ms": pytest.approx(2, rel=0.02),
+                              "p99_ms": pytest.approx(2, rel=0.02)}]
+
+
+def test_old_results_without_the_new_fields_still_load():
+    from loadtest.results import from_dict
+
+    raw = {"campaign": "c", "started": "", "slo": {}, "runs": [{
+        "scenario": "s", "variant": "v", "model": "digits", "served_model": "digits", "protocol": "grpc",
+        "shape": {"kind": "users", "users": 1},
+        "client": {"requests": 3, "failures": 1, "duration_s": 1.0, "latency_ms": {"p99": 1.0},
+                   "timeline": [{"t": 0.0, "requests": 3, "failures": 1, "p50_ms": 1.0, "p99_ms": 1.0}]}}]}
+    run = from_dict(raw).runs[0]
+    assert run.client.refused == 0 and run.client.timeline[0].refused == 0 and run.client.windows == []
+
+
+# --- the overload table --------------------------------------------------------------------------
+
+def recorded_run(variant: str, *, offered: int, accepted: int, refused: int, dropped: int, p99: float,
+                 warmup_failures: int = 0) -> RunResult:
+    """A 10 s open-loop run, 2 s of warm-up: the counts of the measured 8 s spread over its seconds."""
+    failures = offered - accepted
+    timeline = [TimelinePoint(0.0, warmup_failures, warmup_failures, None, None, warmup_failures)]
+    for second in range(2, 10):
+        share = (lambda n: n // 8 + (1 if second - 2 < n % 8 else 0))
+        timeline.append(TimelinePoint(float(second), share(offered), share(failures), 1.0, p99, share(refused)))
+    statuses = {"503": refused + warmup_failures, **({"dropped": dropped} if dropped else {})}
+    client = ClientStats(requests=offered + warmup_failures, failures=failures + warmup_failures, duration_s=8.0,
+                         latency_ms={"p50": 1.0, "p99": p99}, timeline=timeline, dropped=dropped,
+                         refused=refused + warmup_failures, failure_statuses=statuses)
+    server = ServerStats(accepted, refused, accepted, accepted // 4, {"queue": 0.5})
+    return RunResult("s", variant, "digits", "digits", "http", {"kind": "open", "rate": offered / 8}, client, server)
+
+
+def test_the_table_from_a_recorded_result():
+    run = recorded_run(overload.WITH_POLICY, offered=8000, accepted=6000, refused=2000, dropped=0, p99=7.5,
+                       warmup_failures=40)
+    r = overload.row(run, overload.WITH_POLICY, 2.0, 1000.0, 10.0, warmup_s=2.0)
+    # warm-up failures (second 0) are left out like warm-up successes are
+    assert (r["offered"], r["accepted"], r["refused"], r["dropped"], r["other_errors"]) == (8000, 6000, 2000, 0, 0)
+    assert r["offered_rps"] == 1000.0 and r["accepted_rps"] == 750.0
+    assert r["refusal_rate"] == pytest.approx(0.25) and r["drop_rate"] == 0
+    assert r["meets_budget"] and r["client_kept_up"] and r["refusal_statuses"] == {"503": 2040}
+    baseline = recorded_run(overload.WITHOUT_POLICY, offered=8000, accepted=4000, refused=0, dropped=4000, p99=900.0)
+    b = overload.row(baseline, overload.WITHOUT_POLICY, 2.0, 1000.0, 10.0, warmup_s=2.0)
+    assert (b["refused"], b["dropped"], b["drop_rate"], b["meets_budget"]) == (0, 4000, 0.5, False)
+    v = overload.verdict([r, b])
+    assert v["passed"] and v["baseline_over_budget"] == [2.0]
+    slow = overload.row(recorded_run(overload.WITH_POLICY, offered=4000, accepted=4000, refused=0, dropped=0,
+                                     p99=12.0), overload.WITH_POLICY, 1.0, 1000.0, 10.0, warmup_s=2.0)
+    assert not slow["client_kept_up"]  # offered 500/s of 1000/s
+    problems = overload.verdict([slow])["problems"]
+    assert any("over the 10 ms budget" in p for p in problems) and any("client-bound" in p for p in problems)
+
+
+def test_overload_outputs_round_trip(tmp_path):
+    import dataclasses
+
+    runs = [recorded_run(overload.WITH_POLICY, offered=800, accepted=700, refused=100, dropped=0, p99=5.0),
+            recorded_run(overload.WITHOUT_POLICY, offered=800, accepted=800, refused=0, dropped=0, p99=50.0)]
+    rows = [overload.row(run, run.variant, 1.0, 100.0, 10.0, 2.0) for run in runs]
+    data = {"model": "digits", "served_model": "digits", "protocol": "grpc", "budget_ms": 10.0, "started": "now",
+            "policy": "max_queue_size=16", "saturation": {"rps": 100.0, "users": 8, "steps": [
+                {"users": 8, "throughput_rps": 100.0, "p99_ms": 3.0, "failures": 0}]},
+            "duration_s": 10.0, "warmup_s": 2.0, "max_inflight": 4096, "rows": rows, "verdict": overload.verdict(rows),
+            "runs": [dataclasses.asdict(r) for r in runs]}
+    paths = overload.write_outputs(data, tmp_path)
+    assert all(p.stat().st_size > 0 for p in paths)
+    text = (tmp_path / "summary.md").read_text()
+    assert "| queue-policy | 1x |" in text and "503 x100" in text and "PASS" in text
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert [r.variant for r in overload.load_runs(saved)] == [overload.WITH_POLICY, overload.WITHOUT_POLICY]
+    assert overload.main(["--report", str(tmp_path / "results.json")]) == 0
+
+
+def test_the_budget_defaults_to_the_models_campaign():
+    assert overload.default_budget_ms("digits") == 10.0
+    assert overload.default_budget_ms("no_such_model") is None
+
+
+# --- soak checks ---------------------------------------------------------------------------------
+
+def test_soak_checks():
+    assert soak.check_errors(0, 0, {})["passed"] and not soak.check_errors(1, 0, {"503": 1})["passed"]
+    windows = [{"t": 0, "length_s": 10, "p99_ms": 10.0}, {"t": 10, "length_s": 10, "p99_ms": 30.0},
+               {"t": 20, "length_s": 10, "p99_ms": 11.5}, {"t": 30, "length_s": 10, "p99_ms": 99.0}]
+    full = soak.full_windows(windows, 35.0)  # the last one runs past the end
+    assert [w["t"] for w in full] == [0, 10, 20]
+    p99 = soak.check_p99(full)
+    assert p99["passed"] and p99["drift"] == pytest.approx(0.15)
+    assert not soak.check_p99(full[:2])["passed"] and not soak.check_p99(full[:1])["passed"]
+    samples = [{"t": t, "total_bytes": b} for t, b in [(0, 50), (5, 100), (12, 100), (18, 102), (25, 103), (30, 104)]]
+    memory = soak.check_memory(samples, warmup_s=10, window_s=10)
+    assert memory["passed"] and memory["growth"] == pytest.approx(2.5 / 101)  # mean 101 after warm-up, 103.5 last
+    assert not soak.check_memory(samples + [{"t": 36, "total_bytes": 120}], 10, 10)["passed"]
+    assert not soak.check_memory(samples[:2], 10, 10)["passed"]  # nothing after the warm-up
