@@ -4,8 +4,10 @@ other hosts can reach it, secrets only from the environment, nothing that opens 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -112,3 +114,27 @@ def test_no_secret_is_committed():
                     and "secretKeyRef" not in line:
                 leaks.append(f"{name}: {line.strip()}")
     assert leaks == []
+
+
+# -- the local server --------------------------------------------------------------------------------
+
+def test_local_server_beyond_loopback_needs_the_key(monkeypatch, tmp_path):
+    from deploy.server import DEFAULT_REPOSITORY, LocalServer
+
+    monkeypatch.delenv(security.KEY_ENV, raising=False)
+    with pytest.raises(security.InsecureServerError):
+        ServerConfig(model_repository=DEFAULT_REPOSITORY, address="0.0.0.0")
+    monkeypatch.setenv(security.KEY_ENV, KEY)
+    command = LocalServer(ServerConfig(model_repository=DEFAULT_REPOSITORY, address="0.0.0.0"),
+                          workdir=tmp_path).command()
+    assert security.restricted_flags(KEY) == [a for a in command if "restricted" in a]
+    loopback = LocalServer(ServerConfig(model_repository=DEFAULT_REPOSITORY), workdir=tmp_path / "l").command()
+    assert not any("restricted" in a for a in loopback)
+
+
+def test_serve_refuses_an_open_address_without_a_key():
+    env = {k: v for k, v in os.environ.items() if k != security.KEY_ENV}
+    result = subprocess.run([sys.executable, "-m", "tritonkit_cli", "serve", "--address", "0.0.0.0"],
+                            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert security.KEY_ENV in result.stderr and "serve: error" in result.stderr
