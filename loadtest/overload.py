@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.campaign import Scenario, Variant
+from loadtest.errors import RunError
 from loadtest.results import DROPPED, RunResult, from_dict, is_refusal
 
 OUT = Path("reports/overload")
@@ -162,6 +163,16 @@ def open_scenario(model: str, protocol: str, rate: float, duration_s: float, war
                   processes: int = 1, name: str = "") -> Scenario:
     return Scenario(name or f"{model}-open-{rate:g}", model, protocol,
                     {"kind": "open", "rate": rate, "max_inflight": max_inflight}, duration_s, warmup_s, processes)
+
+
+def unfinished_row(config: str, factor: float, target_rps: float, budget_ms: float, why: str) -> dict[str, Any]:
+    """A run whose requests were still queued when Locust had to stop: no figures, over the budget."""
+    nan = float("nan")
+    return {"config": config, "factor": factor, "target_rps": round(target_rps, 1), "offered_rps": nan,
+            "offered": 0, "accepted": 0, "accepted_rps": nan, "refused": 0, "refusal_rate": 0.0, "dropped": 0,
+            "drop_rate": 0.0, "other_errors": 0, "p50_ms": None, "p99_ms": None, "budget_ms": budget_ms,
+            "meets_budget": False, "refusal_statuses": {}, "other_statuses": {}, "refusal_latency_ms": {},
+            "client_kept_up": True, "server_avg_batch": None, "server_queue_ms": None, "unfinished": why}
 
 
 def row(run: RunResult, config: str, factor: float, target_rps: float, budget_ms: float,
@@ -392,7 +403,14 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
                 scenario = open_scenario(model, protocol, rate, duration_s, warmup_s, max_inflight, processes,
                                          name=f"{model}-{factor:g}x")
                 settle(endpoints, served)
-                run = run_scenario(scenario, variant, served, endpoints, work, budget, log=lambda *_: None)
+                try:
+                    run = run_scenario(scenario, variant, served, endpoints, work, budget, log=lambda *_: None)
+                except RunError as exc:
+                    # Without a queue policy the queue can grow until requests outlive the run: that is a
+                    # result (latency without bound), not a reason to lose the other rows.
+                    rows.append(unfinished_row(variant.name, factor, rate, budget_ms, str(exc)))
+                    log(f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: did not finish ({exc})")
+                    continue
                 r = row(run, variant.name, factor, rate, budget_ms, warmup_s)
                 rows.append(r)
                 runs.append(run)
@@ -466,7 +484,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from deploy.errors import ServerError
-    from loadtest.errors import CampaignError, LoadTestError
+    from loadtest.errors import CampaignError, LoadTestError, RunError
 
     args = parse_args(argv)
     if args.report:
