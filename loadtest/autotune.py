@@ -17,7 +17,7 @@ from typing import Any
 
 from export import catalog
 from export import config as config_io
-from loadtest.campaign import Slo, Variant
+from loadtest.campaign import QUEUE_POLICY_FIELDS, Slo, Variant
 from loadtest.errors import LoadTestError
 from loadtest.results import CampaignResult
 
@@ -72,12 +72,16 @@ def tuned_settings(variant: Variant, entry: catalog.CatalogEntry) -> dict[str, A
         settings["max_batch_size"] = variant.max_batch_size
     if variant.dynamic_batching is False:
         settings["dynamic_batching"] = False
-    elif variant.max_queue_delay_us is not None or variant.preferred_batch_sizes is not None or variant.dynamic_batching:
-        batching = dict(entry.settings.get("dynamic_batching") or {})
+    elif (variant.max_queue_delay_us is not None or variant.preferred_batch_sizes is not None
+          or variant.dynamic_batching or any(getattr(variant, f) is not None for f in QUEUE_POLICY_FIELDS)):
+        batching = dict(entry.settings.get("dynamic_batching") or {})  # keeps the catalog's queue policy
         if variant.max_queue_delay_us is not None:
             batching["max_queue_delay_us"] = variant.max_queue_delay_us
         if variant.preferred_batch_sizes is not None:
             batching["preferred_batch_sizes"] = list(variant.preferred_batch_sizes)
+        for field in QUEUE_POLICY_FIELDS:  # the variant's queue policy, when it set one
+            if getattr(variant, field) is not None:
+                batching[field] = getattr(variant, field)
         settings["dynamic_batching"] = batching
     if variant.instances is not None:
         groups = entry.settings.get("instance_groups") or [{"kind": "KIND_CPU"}]

@@ -83,12 +83,25 @@ def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
     tuned.write_text(text)
     assert tomllib.loads(text)["digits"]["note"] == 'why "this"'
     entry = catalog.load(catalog.CATALOG, tuned)["digits"]
-    assert entry.settings["dynamic_batching"] == {"max_queue_delay_us": 500, "preferred_batch_sizes": [16, 32]}
+    # The variant's batching values replace the catalog's; the rest (the queue policy) is kept.
+    assert entry.settings["dynamic_batching"] == {**base.settings["dynamic_batching"], "max_queue_delay_us": 500,
+                                                  "preferred_batch_sizes": [16, 32]}
+    assert entry.settings["dynamic_batching"]["max_queue_size"] == base.settings["dynamic_batching"]["max_queue_size"]
     assert entry.settings["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
     assert entry.settings["max_batch_size"] == 32
     off = autotune.tuned_settings(Variant("off", dynamic_batching=False), base)
     tuned.write_text(autotune.render_tuned({"digits": off}))
     assert "dynamic_batching" not in catalog.load(catalog.CATALOG, tuned)["digits"].settings
+
+
+def test_a_tuned_queue_policy_reaches_the_catalog(tmp_path):
+    base = catalog.load(catalog.CATALOG, None)["digits"]
+    variant = Variant("policy", max_queue_size=48, default_timeout_us=9000, timeout_action="REJECT")
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text(autotune.render_tuned({"digits": autotune.tuned_settings(variant, base)}))
+    batching = catalog.load(catalog.CATALOG, tuned)["digits"].settings["dynamic_batching"]
+    assert (batching["max_queue_size"], batching["default_timeout_us"], batching["timeout_action"]) == (48, 9000, "REJECT")
+    assert batching["max_queue_delay_us"] == base.settings["dynamic_batching"]["max_queue_delay_us"]
 
 
 def test_tuned_file_rejects_untunable_keys_and_unknown_models(tmp_path):
