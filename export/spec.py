@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from typing import Any
 
 from export.errors import SpecError
@@ -16,6 +17,18 @@ from export.errors import SpecError
 DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES")
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
 TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+
+
+class QueuePolicyWarning(UserWarning):
+    """A queue policy with a batching delay: dispatch stalls on Triton releases before mid-2026 (see below)."""
+
+
+QUEUE_POLICY_DELAY_WARNING = (
+    "a queue policy with max_queue_delay_us={delay} > 0: any queue policy turns off the batcher's prefetching, "
+    "and then Triton's instance queue merges delayed payloads and loses count of the waiting instances, so "
+    "dispatch falls back to a 500 ms poll and throughput collapses under load (triton-inference-server/server "
+    "issue 8870, fixed in core after Triton 2.62). Set max_queue_delay_us = 0: with a queue policy the batcher "
+    "forms each batch when an instance frees, from whatever has queued meanwhile.")
 PRECISIONS = ("fp32", "fp16", "bf16")
 PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -97,6 +110,9 @@ class DynamicBatching:
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(int(s) for s in self.preferred_batch_sizes)))
         if any(s < 1 for s in self.preferred_batch_sizes):
             raise SpecError(f"preferred_batch_sizes {list(self.preferred_batch_sizes)} must all be >= 1")
+        if self.has_queue_policy and self.max_queue_delay_us > 0:
+            warnings.warn(QUEUE_POLICY_DELAY_WARNING.format(delay=self.max_queue_delay_us), QueuePolicyWarning,
+                          stacklevel=3)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,10 +1,13 @@
 """config.pbtxt generation: real ModelConfig protobuf, round-trips, and matches the committed files."""
 
+import warnings
 from pathlib import Path
+
+import pytest
 
 from export import catalog, zoo
 from export.config import parse, render, to_model_config, write
-from export.spec import DynamicBatching, InstanceGroup, ModelSpec, TensorSpec
+from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicyWarning, TensorSpec
 from tritonclient.grpc import model_config_pb2 as mc
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
@@ -82,9 +85,18 @@ def test_gpu_variants_get_gpu_instances_and_the_tensorrt_accelerator():
 
 
 def test_queue_policy_is_written_when_set():
-    spec = make_spec().replace(dynamic_batching=DynamicBatching(max_queue_delay_us=100, max_queue_size=64,
+    spec = make_spec().replace(dynamic_batching=DynamicBatching(max_queue_delay_us=0, max_queue_size=64,
                                                                 default_timeout_us=5000))
     policy = to_model_config(spec).dynamic_batching.default_queue_policy
     assert policy.max_queue_size == 64 and policy.default_timeout_microseconds == 5000
     assert policy.timeout_action == mc.ModelQueuePolicy.REJECT
     assert not to_model_config(make_spec()).dynamic_batching.HasField("default_queue_policy")
+
+
+def test_a_queue_policy_with_a_batching_delay_warns():
+    with pytest.warns(QueuePolicyWarning, match="max_queue_delay_us=100"):
+        DynamicBatching(max_queue_delay_us=100, default_timeout_us=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DynamicBatching(max_queue_delay_us=100)  # no policy: the delay is fine
+        DynamicBatching(max_queue_delay_us=0, max_queue_size=8)
