@@ -106,6 +106,7 @@ class Recorder:
                 window = self.seconds[second] = new_histogram(TIMELINE_DIGITS)
             window.record_value(us)
             self.counts[(second, "requests")] += 1
+            self.counts[(second, "latency_us")] += us
 
     def failure(self, second: int, message: str, latency_s: float | None = None) -> None:
         """A failed request; ``latency_s`` (optional) is kept for refusals, to show they came at once."""
@@ -125,10 +126,12 @@ class Recorder:
         with self._lock:
             self.counts[(second, "retries")] += 1
 
-    def warmup(self, second: int) -> None:
-        """A request that completed in the warm-up window: counted apart, latency not kept."""
+    def warmup(self, second: int, latency_s: float = 0.0) -> None:
+        """A request that completed in the warm-up window: counted apart, its latency only in the run's sum
+        (the server's counters hold it too)."""
         with self._lock:
             self.counts[(second, "warmup")] += 1
+            self.counts[(second, "warmup_us")] += to_us(latency_s)
 
     def drop(self, second: int) -> None:
         """An open-loop arrival that found no free slot: a failure the server never saw."""
@@ -204,6 +207,7 @@ class Merger:
             failure_statuses=dict(self.statuses), refusal_latency_ms=self._refusal_latency(),
             windows=self._windows(),
             retries=retries,
+            latency_sum_ms=sum(n for (_, kind), n in self.counts.items() if kind in ("latency_us", "warmup_us")) / 1000,
         )
 
     def _windows(self) -> list[dict]:

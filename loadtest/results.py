@@ -107,6 +107,9 @@ class ClientStats:
     """Per window of the run (60 s unless the load settings' ``window_s`` says otherwise): ``t`` (start, s),
     ``length_s``, ``requests``, ``failures``, ``p50_ms``, ``p99_ms`` (None without successes). The soak's
     p99 per minute."""
+    latency_sum_ms: float = 0.0
+    """Summed latency of every success, the warm-up window's included: the same requests the server's
+    ``nv_inference_request_duration_us`` adds up, so the two sums compare without slack."""
 
     @property
     def throughput_rps(self) -> float:

@@ -223,7 +223,7 @@ class TritonUser(User):
             return
         elapsed = time.monotonic() - started
         if warming:
-            RECORDER.warmup(second)
+            RECORDER.warmup(second, elapsed)
         else:
             RECORDER.success(second, elapsed)
         self.environment.events.request.fire(request_type=self.protocol, name=name, response_time=elapsed * 1000,

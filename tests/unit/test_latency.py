@@ -70,7 +70,7 @@ def test_merging_processes_equals_recording_in_one():
 def test_drain_hands_over_once_and_counts_failures_warmup_and_drops():
     recorder = Recorder()
     recorder.success(0, 0.001)
-    recorder.warmup(0)
+    recorder.warmup(0, 0.004)
     recorder.failure(1, "InferenceServerException: [request id: 7] unexpected shape\nmore")
     recorder.failure(1, "InferenceServerException: [request id: 8] unexpected shape")
     recorder.drop(2)
@@ -82,6 +82,7 @@ def test_drain_hands_over_once_and_counts_failures_warmup_and_drops():
     assert (stats.requests, stats.failures, stats.warmup_requests, stats.dropped) == (4, 3, 1, 1)
     assert stats.errors["InferenceServerException: unexpected shape"] == 2  # request ids folded together
     assert stats.throughput_rps == 0.5
+    assert stats.latency_sum_ms == 5.0  # the success and the warm-up request, not the failures
     assert [(p.t, p.requests, p.failures) for p in stats.timeline] == [(0.0, 1, 0), (1.0, 2, 2), (2.0, 1, 1)]
     assert stats.timeline[1].p99_ms is None
 
