@@ -7,13 +7,16 @@ session fails with the server's log instead of hanging.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from deploy.client import connect
 from deploy.errors import ServerStartError
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
 
 READY_TIMEOUT_S = 420
 
@@ -30,6 +33,29 @@ def start_or_fail(config: ServerConfig) -> LocalServer:
         return server.start()
     except ServerStartError as exc:
         pytest.fail(f"tritonserver did not start: {exc}", pytrace=False)
+
+
+def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -> tuple[subprocess.Popen, list[str],
+                                                                                    tuple[int, int, int]]:
+    """``tritonkit serve`` as a user runs it, on free ports, read until it prints "serve: ready": the process,
+    its output lines so far and its (http, grpc, metrics) ports. The caller stops the process; if the
+    command never gets ready it is killed and the test fails with its output."""
+    ports = free_ports()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repository),
+         "--http-port", str(ports[0]), "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2]), *extra],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "serve: ready" in line or not line:
+            break
+    if not lines or "serve: ready" not in lines[-1]:
+        proc.kill()
+        pytest.fail("tritonkit serve did not get ready:\n" + "".join(lines), pytrace=False)
+    return proc, lines, ports
 
 
 def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, timeout: float = 120) -> list:

@@ -2,18 +2,14 @@
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from deploy.errors import ServerStartError
-from deploy.server import PROJECT_ROOT, LocalServer
-from deploy.server import free_ports
-from tests.conftest import server_config
+from deploy.server import LocalServer
+from tests.conftest import server_config, start_serve_command
 
 
 def _repository_with_digits(tmp_path: Path, repository: Path) -> Path:
@@ -62,22 +58,9 @@ def test_a_model_that_fails_to_load_stops_the_start_with_the_log(tmp_path):
 
 
 def test_serve_command_stops_cleanly_on_sigterm(tmp_path, repository):
-    http, grpc, metrics = free_ports()
     repo = _repository_with_digits(tmp_path, repository)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repo), "--http-port", str(http),
-         "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--exit-timeout", "10"],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    lines = []
+    proc, lines, _ = start_serve_command(repo, "--exit-timeout", "10")
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "serve: ready" in line or not line:
-                break
-        assert "serve: ready" in lines[-1], "".join(lines)
         stubs = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
                  if "triton_python_backend_stub" in " ".join(p.cmdline())]
         assert stubs

@@ -8,8 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from deploy.server import PROJECT_ROOT, free_ports
+from tests.conftest import start_serve_command
 from tests.functional.test_stub_crash import digits_repository, scans, small_server
 
 EXIT_TIMEOUT_S = 10
@@ -119,20 +117,9 @@ def test_new_version_under_load_is_swapped_in_with_no_failed_request(tmp_path, c
 
 def test_sigterm_under_load_drains_refuses_cleanly_and_leaves_nothing(tmp_path, capsys):
     repo = digits_repository(tmp_path)
-    http, grpc, metrics = free_ports()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repo), "--http-port", str(http),
-         "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--exit-timeout", str(EXIT_TIMEOUT_S)],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
+    proc, lines, (http, grpc, _) = start_serve_command(repo, "--exit-timeout", str(EXIT_TIMEOUT_S))
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "serve: ready" in line or not line:
-                break
-        assert "serve: ready" in lines[-1] and "(supervised)" in lines[-1], "".join(lines)
+        assert "(supervised)" in lines[-1], "".join(lines)
         family = psutil.Process(proc.pid).children(recursive=True)
         stubs = [p for p in family if "triton_python_backend_stub" in " ".join(p.cmdline())]
         regions = {m.path for p in stubs for m in p.memory_maps() if m.path.startswith("/dev/shm/")}
