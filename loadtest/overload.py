@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import math
+import signal
 import sys
 import time
 import tomllib
@@ -72,6 +73,12 @@ def policy_of(config: dict[str, Any]) -> QueuePolicy:
                        str(policy.get("timeout_action", "REJECT")))
 
 
+def with_overrides(policy: QueuePolicy, overrides: dict[str, int | None] | None) -> QueuePolicy:
+    """``policy`` with each field of ``overrides`` that is not None in its place (a flag not given keeps the
+    served value: ``--timeout-us 0`` alone removes only the timeout)."""
+    return dataclasses.replace(policy, **{k: v for k, v in (overrides or {}).items() if v is not None})
+
+
 def variants(model: str, policy: QueuePolicy, fmt: str = "torchscript") -> tuple[Variant, Variant]:
     """The config with ``policy`` and the same config with no queue policy (both otherwise as served)."""
     return (Variant(WITH_POLICY, (model,), fmt, max_queue_size=policy.max_queue_size,
@@ -102,8 +109,9 @@ def find_saturation(model: str, served: str, protocol: str, endpoints, work: Pat
                     warmup_s: float = 2.0, start_users: int = 4, max_users: int = 256, min_gain: float = 0.05,
                     log=print) -> Saturation:
     """Closed-loop users doubling from ``start_users`` until throughput grows by less than ``min_gain``
-    (or ``max_users``): the best throughput seen. Run it on a config without a queue policy, or refusals
-    (which come back fast) would pass for throughput."""
+    (or ``max_users``): the best successful throughput seen, on the config as served. The overload
+    comparison searches with the queue policy removed (``saturation_without_policy``), so both of its
+    configs share one reference rate."""
     from loadtest.runner import measure_run
 
     work.mkdir(parents=True, exist_ok=True)
@@ -369,17 +377,20 @@ def load_runs(data: dict[str, Any]) -> list[RunResult]:
 def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
             budget_ms: float, duration_s: float = 20.0, warmup_s: float = 3.0, factors=FACTORS,
             saturation_rps: float | None = None, max_inflight: int = 4096, processes: int = 1,
-            policy: QueuePolicy | None = None, search: dict | None = None, log=print) -> dict[str, Any]:
-    """Saturation, then open-loop load at each factor with and without the queue policy; the results dict."""
+            policy: QueuePolicy | None = None, overrides: dict[str, int | None] | None = None,
+            search: dict | None = None, log=print) -> dict[str, Any]:
+    """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
+    ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field)."""
     from loadtest import apply
     from loadtest.campaign import Slo
     from loadtest.runner import run_scenario
 
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     served = Variant("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
     original = apply.served_config(endpoints.http, served)
-    policy = policy or policy_of(original)
+    policy = with_overrides(policy or policy_of(original), overrides)
     if not policy.is_set:
         raise ValueError(f"{served} serves no queue policy: set one in export/models.toml (and re-export) or pass "
                          f"--max-queue-size / --timeout-us")
@@ -422,7 +433,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
         apply.restore(endpoints.http, {served: original})
     return {
         "model": model, "served_model": served, "protocol": protocol, "budget_ms": budget_ms,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "policy": policy.text(),
+        "started": started, "policy": policy.text(),
         "policy_values": dataclasses.asdict(policy), "saturation": sat_dict, "factors": list(factors),
         "duration_s": duration_s, "warmup_s": warmup_s, "max_inflight": max_inflight, "processes": processes,
         "rows": rows, "verdict": verdict(rows), "runs": [dataclasses.asdict(r) for r in runs],
@@ -473,8 +484,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-inflight", type=int, default=4096,
                         help="client slots per Locust process; arrivals beyond are dropped (default 4096)")
     parser.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
-    parser.add_argument("--max-queue-size", type=int, help="queue policy under test (default: the served config's)")
-    parser.add_argument("--timeout-us", type=int, help="queue policy under test (default: the served config's)")
+    parser.add_argument("--max-queue-size", type=int,
+                        help="queue policy under test: max_queue_size (default: the served config's)")
+    parser.add_argument("--timeout-us", type=int, help="queue policy under test: default_timeout_microseconds "
+                                                       "(default: the served config's)")
     parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/overload; "
                                                               "files go to <out>/<model>/)")
     parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
@@ -482,10 +495,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_with_server(args, models: tuple[str, ...], work):
+    """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
+    afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
+    failed, the error printed."""
     from deploy.errors import ServerError
-    from loadtest.errors import CampaignError, LoadTestError, RunError
+    from loadtest.errors import CampaignError, LoadTestError
 
+    server = None
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        endpoints, server = start_server(args, models)
+        return 0, work(endpoints, server)
+    except (CampaignError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    except (LoadTestError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3, None
+    finally:
+        if server is not None:
+            server.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.report:
         data = json.loads(args.report.read_text())
@@ -500,29 +539,21 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"no p99 budget for {args.model!r}: pass --budget-ms")
         if any(f <= 0 for f in factors) or args.duration <= args.warmup or args.max_inflight < 1:
             raise ValueError("factors must be > 0, --duration must exceed --warmup, --max-inflight >= 1")
-        policy = None
-        if args.max_queue_size is not None or args.timeout_us is not None:
-            policy = QueuePolicy(args.max_queue_size or 0, args.timeout_us or 0)
+        if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
+            raise ValueError("--max-queue-size and --timeout-us must be >= 0")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     served = Variant("x", (args.model,), args.format).served_model(args.model)
-    server = None
-    try:
-        endpoints, server = start_server(args, (served,))
-        data = measure(args.model, endpoints, args.out / args.model, protocol=args.protocol, fmt=args.format,
-                       budget_ms=budget, duration_s=args.duration, warmup_s=args.warmup, factors=factors,
-                       saturation_rps=args.saturation_rps, max_inflight=args.max_inflight,
-                       processes=args.processes, policy=policy, search={"duration_s": args.search_duration})
-    except (CampaignError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (LoadTestError, ServerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        if server is not None:
-            server.stop()
+    # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
+    overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
+    code, data = run_with_server(args, (served,), lambda endpoints, _server: measure(
+        args.model, endpoints, args.out / args.model, protocol=args.protocol, fmt=args.format, budget_ms=budget,
+        duration_s=args.duration, warmup_s=args.warmup, factors=factors, saturation_rps=args.saturation_rps,
+        max_inflight=args.max_inflight, processes=args.processes, overrides=overrides,
+        search={"duration_s": args.search_duration}))
+    if code:
+        return code
     paths = write_outputs(data, args.out / args.model)
     print()
     print(text_table(TABLE_HEADERS, table(data["rows"])))

@@ -2,8 +2,9 @@
 
 ``python -m loadtest.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
 
-1. Saturation as ``loadtest.overload`` finds it (closed-loop users doubling, queue policy removed), or
-   ``--saturation-rps``.
+1. Saturation of the config as deployed (closed-loop users doubling until throughput stops growing, as
+   ``loadtest.overload`` searches; successes only), or ``--saturation-rps``. With the queue policy on:
+   Triton turns prefetching off with it, so the served config saturates earlier than one without it.
 2. Open-loop Poisson arrivals at ``fraction`` x saturation for ``minutes``, on the config as deployed, while
    the resident memory (RSS) of ``tritonserver`` and every process under it (the Python-backend stubs) is
    sampled every ``--sample-s`` seconds.
@@ -216,16 +217,16 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
          minutes: float = 10.0, fraction: float = 0.7, window_s: float = 60.0, sample_s: float = 5.0,
          warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
          max_inflight: int = 4096, search: dict | None = None, log=print) -> dict[str, Any]:
-    from loadtest import apply
     from loadtest.runner import measure_run
 
     served = Variant("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     if saturation_rps is None:
-        original = apply.served_config(endpoints.http, served)
-        saturation_rps = overload.saturation_without_policy(model, served, protocol, endpoints, work, original, fmt,
-                                                            log=log, **(search or {})).rps
+        # The rate this config sustains: 70% of a rate measured without its queue policy overloads it.
+        saturation_rps = overload.find_saturation(model, served, protocol, endpoints, work, log=log,
+                                                  **(search or {})).rps
     rate = round(fraction * saturation_rps, 1)
     duration_s = minutes * 60.0
     memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
@@ -244,8 +245,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
               check_p99(windows), check_memory(samples, memory_warmup_s, window_s)]
     return {
         "model": model, "served_model": served, "protocol": protocol,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "saturation_rps": saturation_rps, "fraction": fraction, "rate": rate, "duration_s": duration_s,
+        "started": started, "saturation_rps": saturation_rps, "fraction": fraction, "rate": rate, "duration_s": duration_s,
         "warmup_s": warmup_s, "window_s": window_s, "sample_s": sample_s, "memory_warmup_s": memory_warmup_s,
         "requests": client.requests, "throughput_rps": client.throughput_rps, "p99_ms": client.latency_ms.get("p99"),
         "checks": checks, "passed": all(c["passed"] for c in checks), "windows": client.windows,
@@ -277,9 +277,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from deploy.errors import ServerError
     from deploy.server import DEFAULT_REPOSITORY
-    from loadtest.errors import CampaignError, LoadTestError
 
     args = parse_args(argv)
     if not (0 < args.fraction <= 2 and args.minutes > 0 and args.window_s > 0 and args.sample_s > 0
@@ -290,23 +288,13 @@ def main(argv: list[str] | None = None) -> int:
     args.repository = args.repository or DEFAULT_REPOSITORY
     args.http_url = None  # memory is sampled from the server's processes: always a local server
     served = Variant("x", (args.model,), args.format).served_model(args.model)
-    server = None
-    try:
-        endpoints, server = overload.start_server(args, (served,))
-        data = soak(args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol,
-                    fmt=args.format, minutes=args.minutes, fraction=args.fraction, window_s=args.window_s,
-                    sample_s=args.sample_s, warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s,
-                    saturation_rps=args.saturation_rps, max_inflight=args.max_inflight,
-                    search={"duration_s": args.search_duration})
-    except (CampaignError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (LoadTestError, ServerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        if server is not None:
-            server.stop()
+    code, data = overload.run_with_server(args, (served,), lambda endpoints, server: soak(
+        args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol, fmt=args.format,
+        minutes=args.minutes, fraction=args.fraction, window_s=args.window_s, sample_s=args.sample_s,
+        warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s, saturation_rps=args.saturation_rps,
+        max_inflight=args.max_inflight, search={"duration_s": args.search_duration}))
+    if code:
+        return code
     paths = write_outputs(data, args.out / args.model)
     for check in data["checks"]:
         print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")

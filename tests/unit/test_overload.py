@@ -10,17 +10,10 @@ from loadtest.errors import CampaignError, VariantError
 from loadtest.latency import Merger, Recorder
 from loadtest.results import ClientStats, RunResult, ServerStats, TimelinePoint, failure_status
 from loadtest.runner import load_settings
+from tests.unit.test_campaign import MINIMAL
 
-BASE = """
-name = "c"
-[slo]
-p99_ms = 5
-[[scenarios]]
-name = "s"
-model = "digits"
-protocol = "grpc"
-shape = { kind = "open", rate = 100 }
-"""
+# The smallest valid campaign (test_campaign's), with an open-loop shape.
+BASE = MINIMAL.replace('shape = { kind = "users", users = 4 }', 'shape = { kind = "open", rate = 100 }')
 CONFIG = {"name": "digits", "max_batch_size": 64,
           "dynamic_batching": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 1000,
                                "priority_levels": 0, "default_priority_level": 0, "priority_queue_policy": {}},
@@ -103,6 +96,16 @@ def test_a_queue_policy_without_a_batcher_is_refused():
     assert added["dynamic_batching"]["default_queue_policy"]["max_queue_size"] == 8
     with pytest.raises(VariantError, match="max_batch_size > 0"):
         apply.override({**plain, "max_batch_size": 0}, campaign.Variant("p", max_queue_size=8))
+
+
+def test_each_policy_flag_replaces_only_its_own_field():
+    served = overload.QueuePolicy(128, 200000)
+    assert overload.with_overrides(served, {"max_queue_size": None, "default_timeout_us": 0}) == \
+        overload.QueuePolicy(128, 0)
+    assert overload.with_overrides(served, {"max_queue_size": 4, "default_timeout_us": None}) == \
+        overload.QueuePolicy(4, 200000)
+    assert overload.with_overrides(served, None) == served
+    assert overload.main(["--timeout-us", "-1"]) == 2
 
 
 def test_the_overload_variants_keep_the_policy_and_drop_it():
