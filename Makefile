@@ -29,11 +29,13 @@ loadtest: export ## a load campaign with its report and SLO gate: make loadtest 
 	$(VENV)/bin/tritonkit loadtest $(CAMPAIGN)
 
 MODEL ?= digits
+# Extra flags for overload/soak, e.g. ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores).
+ARGS ?=
 overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
-	$(PY) -m loadtest.overload --model $(MODEL)
+	$(PY) -m loadtest.overload --model $(MODEL) $(ARGS)
 
 soak: export ## 10 min at 70% of saturation: errors, p99 drift, server+stub memory: make soak MODEL=digits (reports/soak/)
-	$(PY) -m loadtest.soak --model $(MODEL)
+	$(PY) -m loadtest.soak --model $(MODEL) $(ARGS)
 
 bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer cross-check
 	$(PY) -m loadtest.bench

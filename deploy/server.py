@@ -91,6 +91,9 @@ class ServerConfig:
     """How long :meth:`LocalServer.start` waits for ``/v2/health/ready``."""
     extra_args: tuple[str, ...] = ()
     """Further ``tritonserver`` flags, passed through unchanged."""
+    cpus: frozenset[int] = frozenset()
+    """CPUs the server and its backend stubs may run on (Linux affinity; empty = all). Measurements pin the
+    server and the load generator to different CPUs so neither steals the other's time."""
     supervise: bool = False
     """Run a :class:`deploy.supervisor.Supervisor`: reload a model whose Python-backend stub died
     (explicit model-control mode only). ``tritonkit serve`` turns it on unless ``--no-supervise``."""
@@ -114,6 +117,10 @@ class ServerConfig:
         security.flags_for(self.address)  # beyond loopback, refuse to start with the admin APIs open
         if self.response_cache_bytes < 0:
             raise ValueError(f"response_cache_bytes={self.response_cache_bytes} is negative")
+        self.cpus = frozenset(self.cpus)
+        if self.cpus and not self.cpus <= os.sched_getaffinity(0):
+            raise ValueError(f"cpus {sorted(self.cpus)} are not all among this process's CPUs "
+                             f"{sorted(os.sched_getaffinity(0))}")
 
     @property
     def http_url(self) -> str:
@@ -243,6 +250,8 @@ class LocalServer:
             self.process = subprocess.Popen(
                 self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
+                # Set in the child before exec: every thread and stub of the server inherits it.
+                preexec_fn=(lambda: os.sched_setaffinity(0, self.config.cpus)) if self.config.cpus else None,
             )
         finally:
             log.close()

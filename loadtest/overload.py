@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -450,6 +451,26 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
                                            "control) instead of starting one; needs --grpc-url and --metrics-url")
     parser.add_argument("--grpc-url")
     parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
+    parser.add_argument("--server-cpus", type=parse_cpus, default=frozenset(),
+                        help="pin the local server and its stubs to these CPUs (e.g. 1 or 2-7); with "
+                             "--client-cpus, load and server do not share cores")
+    parser.add_argument("--client-cpus", type=parse_cpus, default=frozenset(),
+                        help="pin the load generator (this process and its Locust workers) to these CPUs (e.g. 0)")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """``"0"``, ``"0,2"``, ``"2-5"`` -> CPU numbers; the bad part is named."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            low, high = int(first), int(last or first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not N or N-M") from None
+        if low < 0 or high < low:
+            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not a range of CPU numbers")
+        cpus.update(range(low, high + 1))
+    return frozenset(cpus)
 
 
 def start_server(args, models: tuple[str, ...]):
@@ -460,11 +481,14 @@ def start_server(args, models: tuple[str, ...]):
     if args.http_url:
         if not (args.grpc_url and args.metrics_url):
             raise ValueError("--http-url needs --grpc-url and --metrics-url too")
+        if args.server_cpus:
+            raise ValueError("--server-cpus pins a local server: drop --http-url, or pin that server yourself")
         return Endpoints(args.http_url, args.grpc_url, args.metrics_url), None
     http, grpc, metrics = free_ports()
     print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
     server = LocalServer(ServerConfig(model_repository=args.repository, load_models=models, http_port=http,
-                                      grpc_port=grpc, metrics_port=metrics, exit_timeout_s=10)).start()
+                                      grpc_port=grpc, metrics_port=metrics, exit_timeout_s=10,
+                                      cpus=args.server_cpus)).start()
     return Endpoints.of(server), server
 
 
@@ -507,6 +531,8 @@ def run_with_server(args, models: tuple[str, ...], work):
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         endpoints, server = start_server(args, models)
+        if args.client_cpus:
+            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
         return 0, work(endpoints, server)
     except (CampaignError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

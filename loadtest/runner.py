@@ -97,6 +97,11 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
         process.wait()
         raise RunError(f"scenario {scenario.name!r}: Locust did not finish within "
                        f"{scenario.duration_s + MARGIN_S:.0f} s; log: {log}") from None
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): Locust runs in its own session and would outlive this process.
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     finally:
         copier.join(timeout=10)
     if process.returncode != 0 or not out_json.exists():

@@ -273,6 +273,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to "
                                                               "<out>/<model>/)")
     parser.add_argument("--repository", type=Path, default=None, help="model repository")
+    parser.add_argument("--server-cpus", type=overload.parse_cpus, default=frozenset(),
+                        help="pin the server and its stubs to these CPUs (e.g. 1)")
+    parser.add_argument("--client-cpus", type=overload.parse_cpus, default=frozenset(),
+                        help="pin the load generator to these CPUs (e.g. 0)")
     return parser.parse_args(argv)
 
 

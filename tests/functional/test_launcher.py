@@ -27,12 +27,17 @@ def _gone(pid: int) -> bool:
 
 
 def test_start_ready_stop_leaves_nothing_behind(tmp_path, repository):
-    server = LocalServer(server_config(_repository_with_digits(tmp_path, repository)))
+    # Pinned to one CPU (ServerConfig.cpus): the server, every thread of it and its stubs inherit it.
+    cpu = max(os.sched_getaffinity(0))
+    server = LocalServer(server_config(_repository_with_digits(tmp_path, repository), cpus={cpu}))
     server.start()
     try:
         stubs, regions = server.stub_pids(), server.shm_regions()
         assert server.running
         assert len(stubs) == 2, f"digits has two instances, found stub pids {stubs}"
+        family = [psutil.Process(server.process.pid)] + [psutil.Process(pid) for pid in stubs]
+        threads = [t.id for p in family for t in p.threads()]
+        assert len(threads) > len(family) and all(os.sched_getaffinity(t) == {cpu} for t in threads)
         assert regions and all(r.startswith("/dev/shm/") and Path(r).exists() for r in regions)
     finally:
         left = server.stop()

@@ -2,7 +2,14 @@
 memory sampled; the report files are written and the three checks computed (not required to pass)."""
 
 import json
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
+
+from deploy.server import PROJECT_ROOT
 from loadtest import soak
 
 
@@ -26,3 +33,29 @@ def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
     # the server and its two stub processes (digits runs two instances) were sampled
     assert all(len(s["processes"]) >= 3 for s in data["memory"][1:])
     assert "p99 per window" in (out / "summary.md").read_text()
+
+
+def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
+    """A soak stopped by SIGTERM (a CI timeout, ``kill``) leaves no tritonserver, stub or Locust behind."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loadtest.soak", "--model", "digits", "--minutes", "1", "--saturation-rps", "50",
+         "--out", str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, family = [], []
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            lines.append(line)
+            if "soak digits over" in line or not line:
+                break
+        time.sleep(3)  # Locust is running
+        family = psutil.Process(proc.pid).children(recursive=True)
+        names = " ".join(" ".join(p.cmdline()) for p in family)
+        assert "tritonserver" in names and "locust" in names, "".join(lines)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines) + proc.stdout.read()
+    assert psutil.wait_procs(family, timeout=15)[1] == []  # every one of them has exited

@@ -1,6 +1,8 @@
 """Queue-policy variants, the retry key, refusal counting and the overload/soak arithmetic (no server)."""
 
+import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,32 @@ def test_each_policy_flag_replaces_only_its_own_field():
         overload.QueuePolicy(4, 200000)
     assert overload.with_overrides(served, None) == served
     assert overload.main(["--timeout-us", "-1"]) == 2
+
+
+@pytest.mark.parametrize("text, cpus", [("0", {0}), ("0,2-3", {0, 2, 3}), ("1-1", {1})])
+def test_cpu_lists_parse(text, cpus):
+    assert overload.parse_cpus(text) == cpus
+
+
+@pytest.mark.parametrize("text", ["x", "1-x", "3-1", "-1", ""])
+def test_bad_cpu_lists_name_the_part(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="CPU list"):
+        overload.parse_cpus(text)
+
+
+def test_server_cpus_must_be_this_machines(tmp_path):
+    from deploy.server import ServerConfig
+
+    mine = os.sched_getaffinity(0)
+    assert ServerConfig(model_repository=tmp_path, cpus={min(mine)}).cpus == {min(mine)}
+    with pytest.raises(ValueError, match="not all among"):
+        ServerConfig(model_repository=tmp_path, cpus={max(mine) + 1})
+
+
+def test_server_cpus_need_a_local_server():
+    code = overload.main(["--server-cpus", "0", "--http-url", "h:1", "--grpc-url", "h:2", "--metrics-url", "http://h:3",
+                          "--saturation-rps", "1"])
+    assert code == 2
 
 
 def test_the_overload_variants_keep_the_policy_and_drop_it():

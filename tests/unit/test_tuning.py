@@ -75,23 +75,24 @@ def test_choose_refuses_when_nothing_meets_the_budget(recorded):
 
 
 def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
-    base = catalog.load(catalog.CATALOG, None)["digits"]
-    variant = Variant("v", max_queue_delay_us=500, preferred_batch_sizes=(16, 32), instances=1, max_batch_size=32)
+    # minilm: the catalog model with a queue policy
+    base = catalog.load(catalog.CATALOG, None)["minilm"]
+    variant = Variant("v", max_queue_delay_us=500, preferred_batch_sizes=(4, 16), instances=1, max_batch_size=16)
     settings = autotune.tuned_settings(variant, base)
-    text = autotune.render_tuned({"digits": {"note": "why \"this\"", **settings}})
+    text = autotune.render_tuned({"minilm": {"note": "why \"this\"", **settings}})
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(text)
-    assert tomllib.loads(text)["digits"]["note"] == 'why "this"'
-    entry = catalog.load(catalog.CATALOG, tuned)["digits"]
+    assert tomllib.loads(text)["minilm"]["note"] == 'why "this"'
+    entry = catalog.load(catalog.CATALOG, tuned)["minilm"]
     # The variant's batching values replace the catalog's; the rest (the queue policy) is kept.
     assert entry.settings["dynamic_batching"] == {**base.settings["dynamic_batching"], "max_queue_delay_us": 500,
-                                                  "preferred_batch_sizes": [16, 32]}
+                                                  "preferred_batch_sizes": [4, 16]}
     assert entry.settings["dynamic_batching"]["max_queue_size"] == base.settings["dynamic_batching"]["max_queue_size"]
     assert entry.settings["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
-    assert entry.settings["max_batch_size"] == 32
+    assert entry.settings["max_batch_size"] == 16
     off = autotune.tuned_settings(Variant("off", dynamic_batching=False), base)
-    tuned.write_text(autotune.render_tuned({"digits": off}))
-    assert "dynamic_batching" not in catalog.load(catalog.CATALOG, tuned)["digits"].settings
+    tuned.write_text(autotune.render_tuned({"minilm": off}))
+    assert "dynamic_batching" not in catalog.load(catalog.CATALOG, tuned)["minilm"].settings
 
 
 def test_a_tuned_queue_policy_reaches_the_catalog(tmp_path):
