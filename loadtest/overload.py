@@ -27,8 +27,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
-import signal
 import sys
 import time
 import tomllib
@@ -36,6 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from loadtest import target
 from loadtest.campaign import Scenario, Variant
 from loadtest.errors import RunError
 from loadtest.results import DROPPED, RunResult, from_dict, is_refusal
@@ -239,6 +238,11 @@ def _window_counts(run: RunResult, warmup_s: float) -> tuple[int, int, int, int,
     return offered, offered - failures, refused, max(0, failures - refused - other), other
 
 
+def ms_text(value: Any) -> str:
+    """A latency in ms with three decimals, or '-' when there is none."""
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.3f}"
+
+
 def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether the queue policy did its job: within budget at every load, failures only retryable refusals."""
     policy = [r for r in rows if r["config"] == WITH_POLICY]
@@ -246,7 +250,7 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in policy:
         where = f"{r['factor']:g}x"
         if not r["meets_budget"]:
-            problems.append(f"{where}: p99 {_ms(r['p99_ms'])} ms is over the {r['budget_ms']:g} ms budget")
+            problems.append(f"{where}: p99 {ms_text(r['p99_ms'])} ms is over the {r['budget_ms']:g} ms budget")
         if r["other_errors"]:
             problems.append(f"{where}: {r['other_errors']} failures that are not retryable refusals "
                             f"({r['other_statuses']})")
@@ -258,113 +262,6 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     baseline = {r["factor"]: r for r in rows if r["config"] == WITHOUT_POLICY}
     return {"passed": bool(policy) and not problems, "problems": problems,
             "baseline_over_budget": sorted(f for f, r in baseline.items() if not r["meets_budget"])}
-
-
-# --- output --------------------------------------------------------------------------------------
-
-def _ms(value: Any) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.3f}"
-
-
-def _statuses(counts: dict[str, int]) -> str:
-    return ", ".join(f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
-
-
-TABLE_HEADERS = ["config", "load", "offered req/s", "accepted req/s", "refusal rate", "dropped (client)",
-                 "other errors", "p99 accepted ms", f"p99 <= budget", "refusal statuses"]
-
-
-def table(rows: list[dict[str, Any]]) -> list[list[str]]:
-    return [[r["config"], f"{r['factor']:g}x", f"{r['offered_rps']:.1f}" + ("" if r["client_kept_up"] else " (!)"),
-             f"{r['accepted_rps']:.1f}", f"{r['refusal_rate']:.2%}", f"{r['dropped']} ({r['drop_rate']:.2%})",
-             str(r["other_errors"]), _ms(r["p99_ms"]), "yes" if r["meets_budget"] else "NO",
-             _statuses(r["refusal_statuses"])] for r in rows]
-
-
-def text_table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
-
-
-def md_table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def summary_md(data: dict[str, Any]) -> str:
-    rows, sat, v = data["rows"], data["saturation"], data["verdict"]
-    lines = [f"# Overload: `{data['served_model']}` over {data['protocol']}", "",
-             f"Started {data['started']}. p99 budget {data['budget_ms']:g} ms. Queue policy under test: "
-             f"{data['policy']}. Open-loop Poisson load, {data['duration_s']:g} s per run "
-             f"({data['warmup_s']:g} s warm-up left out), client slots (max_inflight) {data['max_inflight']}.", "",
-             f"Saturating throughput: **{sat['rps']:.1f} req/s** (closed loop, {sat['users']} users, "
-             f"no queue policy)." if not sat.get("given") else
-             f"Saturating throughput: **{sat['rps']:.1f} req/s** (given with --saturation-rps).", ""]
-    if sat.get("steps"):
-        lines += [md_table(["users", "req/s", "p99 ms", "failures"],
-                           [[str(s["users"]), f"{s['throughput_rps']:.1f}", _ms(s["p99_ms"]), str(s["failures"])]
-                            for s in sat["steps"]]), ""]
-    lines += ["## Results", "", md_table(TABLE_HEADERS, table(rows)), "",
-              "Refusal rate = refused / offered (every arrival). Refused = failures with a retryable status (HTTP 503 "
-              "/ gRPC UNAVAILABLE: Triton's \"Exceeds maximum queue size\" and \"Request timeout expired\"). "
-              "Dropped = arrivals the client never sent because all its slots were busy. p99 counts accepted "
-              "(successful) requests only, from the moment each was due. (!) = the client offered under "
-              f"{OFFER_SHORTFALL:.0%} of the target rate.", ""]
-    refusal_lat = [(r["config"], r["factor"], r["refusal_latency_ms"]) for r in rows if r["refusal_latency_ms"]]
-    if refusal_lat:
-        lines += ["Refusals arrived after (ms): " + "; ".join(
-            f"{c} {f:g}x p50 {_ms(l.get('p50'))} / p99 {_ms(l.get('p99'))}" for c, f, l in refusal_lat), ""]
-    lines += ["## Verdict", "",
-              ("**PASS**: with the queue policy, p99 of accepted requests stayed within the budget at every load "
-               "and the excess was refused with retryable statuses." if v["passed"] else "**FAIL**:")]
-    lines += [f"- {p}" for p in v["problems"]]
-    if v["baseline_over_budget"]:
-        lines += ["", "Without a queue policy p99 was over the budget at "
-                  + ", ".join(f"{f:g}x" for f in v["baseline_over_budget"]) + "."]
-    if data.get("plot"):
-        lines += ["", f"![overload]({data['plot']})"]
-    return "\n".join(lines) + "\n"
-
-
-def plot(rows: list[dict[str, Any]], budget_ms: float, path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for config, style in ((WITH_POLICY, "o-"), (WITHOUT_POLICY, "s--")):
-        mine = [r for r in rows if r["config"] == config]
-        if not mine:
-            continue
-        factors = [r["factor"] for r in mine]
-        left.plot(factors, [r["p99_ms"] if r["p99_ms"] is not None else math.nan for r in mine], style, label=config)
-        right.plot(factors, [100 * r["refusal_rate"] for r in mine], style, label=f"{config}: refused")
-        right.plot(factors, [100 * r["drop_rate"] for r in mine], style, alpha=0.4, label=f"{config}: dropped (client)")
-    left.axhline(budget_ms, color="red", linewidth=1, label=f"budget {budget_ms:g} ms")
-    left.set_yscale("log")
-    left.set(xlabel="load (x saturation)", ylabel="p99 of accepted requests, ms", title="p99 of accepted requests")
-    right.set(xlabel="load (x saturation)", ylabel="% of offered", title="refused by the server / dropped by the client")
-    left.legend(fontsize=8)
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot(data["rows"], data["budget_ms"], out_dir / "overload.png")
-    data["plot"] = png.name if png else None
-    (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    (out_dir / "summary.md").write_text(summary_md(data))
-    return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
 
 
 def load_runs(data: dict[str, Any]) -> list[RunResult]:
@@ -428,7 +325,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
                 runs.append(run)
                 log(f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: accepted {r['accepted_rps']:8.1f}"
                     f"/s  refused {r['refusal_rate']:6.2%}  dropped {r['drop_rate']:6.2%}  other {r['other_errors']}"
-                    f"  p99 {_ms(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}")
+                    f"  p99 {ms_text(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}")
     finally:
         settle(endpoints, served)
         apply.restore(endpoints.http, {served: original})
@@ -442,55 +339,6 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
 
 
 # --- command line --------------------------------------------------------------------------------
-
-def add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    from deploy.server import DEFAULT_REPOSITORY
-
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
-    parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
-                                           "control) instead of starting one; needs --grpc-url and --metrics-url")
-    parser.add_argument("--grpc-url")
-    parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
-    parser.add_argument("--server-cpus", type=parse_cpus, default=frozenset(),
-                        help="pin the local server and its stubs to these CPUs (e.g. 1 or 2-7); with "
-                             "--client-cpus, load and server do not share cores")
-    parser.add_argument("--client-cpus", type=parse_cpus, default=frozenset(),
-                        help="pin the load generator (this process and its Locust workers) to these CPUs (e.g. 0)")
-
-
-def parse_cpus(text: str) -> frozenset[int]:
-    """``"0"``, ``"0,2"``, ``"2-5"`` -> CPU numbers; the bad part is named."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        first, _, last = part.strip().partition("-")
-        try:
-            low, high = int(first), int(last or first)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not N or N-M") from None
-        if low < 0 or high < low:
-            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not a range of CPU numbers")
-        cpus.update(range(low, high + 1))
-    return frozenset(cpus)
-
-
-def start_server(args, models: tuple[str, ...]):
-    """(endpoints, server or None): the server given by URL, or a local one serving only ``models``."""
-    from deploy.server import LocalServer, ServerConfig, free_ports
-    from loadtest.runner import Endpoints
-
-    if args.http_url:
-        if not (args.grpc_url and args.metrics_url):
-            raise ValueError("--http-url needs --grpc-url and --metrics-url too")
-        if args.server_cpus:
-            raise ValueError("--server-cpus pins a local server: drop --http-url, or pin that server yourself")
-        return Endpoints(args.http_url, args.grpc_url, args.metrics_url), None
-    http, grpc, metrics = free_ports()
-    print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
-    server = LocalServer(ServerConfig(model_repository=args.repository, load_models=models, http_port=http,
-                                      grpc_port=grpc, metrics_port=metrics, exit_timeout_s=10,
-                                      cpus=args.server_cpus)).start()
-    return Endpoints.of(server), server
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest.overload", description=__doc__,
@@ -515,42 +363,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/overload; "
                                                               "files go to <out>/<model>/)")
     parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
-    add_server_arguments(parser)
+    target.add_server_arguments(parser)
     return parser.parse_args(argv)
 
 
-def run_with_server(args, models: tuple[str, ...], work):
-    """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
-    afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
-    failed, the error printed."""
-    from deploy.errors import ServerError
-    from loadtest.errors import CampaignError, LoadTestError
-
-    server = None
-    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        endpoints, server = start_server(args, models)
-        if args.client_cpus:
-            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-        return 0, work(endpoints, server)
-    except (CampaignError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2, None
-    except (LoadTestError, ServerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3, None
-    finally:
-        if server is not None:
-            server.stop()
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _exit_on_sigterm(signum, _frame):
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
+    from loadtest.overload_report import TABLE_HEADERS, table, text_table, write_outputs
+
     args = parse_args(argv)
     if args.report:
         data = json.loads(args.report.read_text())
@@ -573,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     served = Variant("x", (args.model,), args.format).served_model(args.model)
     # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
     overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
-    code, data = run_with_server(args, (served,), lambda endpoints, _server: measure(
+    code, data = target.run_with_server(args, (served,), lambda endpoints, _server: measure(
         args.model, endpoints, args.out / args.model, protocol=args.protocol, fmt=args.format, budget_ms=budget,
         duration_s=args.duration, warmup_s=args.warmup, factors=factors, saturation_rps=args.saturation_rps,
         max_inflight=args.max_inflight, processes=args.processes, overrides=overrides,

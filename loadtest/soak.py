@@ -2,9 +2,12 @@
 
 ``python -m loadtest.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
 
-1. Saturation of the config as deployed (closed-loop users doubling until throughput stops growing, as
-   ``loadtest.overload`` searches; successes only), or ``--saturation-rps``. With the queue policy on:
-   Triton turns prefetching off with it, so the served config saturates earlier than one without it.
+1. Saturation of the config as deployed, or ``--saturation-rps``: closed-loop users doubling until
+   throughput stops growing (as ``loadtest.overload`` searches), then open-loop rates rising 1.2x from half
+   of that until the server falls behind (``find_sustained_rate``). The highest rate it kept up with is the
+   saturation: closed-loop clients batch better than open-loop arrivals, and 70% of their rate can be past
+   what an open-loop load is served at. With the queue policy on, because Triton turns prefetching off with
+   it and the served config saturates earlier than one without it.
 2. Open-loop Poisson arrivals at ``fraction`` x saturation for ``minutes``, on the config as deployed, while
    the resident memory (RSS) of ``tritonserver`` and every process under it (the Python-backend stubs) is
    sampled every ``--sample-s`` seconds.
@@ -35,7 +38,8 @@ from typing import Any
 
 import psutil
 
-from loadtest import overload
+from loadtest import overload, target
+from loadtest.overload import ms_text
 from loadtest.campaign import Scenario, Variant
 
 OUT = Path("reports/soak")
@@ -153,12 +157,19 @@ def summary_md(data: dict[str, Any]) -> str:
              f"req/s (saturation) = {data['rate']:.1f} req/s for {data['duration_s']:g} s; p99 in windows of "
              f"{data['window_s']:g} s; RSS of tritonserver and its stubs every {data['sample_s']:g} s.", "",
              f"Served {data['requests']} requests ({data['throughput_rps']:.1f}/s), p99 overall "
-             f"{overload._ms(data['p99_ms'])} ms.", "",
+             f"{ms_text(data['p99_ms'])} ms.", "",
              "## Checks", "", "| check | result | detail |", "|---|---|---|"]
     lines += [f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {c['detail']} |" for c in checks]
+    search = data.get("saturation_search") or {}
+    if search.get("open_loop"):
+        lines += ["", "## Saturation", "", f"Closed loop: {search['closed_loop_rps']:.1f} req/s. Open loop, the highest "
+                  f"rate kept up with (completed >= {KEEP_UP:.0%} of it, no failure, p99 < 10x the first step's):", "",
+                  "| offered req/s | completed req/s | p99 ms | failures |", "|---|---|---|---|"]
+        lines += [f"| {s['rate']:g} | {s['throughput_rps']:g} | {ms_text(s['p99_ms'])} | {s['failures']} |"
+                  for s in search["open_loop"]]
     lines += ["", "## p99 per window", "", "| from s | requests | failures | p50 ms | p99 ms |", "|---|---|---|---|---|"]
-    lines += [f"| {w['t']:g} | {w['requests']} | {w['failures']} | {overload._ms(w['p50_ms'])} | "
-              f"{overload._ms(w['p99_ms'])} |" for w in data["windows"]]
+    lines += [f"| {w['t']:g} | {w['requests']} | {w['failures']} | {ms_text(w['p50_ms'])} | "
+              f"{ms_text(w['p99_ms'])} |" for w in data["windows"]]
     if data.get("plot"):
         lines += ["", f"![soak]({data['plot']})"]
     lines += ["", "**PASS**: every check held." if data["passed"] else "", "**FAIL**: " + "; ".join(
@@ -211,6 +222,47 @@ def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
     return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
 
 
+# --- the sustained rate --------------------------------------------------------------------------
+
+KEEP_UP = 0.95
+"""A step keeps up when the server completed at least this share of the offered rate, failing nothing."""
+
+
+def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work: Path, *, start_rps: float,
+                        step: float = 1.2, duration_s: float = 10.0, warmup_s: float = 2.0, max_steps: int = 12,
+                        max_inflight: int = 4096, log=print) -> overload.Saturation:
+    """The highest open-loop rate the server keeps up with: Poisson arrivals from ``start_rps``, each step
+    ``step`` times the last, until a step completes under ``KEEP_UP`` of its rate, fails a request, or its
+    p99 passes 10x the first step's (the backlog grows). Closed-loop clients batch better than open-loop
+    arrivals, so their saturation overstates the rate an open-loop load can be held at."""
+    from loadtest.runner import measure_run
+
+    steps: list[dict[str, Any]] = []
+    best = None
+    rate = start_rps
+    for _ in range(max_steps):
+        scenario = overload.open_scenario(model, protocol, round(rate, 1), duration_s, warmup_s, max_inflight,
+                                          name=f"sustained-{rate:.0f}rps")
+        overload.settle(endpoints, served)
+        client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
+        p99 = client.latency_ms.get("p99", math.nan)
+        entry = {"rate": round(rate, 1), "throughput_rps": round(client.throughput_rps, 1),
+                 "p99_ms": round(p99, 3), "failures": client.failures}
+        steps.append(entry)
+        kept_up = (client.failures == 0 and client.throughput_rps >= KEEP_UP * rate
+                   and not (steps[0]["p99_ms"] > 0 and p99 > 10 * steps[0]["p99_ms"]))
+        log(f"  sustained-rate search: {rate:8.1f} req/s offered  {client.throughput_rps:8.1f} completed  "
+            f"p99 {p99:.3f} ms  failures {client.failures}  {'kept up' if kept_up else 'fell behind'}")
+        if not kept_up:
+            break
+        best = entry
+        rate *= step
+    if best is None:
+        raise ValueError(f"{served} did not keep up with {start_rps:.1f} req/s open-loop, the lowest rate tried: "
+                         f"{steps}; pass a lower --saturation-rps")
+    return overload.Saturation(best["rate"], 0, steps)
+
+
 # --- the run -------------------------------------------------------------------------------------
 
 def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
@@ -223,10 +275,16 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    search_record: dict[str, Any] = {"given": saturation_rps is not None}
     if saturation_rps is None:
-        # The rate this config sustains: 70% of a rate measured without its queue policy overloads it.
-        saturation_rps = overload.find_saturation(model, served, protocol, endpoints, work, log=log,
-                                                  **(search or {})).rps
+        # On the config as served (70% of a rate measured without its queue policy overloads it), closed-loop
+        # first, then open-loop upwards from half of that: the rate open-loop arrivals can be held at.
+        closed = overload.find_saturation(model, served, protocol, endpoints, work, log=log, **(search or {}))
+        sustained = find_sustained_rate(model, served, protocol, endpoints, work, start_rps=closed.rps / 2,
+                                        max_inflight=max_inflight, log=log,
+                                        **{k: v for k, v in (search or {}).items() if k == "duration_s"})
+        saturation_rps = sustained.rps
+        search_record.update(closed_loop=closed.steps, closed_loop_rps=closed.rps, open_loop=sustained.steps)
     rate = round(fraction * saturation_rps, 1)
     duration_s = minutes * 60.0
     memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
@@ -245,7 +303,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
               check_p99(windows), check_memory(samples, memory_warmup_s, window_s)]
     return {
         "model": model, "served_model": served, "protocol": protocol,
-        "started": started, "saturation_rps": saturation_rps, "fraction": fraction, "rate": rate, "duration_s": duration_s,
+        "started": started, "saturation_rps": saturation_rps, "saturation_search": search_record, "fraction": fraction, "rate": rate, "duration_s": duration_s,
         "warmup_s": warmup_s, "window_s": window_s, "sample_s": sample_s, "memory_warmup_s": memory_warmup_s,
         "requests": client.requests, "throughput_rps": client.throughput_rps, "p99_ms": client.latency_ms.get("p99"),
         "checks": checks, "passed": all(c["passed"] for c in checks), "windows": client.windows,
@@ -273,9 +331,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to "
                                                               "<out>/<model>/)")
     parser.add_argument("--repository", type=Path, default=None, help="model repository")
-    parser.add_argument("--server-cpus", type=overload.parse_cpus, default=frozenset(),
+    parser.add_argument("--server-cpus", type=target.parse_cpus, default=frozenset(),
                         help="pin the server and its stubs to these CPUs (e.g. 1)")
-    parser.add_argument("--client-cpus", type=overload.parse_cpus, default=frozenset(),
+    parser.add_argument("--client-cpus", type=target.parse_cpus, default=frozenset(),
                         help="pin the load generator to these CPUs (e.g. 0)")
     return parser.parse_args(argv)
 
@@ -292,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     args.repository = args.repository or DEFAULT_REPOSITORY
     args.http_url = None  # memory is sampled from the server's processes: always a local server
     served = Variant("x", (args.model,), args.format).served_model(args.model)
-    code, data = overload.run_with_server(args, (served,), lambda endpoints, server: soak(
+    code, data = target.run_with_server(args, (served,), lambda endpoints, server: soak(
         args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol, fmt=args.format,
         minutes=args.minutes, fraction=args.fraction, window_s=args.window_s, sample_s=args.sample_s,
         warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s, saturation_rps=args.saturation_rps,

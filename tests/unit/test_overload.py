@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import apply, campaign, overload, soak
+from loadtest import apply, campaign, overload, overload_report, soak, target
 from loadtest.errors import CampaignError, VariantError
 from loadtest.latency import Merger, Recorder
 from loadtest.results import ClientStats, RunResult, ServerStats, TimelinePoint, failure_status
@@ -112,13 +112,13 @@ def test_each_policy_flag_replaces_only_its_own_field():
 
 @pytest.mark.parametrize("text, cpus", [("0", {0}), ("0,2-3", {0, 2, 3}), ("1-1", {1})])
 def test_cpu_lists_parse(text, cpus):
-    assert overload.parse_cpus(text) == cpus
+    assert target.parse_cpus(text) == cpus
 
 
 @pytest.mark.parametrize("text", ["x", "1-x", "3-1", "-1", ""])
 def test_bad_cpu_lists_name_the_part(text):
     with pytest.raises(argparse.ArgumentTypeError, match="CPU list"):
-        overload.parse_cpus(text)
+        target.parse_cpus(text)
 
 
 def test_server_cpus_must_be_this_machines(tmp_path):
@@ -239,7 +239,7 @@ def test_overload_outputs_round_trip(tmp_path):
                 {"users": 8, "throughput_rps": 100.0, "p99_ms": 3.0, "failures": 0}]},
             "duration_s": 10.0, "warmup_s": 2.0, "max_inflight": 4096, "rows": rows, "verdict": overload.verdict(rows),
             "runs": [dataclasses.asdict(r) for r in runs]}
-    paths = overload.write_outputs(data, tmp_path)
+    paths = overload_report.write_outputs(data, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
     text = (tmp_path / "summary.md").read_text()
     assert "| queue-policy | 1x |" in text and "503 x100" in text and "PASS" in text
@@ -269,3 +269,25 @@ def test_soak_checks():
     assert memory["passed"] and memory["growth"] == pytest.approx(2.5 / 101)  # mean 101 after warm-up, 103.5 last
     assert not soak.check_memory(samples + [{"t": 36, "total_bytes": 120}], 10, 10)["passed"]
     assert not soak.check_memory(samples[:2], 10, 10)["passed"]  # nothing after the warm-up
+
+
+def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(monkeypatch, tmp_path):
+    from loadtest import runner
+
+    capacity = 130.0  # the fake server completes up to this many req/s
+    offered = []
+
+    def fake_run(scenario, *_args, **_kwargs):
+        rate = scenario.shape["rate"]
+        offered.append(rate)
+        done = min(rate, capacity)
+        return ClientStats(requests=int(done * 10), failures=0, duration_s=10.0,
+                           latency_ms={"p99": 5.0 if rate <= capacity else 500.0}), None
+
+    monkeypatch.setattr(runner, "measure_run", fake_run)
+    monkeypatch.setattr(overload, "settle", lambda *_: None)
+    found = soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None)
+    assert offered == [50.0, 60.0, 72.0, 86.4, 103.7, 124.4, 149.3]  # 1.2x steps until it fell behind
+    assert found.rps == 124.4 and [s["rate"] for s in found.steps] == offered
+    with pytest.raises(ValueError, match="did not keep up with 200.0"):
+        soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0, log=lambda *_: None)

@@ -1,0 +1,92 @@
+"""The server a measurement runs against (``loadtest.overload``, ``loadtest.soak``): one given by URL, or a
+local one started for the run and stopped after it, optionally pinned to its own CPUs apart from the load
+generator."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    from deploy.server import DEFAULT_REPOSITORY
+
+    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
+    parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
+                                           "control) instead of starting one; needs --grpc-url and --metrics-url")
+    parser.add_argument("--grpc-url")
+    parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
+    parser.add_argument("--server-cpus", type=parse_cpus, default=frozenset(),
+                        help="pin the local server and its stubs to these CPUs (e.g. 1 or 2-7); with "
+                             "--client-cpus, load and server do not share cores")
+    parser.add_argument("--client-cpus", type=parse_cpus, default=frozenset(),
+                        help="pin the load generator (this process and its Locust workers) to these CPUs (e.g. 0)")
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """``"0"``, ``"0,2"``, ``"2-5"`` -> CPU numbers; the bad part is named."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            low, high = int(first), int(last or first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not N or N-M") from None
+        if low < 0 or high < low:
+            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not a range of CPU numbers")
+        cpus.update(range(low, high + 1))
+    return frozenset(cpus)
+
+
+def start_server(args, models: tuple[str, ...]):
+    """(endpoints, server or None): the server given by URL, or a local one serving only ``models``."""
+    from deploy.server import LocalServer, ServerConfig, free_ports
+    from loadtest.runner import Endpoints
+
+    if args.http_url:
+        if not (args.grpc_url and args.metrics_url):
+            raise ValueError("--http-url needs --grpc-url and --metrics-url too")
+        if args.server_cpus:
+            raise ValueError("--server-cpus pins a local server: drop --http-url, or pin that server yourself")
+        return Endpoints(args.http_url, args.grpc_url, args.metrics_url), None
+    http, grpc, metrics = free_ports()
+    print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
+    server = LocalServer(ServerConfig(model_repository=args.repository, load_models=models, http_port=http,
+                                      grpc_port=grpc, metrics_port=metrics, exit_timeout_s=10,
+                                      cpus=args.server_cpus)).start()
+    return Endpoints.of(server), server
+
+
+def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
+    """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
+    afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
+    failed, the error printed."""
+    from deploy.errors import ServerError
+    from loadtest.errors import CampaignError, LoadTestError
+
+    server = None
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        endpoints, server = start_server(args, models)
+        if args.client_cpus:
+            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
+        return 0, work(endpoints, server)
+    except (CampaignError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    except (LoadTestError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3, None
+    finally:
+        if server is not None:
+            server.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum, _frame):
+    raise SystemExit(128 + signum)
