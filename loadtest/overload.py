@@ -1,6 +1,6 @@
 """Overload: does the queue policy keep accepted requests inside the p99 budget at twice the saturating load?
 
-``python -m loadtest.overload [--model digits] [--budget-ms 10] [--duration 20]`` (``make overload``):
+``python -m loadtest.overload [--model minilm] [--budget-ms 400] [--duration 20]`` (``make overload``):
 
 1. **Saturation.** With the queue policy removed, closed-loop users double (4, 8, 16, ...) until throughput
    stops growing by 5%; the best throughput is the saturating rate (``--saturation-rps`` skips the search).
@@ -343,7 +343,8 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest.overload", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="digits", help="public model name (default digits)")
+    parser.add_argument("--model", default="minilm",
+                        help="public model name (default minilm: the model with a queue policy)")
     parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"),
                         help="served variant (onnx: <model>_onnx)")
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
