@@ -126,7 +126,7 @@ class Recorder:
         with self._lock:
             self.counts[(second, "retries")] += 1
 
-    def warmup(self, second: int, latency_s: float = 0.0) -> None:
+    def warmup(self, second: int, latency_s: float) -> None:
         """A request that completed in the warm-up window: counted apart, its latency only in the run's sum
         (the server's counters hold it too)."""
         with self._lock:

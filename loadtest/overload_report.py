@@ -102,10 +102,15 @@ def plot(rows: list[dict[str, Any]], budget_ms: float, path: Path) -> Path | Non
     return path
 
 
-def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot(data["rows"], data["budget_ms"], out_dir / "overload.png")
+def save_report(data: dict[str, Any], out_dir: Path, png: Path | None, render) -> list[Path]:
+    """``results.json`` (``data``, naming the plot) and ``summary.md`` (``render(data)``) beside the plot ``png``
+    (None without matplotlib); the files written. The overload and soak reports share this layout."""
     data["plot"] = png.name if png else None
     (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    (out_dir / "summary.md").write_text(summary_md(data))
+    (out_dir / "summary.md").write_text(render(data))
     return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
+
+
+def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return save_report(data, out_dir, plot(data["rows"], data["budget_ms"], out_dir / "overload.png"), summary_md)

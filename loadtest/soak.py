@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 import threading
@@ -40,6 +39,7 @@ import psutil
 
 from loadtest import overload, target
 from loadtest.overload import ms_text
+from loadtest.overload_report import save_report
 from loadtest.campaign import Scenario, Variant
 
 OUT = Path("reports/soak")
@@ -215,11 +215,7 @@ def plot(data: dict[str, Any], path: Path) -> Path | None:
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    png = plot(data, out_dir / "soak.png")
-    data["plot"] = png.name if png else None
-    (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    (out_dir / "summary.md").write_text(summary_md(data))
-    return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
+    return save_report(data, out_dir, plot(data, out_dir / "soak.png"), summary_md)
 
 
 # --- the sustained rate --------------------------------------------------------------------------
@@ -281,8 +277,8 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
         # first, then open-loop upwards from half of that: the rate open-loop arrivals can be held at.
         closed = overload.find_saturation(model, served, protocol, endpoints, work, log=log, **(search or {}))
         sustained = find_sustained_rate(model, served, protocol, endpoints, work, start_rps=closed.rps / 2,
-                                        max_inflight=max_inflight, log=log,
-                                        **{k: v for k, v in (search or {}).items() if k == "duration_s"})
+                                        duration_s=(search or {}).get("duration_s", 10.0), max_inflight=max_inflight,
+                                        log=log)
         saturation_rps = sustained.rps
         search_record.update(closed_loop=closed.steps, closed_loop_rps=closed.rps, open_loop=sustained.steps)
     rate = round(fraction * saturation_rps, 1)
@@ -303,7 +299,8 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
               check_p99(windows), check_memory(samples, memory_warmup_s, window_s)]
     return {
         "model": model, "served_model": served, "protocol": protocol,
-        "started": started, "saturation_rps": saturation_rps, "saturation_search": search_record, "fraction": fraction, "rate": rate, "duration_s": duration_s,
+        "started": started, "saturation_rps": saturation_rps, "saturation_search": search_record,
+        "fraction": fraction, "rate": rate, "duration_s": duration_s,
         "warmup_s": warmup_s, "window_s": window_s, "sample_s": sample_s, "memory_warmup_s": memory_warmup_s,
         "requests": client.requests, "throughput_rps": client.throughput_rps, "p99_ms": client.latency_ms.get("p99"),
         "checks": checks, "passed": all(c["passed"] for c in checks), "windows": client.windows,

@@ -35,6 +35,18 @@ def start_or_fail(config: ServerConfig) -> LocalServer:
         pytest.fail(f"tritonserver did not start: {exc}", pytrace=False)
 
 
+def read_until(proc: subprocess.Popen, marker: str, timeout_s: float) -> list[str]:
+    """``proc``'s output lines up to the first holding ``marker``, its end, or ``timeout_s``; never empty."""
+    lines = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if marker in line or not line:
+            break
+    return lines or [""]
+
+
 def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -> tuple[subprocess.Popen, list[str],
                                                                                     tuple[int, int, int]]:
     """``tritonkit serve`` as a user runs it, on free ports, read until it prints "serve: ready": the process,
@@ -45,14 +57,8 @@ def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -
         [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repository),
          "--http-port", str(ports[0]), "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2]), *extra],
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        lines.append(line)
-        if "serve: ready" in line or not line:
-            break
-    if not lines or "serve: ready" not in lines[-1]:
+    lines = read_until(proc, "serve: ready", timeout_s)
+    if "serve: ready" not in lines[-1]:
         proc.kill()
         pytest.fail("tritonkit serve did not get ready:\n" + "".join(lines), pytrace=False)
     return proc, lines, ports

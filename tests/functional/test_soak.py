@@ -11,6 +11,7 @@ import psutil
 
 from deploy.server import PROJECT_ROOT
 from loadtest import soak
+from tests.conftest import read_until
 
 
 def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
@@ -42,12 +43,7 @@ def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
          "--out", str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, family = [], []
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            lines.append(line)
-            if "soak digits over" in line or not line:
-                break
+        lines = read_until(proc, "soak digits over", 240)
         time.sleep(3)  # Locust is running
         family = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in family)
