@@ -42,6 +42,16 @@ def parse_cpus(text: str) -> frozenset[int]:
     return frozenset(cpus)
 
 
+def split_cpus(cpus: frozenset[int] | None = None) -> tuple[frozenset[int], frozenset[int]]:
+    """(client, server): the lower half of ``cpus`` (default: the CPUs this process may use) for the load
+    generator, the rest for the server; two empty sets (no pinning) with fewer than two CPUs."""
+    ordered = sorted(os.sched_getaffinity(0) if cpus is None else cpus)
+    if len(ordered) < 2:
+        return frozenset(), frozenset()
+    half = len(ordered) // 2
+    return frozenset(ordered[:half]), frozenset(ordered[half:])
+
+
 def start_server(args, models: tuple[str, ...]):
     """(endpoints, server or None): the server given by URL, or a local one serving only ``models``."""
     from deploy.server import LocalServer, ServerConfig, free_ports
@@ -69,6 +79,7 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     from loadtest.errors import CampaignError, LoadTestError
 
     server = None
+    affinity = os.sched_getaffinity(0)
     # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -85,6 +96,7 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     finally:
         if server is not None:
             server.stop()
+        os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back
         signal.signal(signal.SIGTERM, previous)
 
 

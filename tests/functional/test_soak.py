@@ -2,6 +2,7 @@
 memory sampled; the report files are written and the three checks computed (not required to pass)."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,11 +11,12 @@ import time
 import psutil
 
 from deploy.server import PROJECT_ROOT
-from loadtest import soak
+from loadtest import soak, target
 from tests.conftest import read_until
 
 
 def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
+    cpus = os.sched_getaffinity(0)
     status = soak.main(["--model", "digits", "--minutes", "0.5", "--window-s", "10", "--sample-s", "2",
                         "--warmup", "2", "--memory-warmup-s", "4", "--saturation-rps", "100", "--out", str(tmp_path)])
     out = tmp_path / "digits"
@@ -34,6 +36,24 @@ def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
     # the server and its two stub processes (digits runs two instances) were sampled
     assert all(len(s["processes"]) >= 3 for s in data["memory"][1:])
     assert "p99 per window" in (out / "summary.md").read_text()
+    # by default the server and the load generator had their own CPUs, and this process got all of its back
+    client, server = target.split_cpus(frozenset(cpus))
+    assert (data["client_cpus"], data["server_cpus"]) == (sorted(client), sorted(server))
+    assert os.sched_getaffinity(0) == cpus
+
+
+def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
+    status = soak.main(["--model", "digits", "--generator", "perf_analyzer", "--minutes", "0.5", "--window-s", "10",
+                        "--sample-s", "2", "--memory-warmup-s", "4", "--saturation-rps", "100", "--out", str(tmp_path)])
+    data = json.loads((tmp_path / "digits" / "results.json").read_text())
+    assert status == (0 if data["passed"] else 1)
+    assert data["generator"] == "perf_analyzer" and data["rate"] == 70.0
+    assert [w["t"] for w in data["windows"]] == [0, 10, 20]
+    assert all(w["p99_ms"] > 0 and w["requests"] > 0 for w in data["windows"])
+    # about 70 req/s for 30 s, and Triton counted no failure
+    assert 0.8 * 70 * 30 < data["requests"] < 1.2 * 70 * 30
+    assert data["server_failures"] == 0 and data["checks"][0]["passed"]
+    assert "Open-loop Poisson load from perf_analyzer" in (tmp_path / "digits" / "summary.md").read_text()
 
 
 def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):

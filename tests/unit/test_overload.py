@@ -291,3 +291,49 @@ def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(m
     assert found.rps == 124.4 and [s["rate"] for s in found.steps] == offered
     with pytest.raises(ValueError, match="did not keep up with 200.0"):
         soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0, log=lambda *_: None)
+
+
+def test_the_sustained_rate_stops_at_the_knee_where_p99_passes_3x_the_lowest_step_p99(monkeypatch, tmp_path):
+    """Every step is completed in full, but p99 grows with the rate: past 3x the unloaded p99, queues build.
+    The first step's p99 was noisy (20 ms); the bar is 3x the lowest p99 seen (5 ms), not 3x that."""
+    from loadtest import runner
+
+    p99s = iter([20.0, 5.0, 6.0, 14.0, 16.0, 99.0])
+
+    def fake_run(scenario, *_args, **_kwargs):
+        rate = scenario.shape["rate"]
+        return ClientStats(requests=int(rate * 10), failures=0, duration_s=10.0, latency_ms={"p99": next(p99s)}), None
+
+    monkeypatch.setattr(runner, "measure_run", fake_run)
+    monkeypatch.setattr(overload, "settle", lambda *_: None)
+    found = soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None)
+    assert [s["rate"] for s in found.steps] == [50.0, 60.0, 72.0, 86.4, 103.7] and found.rps == 86.4
+    assert soak.KNEE == 3.0 and soak.START_FRACTION == 1 / 8
+
+
+def test_the_p99_trend_is_the_fitted_line_not_two_windows():
+    def windows(values):
+        return [{"t": 60.0 * i, "length_s": 60.0, "p99_ms": v} for i, v in enumerate(values)]
+
+    assert soak.p99_trend(windows([10.0, 15.0, 20.0])) == pytest.approx(10.0 / 15.0)  # +10 ms on a 15 ms mean
+    assert soak.p99_trend(windows([10.0] * 5)) == 0.0
+    # one bad last window fails first-vs-last, but barely moves the line through ten
+    noisy = windows([10.0, 11.0, 9.0, 10.0, 11.0, 9.0, 10.0, 11.0, 9.0, 14.0])
+    check = soak.check_p99(noisy)
+    assert not check["passed"] and check["drift"] == pytest.approx(0.4)
+    assert abs(check["trend"]) < 0.3 and "fitted trend over the run" in check["detail"]
+    assert soak.p99_trend(windows([10.0])) is None
+
+
+def test_split_cpus_gives_the_load_generator_the_lower_half_and_the_server_the_rest():
+    assert target.split_cpus(frozenset({0, 1})) == (frozenset({0}), frozenset({1}))
+    assert target.split_cpus(frozenset({4, 2, 3})) == (frozenset({2}), frozenset({3, 4}))
+    assert target.split_cpus(frozenset({0})) == (frozenset(), frozenset())  # one CPU: nothing to split
+    client, server = target.split_cpus()
+    assert client | server <= os.sched_getaffinity(0) and not client & server
+
+
+def test_the_soak_splits_the_cpus_unless_told_otherwise():
+    assert soak.parse_args([]).split_cpus and not soak.parse_args(["--no-split-cpus"]).split_cpus
+    assert soak.cpu_text([], []) == "Server and load generator shared the CPUs."
+    assert soak.cpu_text([1], [0]) == "Server and stubs on CPUs [1], load generator on CPUs [0]."
