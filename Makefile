@@ -31,7 +31,8 @@ loadtest: export ## a load campaign with its report and SLO gate: make loadtest 
 # MODEL: overload defaults to minilm (the model with a queue policy), soak to digits.
 overload: MODEL ?= minilm
 soak: MODEL ?= digits
-# Extra flags for overload/soak, e.g. ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores).
+# Extra flags for overload/soak, e.g. ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores;
+# the soak splits the CPUs so by default) or, for the soak, ARGS="--generator perf_analyzer".
 ARGS ?=
 overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
 	$(PY) -m loadtest.overload --model $(MODEL) $(ARGS)
