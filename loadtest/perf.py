@@ -182,22 +182,22 @@ def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | t
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"")
             out = out.decode(errors="replace") if isinstance(out, bytes) else out
-            raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{_tail(out)}") from None
+            raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(out)}") from None
         except FileNotFoundError:
             raise PerfAnalyzerError(f"no perf_analyzer at {binary}: run `make setup`") from None
         output = proc.stdout + proc.stderr
         if proc.returncode != 0 or not csv_path.exists():
             raise PerfAnalyzerError(
-                f"perf_analyzer exited with code {proc.returncode}: {' '.join(cmd)}\n{_tail(output)}")
+                f"perf_analyzer exited with code {proc.returncode}: {' '.join(cmd)}\n{output_tail(output)}")
         text = csv_path.read_text()
     try:
         rows = parse_csv(text)
     except ValueError as exc:
-        raise PerfAnalyzerError(f"{exc}\n{_tail(output)}") from None
+        raise PerfAnalyzerError(f"{exc}\n{output_tail(output)}") from None
     return PerfResult(model, protocol, batch_size, rows, cmd, text)
 
 
-def _tail(text: str, lines: int = 25) -> str:
+def output_tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 

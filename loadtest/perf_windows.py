@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadtest.perf import PERF_ANALYZER, write_input_data
+from loadtest.perf import PERF_ANALYZER, output_tail, write_input_data
 
 PASS_LINE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. p99 latency: (\d+) usec")
 NOT_STABLE = "Failed to obtain stable measurement"
@@ -76,9 +76,8 @@ def run(model: str, url: str, protocol: str, rate: float, windows: int, window_s
     found = parse_passes(output, window_s)
     ended_normally = proc.returncode == 0 or (proc.returncode == 2 and NOT_STABLE in output)
     if not ended_normally or len(found) < windows:
-        tail = "\n".join(output.strip().splitlines()[-25:])
         raise PerfWindowsError(f"perf_analyzer exited with code {proc.returncode} after {len(found)} of {windows} "
-                               f"windows: {' '.join(cmd)}\n{tail}")
+                               f"windows: {' '.join(cmd)}\n{output_tail(output)}")
     requests = sum(w["requests"] for w in found)
     return {"windows": found, "requests": requests, "throughput_rps": requests / (len(found) * window_s),
             "command": cmd}

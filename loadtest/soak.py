@@ -186,7 +186,7 @@ def check_memory(samples: list[dict[str, Any]], warmup_s: float, window_s: float
 def cpu_text(server_cpus: list[int] | None, client_cpus: list[int] | None) -> str:
     if not server_cpus and not client_cpus:
         return "Server and load generator shared the CPUs."
-    return (f"Server and stubs on CPUs {server_cpus or 'any'}, load generator on CPUs {client_cpus or 'any'}.")
+    return f"Server and stubs on CPUs {server_cpus or 'any'}, load generator on CPUs {client_cpus or 'any'}."
 
 
 def summary_md(data: dict[str, Any]) -> str:
@@ -369,11 +369,15 @@ def _perf_analyzer_load(model: str, served: str, protocol: str, endpoints, rate:
     """The soak's load from perf_analyzer (``loadtest.perf_windows``): one pass per window, real payloads,
     and the requests Triton counted as failed over the run."""
     from deploy.client import metrics, model_metric
+    from export.errors import UnknownModelError
     from loadtest import perf_windows
     from loadtest.inprocess import real_samples
 
     windows = int(duration_s // window_s)
-    samples = real_samples(model, 64) if model in ("digits", "minilm") else None
+    try:
+        samples = real_samples(model, 64)  # the payloads the Locust users send
+    except UnknownModelError as exc:
+        raise ValueError(exc.args[0]) from None
     failed_before = model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
     try:
         run = perf_windows.run(served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log)
@@ -407,11 +411,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
     parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to "
                                                               "<out>/<model>/)")
-    parser.add_argument("--repository", type=Path, default=None, help="model repository")
-    parser.add_argument("--server-cpus", type=target.parse_cpus, default=frozenset(),
-                        help="pin the server and its stubs to these CPUs (e.g. 1)")
-    parser.add_argument("--client-cpus", type=target.parse_cpus, default=frozenset(),
-                        help="pin the load generator to these CPUs (e.g. 0)")
+    # memory is sampled from the server's processes: always a local server
+    target.add_server_arguments(parser, local_only=True)
     parser.add_argument("--split-cpus", action=argparse.BooleanOptionalAction, default=True,
                         help="without --server-cpus/--client-cpus: the server on the upper half of the CPUs, the "
                              "load generator on the lower half (default; --no-split-cpus lets them share)")
@@ -419,16 +420,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from deploy.server import DEFAULT_REPOSITORY
-
     args = parse_args(argv)
     if not (0 < args.fraction <= 2 and args.minutes > 0 and args.window_s > 0 and args.sample_s > 0
             and args.minutes * 60 > args.warmup >= 0):
         print("error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
               "0 <= --warmup < the run", file=sys.stderr)
         return 2
-    args.repository = args.repository or DEFAULT_REPOSITORY
-    args.http_url = None  # memory is sampled from the server's processes: always a local server
     if args.split_cpus and not (args.server_cpus or args.client_cpus):
         args.client_cpus, args.server_cpus = target.split_cpus()
     served = Variant("x", (args.model,), args.format).served_model(args.model)

@@ -12,14 +12,19 @@ from pathlib import Path
 from typing import Any
 
 
-def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+def add_server_arguments(parser: argparse.ArgumentParser, *, local_only: bool = False) -> None:
+    """The server flags; ``local_only`` (a measurement that needs the server's processes) leaves out the
+    URLs of a running server, and ``start_server`` then always starts one."""
     from deploy.server import DEFAULT_REPOSITORY
 
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
-    parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
-                                           "control) instead of starting one; needs --grpc-url and --metrics-url")
-    parser.add_argument("--grpc-url")
-    parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
+    if local_only:
+        parser.set_defaults(http_url=None, grpc_url=None, metrics_url=None)
+    else:
+        parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
+                                               "control) instead of starting one; needs --grpc-url and --metrics-url")
+        parser.add_argument("--grpc-url")
+        parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
     parser.add_argument("--server-cpus", type=parse_cpus, default=frozenset(),
                         help="pin the local server and its stubs to these CPUs (e.g. 1 or 2-7); with "
                              "--client-cpus, load and server do not share cores")

@@ -335,5 +335,9 @@ def test_split_cpus_gives_the_load_generator_the_lower_half_and_the_server_the_r
 
 def test_the_soak_splits_the_cpus_unless_told_otherwise():
     assert soak.parse_args([]).split_cpus and not soak.parse_args(["--no-split-cpus"]).split_cpus
+    # the soak samples the server's processes: it always starts its own, so it takes no server URL
+    assert soak.parse_args([]).http_url is None
+    with pytest.raises(SystemExit):
+        soak.parse_args(["--http-url", "127.0.0.1:8000"])
     assert soak.cpu_text([], []) == "Server and load generator shared the CPUs."
     assert soak.cpu_text([1], [0]) == "Server and stubs on CPUs [1], load generator on CPUs [0]."
