@@ -28,7 +28,7 @@ CAMPAIGN ?= loadtest/campaigns/smoke.toml
 loadtest: export ## a load campaign with its report and SLO gate: make loadtest CAMPAIGN=loadtest/campaigns/digits.toml
 	$(VENV)/bin/tritonkit loadtest $(CAMPAIGN)
 
-# MODEL: overload defaults to minilm (the model with a queue policy), soak to digits.
+# MODEL: overload defaults to minilm (minilm, efficientnet_lite0 and resnet50 have queue policies), soak to digits.
 overload: MODEL ?= minilm
 soak: MODEL ?= digits
 # Extra flags for overload/soak, e.g. ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores;

@@ -344,7 +344,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m loadtest.overload", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="minilm",
-                        help="public model name (default minilm: the model with a queue policy)")
+                        help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50")
     parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"),
                         help="served variant (onnx: <model>_onnx)")
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))

@@ -64,8 +64,9 @@ def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -
     return proc, lines, ports
 
 
-def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, timeout: float = 120) -> list:
-    """Send each payload from its own thread and HTTP connection at once; per payload, the output or the error."""
+def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, timeout: float = 120,
+                       protocol: str = "http") -> list:
+    """Send each payload from its own thread and connection at once; per payload, the output or the error."""
     import threading
 
     from tritonclient.utils import InferenceServerException
@@ -75,7 +76,7 @@ def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, 
     results = [None] * len(payloads)
 
     def send(i):
-        client = connect("http", url)
+        client = connect(protocol, url)
         try:
             results[i] = infer(client, model, payloads[i])[output]
         except InferenceServerException as exc:

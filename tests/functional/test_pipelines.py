@@ -11,6 +11,8 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import infer
 from export.zoo import efficientnet, minilm
+from loadtest import apply
+from loadtest.campaign import Variant
 from tests.conftest import infer_concurrently
 
 SENTENCES = [
@@ -138,3 +140,31 @@ def test_a_bad_image_does_not_fail_the_good_ones_batched_with_it(server):
             assert result[0, 0] == efficientnet.ESPRESSO
         else:
             assert isinstance(result, InferenceServerException) and "not a readable image" in result.message()
+
+
+def test_a_member_models_queue_refusal_reaches_the_ensemble_client_as_retryable(server, protocol):
+    """efficientnet_lite0's queue policy refuses the excess; through image_classifier the client must still get
+    the retryable status (HTTP 503 / gRPC UNAVAILABLE) that its retries look for, not an INTERNAL error."""
+    http = server.config.http_url
+    before = apply.served_config(http, "efficientnet_lite0")
+    # Requests linger in the queue (a 50 ms batching window, one instance), so a queue of one overflows at once.
+    tiny = Variant("tiny-queue", ("efficientnet_lite0",), max_queue_delay_us=50000, instances=1, max_queue_size=1,
+                   default_timeout_us=0)
+    apply.apply(http, tiny, "efficientnet_lite0")
+    try:
+        url = http if protocol == "http" else server.config.grpc_url
+        photo = encode(skimage.data.coffee())
+        results = infer_concurrently(url, "image_classifier", [{"IMAGE": images(photo)}] * 12, "CLASS_IDS",
+                                     protocol=protocol)
+    finally:
+        apply.load(http, "efficientnet_lite0", before)
+    refused = [r for r in results if isinstance(r, InferenceServerException)]
+    answered = [r for r in results if not isinstance(r, InferenceServerException)]
+    print(f"\n{protocol}: {len(answered)} answered, {len(refused)} refused: {refused[0].message() if refused else ''}")
+    assert refused and answered
+    for exc in refused:
+        assert str(exc.status()).endswith("503" if protocol == "http" else "UNAVAILABLE"), exc
+        assert "image_classifier" in exc.message() and "queue" in exc.message()
+    for result in answered:
+        assert result[0, 0] == efficientnet.ESPRESSO
+    assert apply.served_config(http, "efficientnet_lite0") == before
