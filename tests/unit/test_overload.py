@@ -311,6 +311,15 @@ def test_the_sustained_rate_stops_at_the_knee_where_p99_passes_3x_the_lowest_ste
     assert soak.KNEE == 3.0 and soak.START_FRACTION == 1 / 8
 
 
+def test_keeping_up_allows_for_poisson_noise_at_low_rates_only():
+    # 10.8 req/s over 8 s: 86 +- 9 arrivals, so 10.2 req/s completed (94%) is within the noise
+    assert soak.keeps_up(10.2, 10.8, 8.0)
+    assert not soak.keeps_up(7.0, 10.8, 8.0)  # 3.5 sigma short: fell behind
+    # 1,000 req/s over 8 s: 8,000 +- 89, so the 95% bar holds
+    assert soak.keeps_up(951.0, 1000.0, 8.0) and not soak.keeps_up(940.0, 1000.0, 8.0)
+    assert not soak.keeps_up(5.0, 10.0, 0.0)
+
+
 def test_the_p99_trend_is_the_fitted_line_not_two_windows():
     def windows(values):
         return [{"t": 60.0 * i, "length_s": 60.0, "p99_ms": v} for i, v in enumerate(values)]
