@@ -12,7 +12,8 @@ Detection watches the server's children with psutil, every ``interval_s``:
 - each stub's command line names its model file (``<repo>/<model>/<version>/model.*``) and its instance
   (``<model>_<group>_<index>``), read while the stub is alive (a dead one's command line is gone);
 - a stub that Triton stops on purpose (unload, reload) is reaped at once; a stub that *crashed* stays a
-  zombie, because the server does not wait for it. A known stub seen as a zombie for ``confirm_s`` is dead,
+  zombie, because the server does not wait for it. A stub caught while it exits (alive, but its command
+  line already gone) is neither: the next poll decides. A known stub seen as a zombie for ``confirm_s`` is dead,
   unless a newer live stub has the same instance name (its model was reloaded already) or its model is
   no longer READY (it was unloaded);
 - the dead stubs of one model found in one poll cost one reload. A reload that fails is tried again with
@@ -21,9 +22,7 @@ Detection watches the server's children with psutil, every ``interval_s``:
 Everything is bounded: each HTTP call has a timeout, :meth:`Supervisor.stop` joins with a timeout, and the
 thread is a daemon.
 
-The second half of the module is what a client does meanwhile (:class:`RetryPolicy`, :func:`retryable`,
-:func:`call_with_retry`); it lives here, free of Locust and gevent, so that test threads and the Locust
-users (``loadtest/users.py``) share it.
+What a client does meanwhile (retry with backoff) is :mod:`deploy.retry`.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import random
 import re
 import threading
 import time
@@ -56,7 +54,8 @@ class StubInfo:
 
     pid: int
     status: str
-    """psutil status: ``sleeping``, ``running``, ``zombie``, ... or ``gone``."""
+    """psutil status (``sleeping``, ``running``, ``zombie``, ...), ``exiting`` (alive but its command line is
+    gone: caught while it dies), ``unknown`` (unreadable) or ``gone``."""
     create_time: float
     cmdline: tuple[str, ...] = ()
     """Empty for a zombie (Linux drops a dead process's command line)."""
@@ -122,30 +121,42 @@ class StubWatch:
             parsed = parse_stub(info.cmdline)
             if parsed:
                 self.known[pid] = _Known(*parsed, create_time=info.create_time, last_alive=now)
+                LOG.debug("stub %s (pid %d) of %s is watched", parsed[1], pid, parsed[0])
         dead = []
         for pid, known in list(self.known.items()):
             info = seen.get(pid)
-            if info is None or info.status == "gone":
-                del self.known[pid]  # reaped: Triton stopped it on purpose
+            if info is None or info.status == "gone" or (info.create_time and info.create_time != known.create_time):
+                del self.known[pid]  # reaped (a new process may reuse its pid): Triton stopped it on purpose
+                LOG.debug("stub %s (pid %d) is gone: stopped on purpose", known.instance, pid)
                 continue
+            if info.status in ("exiting", "unknown"):
+                continue  # dying or unreadable now: reaped (on purpose) or a zombie (a crash) on a later poll
             if info.status != "zombie":
                 known.last_alive, known.zombie_since = now, None
                 continue
             if known.zombie_since is None:
                 known.zombie_since = now
+                LOG.debug("stub %s (pid %d) is a zombie", known.instance, pid)
             if now - known.zombie_since < self.confirm_s:
                 continue
             del self.known[pid]
             self.handled.add(pid)
             replaced = any(k.instance == known.instance and k.create_time > known.create_time
                            for k in self.known.values())
-            if not replaced:
+            if replaced:
+                LOG.debug("stub %s (pid %d) died after a newer one replaced it", known.instance, pid)
+            else:
                 dead.append(DeadStub(pid, known.model, known.instance, known.last_alive, now, known.create_time))
         return dead
 
 
 def snapshot(server_pid: int) -> list[StubInfo]:
-    """The stub processes under ``server_pid`` now (command lines only of live ones)."""
+    """The stub processes under ``server_pid`` now (command lines only of live ones).
+
+    A child that is neither a zombie nor readable as a stub stays in the list as ``exiting`` (a SIGKILLed
+    stub loses its command line before it turns zombie) or ``unknown``, so that a poll landing in that
+    instant does not take a crash for a stop on purpose. Children that are plainly something else are left out.
+    """
     try:
         children = psutil.Process(server_pid).children(recursive=True)
     except psutil.Error:
@@ -153,15 +164,25 @@ def snapshot(server_pid: int) -> list[StubInfo]:
     out = []
     for child in children:
         try:
-            status = child.status()
-            cmdline = () if status == psutil.STATUS_ZOMBIE else tuple(child.cmdline())
-            if status != psutil.STATUS_ZOMBIE and not (cmdline and cmdline[0].endswith(STUB_BINARY)):
-                continue
-            out.append(StubInfo(child.pid, status, child.create_time(), cmdline))
+            status, created = child.status(), child.create_time()
+        except psutil.NoSuchProcess:
+            continue  # reaped
+        except psutil.Error:
+            out.append(StubInfo(child.pid, "unknown", 0.0))
+            continue
+        if status == psutil.STATUS_ZOMBIE:
+            out.append(StubInfo(child.pid, status, created))
+            continue
+        try:
+            cmdline = tuple(child.cmdline())
         except psutil.NoSuchProcess:
             continue
         except psutil.Error:
-            continue
+            cmdline = ()
+        if not cmdline:
+            out.append(StubInfo(child.pid, "exiting", created))
+        elif cmdline[0].endswith(STUB_BINARY):
+            out.append(StubInfo(child.pid, status, created, cmdline))
     return out
 
 
@@ -182,6 +203,12 @@ class RecoveryEvent:
     error: str = ""
     skipped: str = ""
     """Why no reload was tried (the model was no longer READY: unloaded on purpose)."""
+    orphans: list[int] = dataclasses.field(default_factory=list)
+    """Stubs of the replaced instances that outlived the grace period and were ended (see
+    :meth:`Supervisor.settle`)."""
+    settled_at: float | None = None
+    """Wall time the supervisor last looked after this event (the replaced instances checked, or nothing to
+    check); None while it waits."""
 
     @property
     def ok(self) -> bool:
@@ -203,8 +230,12 @@ class RecoveryEvent:
             return f"dead stub of {who}: not reloaded, {self.skipped}"
         if not self.ok:
             return f"dead stub of {who}: reload failed after {self.attempts} attempt(s): {self.error}"
-        return (f"dead stub of {who}: reloaded in {self.recovery_s:.2f} s after detection "
+        text = (f"dead stub of {who}: reloaded in {self.recovery_s:.2f} s after detection "
                 f"(outage at most {self.downtime_s:.2f} s, {self.attempts} attempt(s))")
+        if self.orphans:
+            text += f"; ended {len(self.orphans)} orphaned stub(s) of the replaced instances (pid " \
+                    f"{', '.join(map(str, self.orphans))})"
+        return text
 
 
 class ModelControl:
@@ -249,10 +280,14 @@ class Supervisor(threading.Thread):
 
     def __init__(self, server_pid: int, http_url: str, interval_s: float = 0.25, confirm_s: float = 0.2,
                  max_attempts: int = 3, backoff_s: float = 1.0, load_timeout_s: float = 300.0,
-                 on_event: Callable[[RecoveryEvent], None] | None = None, headers: dict[str, str] | None = None):
+                 on_event: Callable[[RecoveryEvent], None] | None = None, headers: dict[str, str] | None = None,
+                 orphan_grace_s: float = 30.0):
         super().__init__(name="tritonkit-supervisor", daemon=True)
         self.server_pid, self.interval_s = server_pid, interval_s
         self.max_attempts, self.backoff_s = max_attempts, backoff_s
+        self.orphan_grace_s = orphan_grace_s
+        """How long after a reload the replaced instances may take to stop before :meth:`settle` looks."""
+        self._unsettled: list[tuple[RecoveryEvent, list[DeadStub]]] = []
         self.watch = StubWatch(confirm_s)
         self.control = ModelControl(http_url, load_timeout_s=load_timeout_s, headers=headers)
         self.on_event = on_event
@@ -265,10 +300,12 @@ class Supervisor(threading.Thread):
         if self.is_alive() and threading.current_thread() is not self:
             self.join(timeout_s)
 
-    def wait_for_events(self, count: int = 1, timeout_s: float = 60.0) -> list[RecoveryEvent]:
-        """Block until ``count`` events are recorded (or the timeout); the events so far."""
+    def wait_for_events(self, count: int = 1, timeout_s: float = 60.0, settled: bool = False) -> list[RecoveryEvent]:
+        """Block until ``count`` events are recorded (and, with ``settled``, looked after) or the timeout;
+        the events so far."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and len(self.events) < count:
+        while time.monotonic() < deadline and (
+                len(self.events) < count or (settled and any(e.settled_at is None for e in self.events))):
             time.sleep(0.05)
         return list(self.events)
 
@@ -281,6 +318,7 @@ class Supervisor(threading.Thread):
             self._halt.wait(self.interval_s)
 
     def poll(self) -> list[RecoveryEvent]:
+        self.settle(time.time())
         dead = self.watch.observe(snapshot(self.server_pid), time.time())
         by_model: dict[str, list[DeadStub]] = {}
         for stub in dead:
@@ -292,6 +330,10 @@ class Supervisor(threading.Thread):
             event = RecoveryEvent(model, [s.instance for s in stubs], [s.pid for s in stubs],
                                   min(s.last_alive for s in stubs), min(s.detected_at for s in stubs))
             self._recover(event, stubs)
+            if event.ok:
+                self._unsettled.append((event, stubs))
+            else:
+                event.settled_at = time.time()  # no replaced instances to look after
             with self._lock:
                 self.events.append(event)
             done.append(event)
@@ -299,6 +341,47 @@ class Supervisor(threading.Thread):
             if self.on_event:
                 self.on_event(event)
         return done
+
+    def settle(self, now: float) -> list[int]:
+        """Ends the stubs that a reload replaced but Triton kept: the pids ended.
+
+        Triton 2.51 stops the replaced instances of a reload within seconds, and reaps the dead stub's
+        zombie as it does (``make test``, ``test_stub_crash.py``). After requests failed on the dead stub,
+        though, it never releases them: the healthy stubs of the old instances live on, idle, holding their
+        model's memory, one set per crash. So, ``orphan_grace_s`` after a reload, if the dead stub is still
+        an unreaped zombie, every live stub of that model's generation that a newer stub of the same
+        instance name replaced is ended with SIGKILL. Nothing routes requests to them any more.
+        """
+        due = [(e, d) for e, d in self._unsettled if now >= e.reloaded_at + self.orphan_grace_s]
+        if not due:
+            return []
+        stubs = snapshot(self.server_pid)
+        by_pid = {s.pid: s for s in stubs}
+        live = [(s, parsed) for s in stubs if s.cmdline and (parsed := parse_stub(s.cmdline))]
+        ended = []
+        for event, dead in due:
+            self._unsettled.remove((event, dead))
+            kept = any(d.pid in by_pid and by_pid[d.pid].status == "zombie"
+                       and by_pid[d.pid].create_time == d.create_time for d in dead)
+            generation = max(d.create_time for d in dead) + 1.0  # its instances start within a second
+            for stub, (model, instance) in live if kept else []:
+                newer = any(m == model and i == instance and other.create_time > stub.create_time
+                            for other, (m, i) in live)
+                if model == event.model and newer and stub.create_time <= generation:
+                    try:
+                        proc = psutil.Process(stub.pid)
+                        if proc.create_time() != stub.create_time:
+                            continue  # the pid belongs to another process now
+                        proc.kill()
+                    except psutil.Error:
+                        continue
+                    event.orphans.append(stub.pid)
+            event.settled_at = time.time()
+            if event.orphans:
+                LOG.warning("%s: Triton kept the replaced instances; ended %d orphaned stub(s) (pid %s)",
+                            event.model, len(event.orphans), ", ".join(map(str, event.orphans)))
+            ended += event.orphans
+        return ended
 
     def _replaced(self, stubs: list[DeadStub]) -> bool:
         """Whether every dead stub's instance has a newer live stub (the reload really made new ones)."""
@@ -328,98 +411,3 @@ class Supervisor(threading.Thread):
             if self._halt.wait(delay):
                 return
             delay *= 2
-
-
-# -- the client's side: retry with backoff ------------------------------------------------------
-RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
-RETRYABLE_GRPC = frozenset({"StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED"})
-RETRYABLE_TEXT = re.compile(r"stub process .* is not healthy|is not ready|not at ready state|unavailable",
-                            re.IGNORECASE)
-
-
-_HTTP_TEXT = re.compile(r"^HTTP (\d{3})\b")
-
-
-def _status(exc: BaseException) -> str:
-    """``"503"``, ``"StatusCode.UNAVAILABLE"`` (tritonclient's ``status()``), an ``HTTP 503: ...`` message's
-    code (the project's own senders), or ``""``."""
-    status = getattr(exc, "status", None)
-    try:
-        value = status() if callable(status) else status
-    except Exception:  # noqa: BLE001
-        value = None
-    if value is None and (match := _HTTP_TEXT.match(str(exc))):
-        value = match.group(1)
-    return "" if value is None else str(value)
-
-
-def retryable(exc: BaseException) -> bool:
-    """Whether a failed request is worth sending again: the server could not take it *now*.
-
-    Yes: HTTP 429/502/503/504, gRPC UNAVAILABLE or RESOURCE_EXHAUSTED, a refused or reset connection,
-    and Triton's texts for a dead stub or a model between versions (``Stub process '...' is not healthy``,
-    ``... is not ready``, ``unavailable``, whatever their status). No: every other 4xx (the input is
-    wrong and stays wrong), other 5xx, and timeouts (the server may still be working on it).
-    """
-    status = _status(exc)
-    if RETRYABLE_TEXT.search(str(exc)):
-        return True
-    if status.isdigit():
-        return int(status) in RETRYABLE_HTTP
-    if status in RETRYABLE_GRPC:
-        return True
-    return isinstance(exc, (ConnectionRefusedError, ConnectionResetError, BrokenPipeError))
-
-
-@dataclasses.dataclass(frozen=True)
-class RetryPolicy:
-    """``{"attempts": N, "backoff_ms": B}`` (and optionally ``max_backoff_ms``, default 2000).
-
-    ``attempts`` is the most times one request is sent, the first included (1: no retry). Before retry k
-    (k = 1, 2, ...) the client waits ``min(max_backoff, backoff * 2**(k-1))`` with equal jitter: half of it
-    fixed, half uniformly random, so clients that failed together do not come back together.
-    """
-
-    attempts: int = 1
-    backoff_ms: float = 50.0
-    max_backoff_ms: float = 2000.0
-
-    def __post_init__(self) -> None:
-        if self.attempts < 1:
-            raise ValueError(f"retry attempts={self.attempts} must be >= 1")
-        if self.backoff_ms < 0 or self.max_backoff_ms < 0:
-            raise ValueError("retry backoff_ms and max_backoff_ms must be >= 0")
-
-    @classmethod
-    def from_settings(cls, settings: dict | None) -> "RetryPolicy | None":
-        """The policy of ``settings["retry"]``; None when absent (the default: no retry)."""
-        raw = (settings or {}).get("retry")
-        if not raw:
-            return None
-        unknown = set(raw) - {"attempts", "backoff_ms", "max_backoff_ms"}
-        if unknown:
-            raise ValueError(f"unknown retry keys {sorted(unknown)}")
-        return cls(**{k: type(getattr(cls, k))(v) for k, v in raw.items()})
-
-    def delay_s(self, retry: int, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number ``retry`` (1-based)."""
-        full = min(self.max_backoff_ms, self.backoff_ms * 2 ** (retry - 1)) / 1000
-        return full / 2 + (rng or random).uniform(0, full / 2)
-
-
-def call_with_retry(send: Callable[[], object], policy: RetryPolicy | None,
-                    sleep: Callable[[float], None] | None = None, rng: random.Random | None = None,
-                    on_retry: Callable[[BaseException], None] | None = None):
-    """``send()`` until it succeeds, fails for good (not :func:`retryable`) or runs out of attempts;
-    returns ``(result, retries)``; the last error propagates. ``on_retry`` sees each error retried."""
-    retries = 0
-    while True:
-        try:
-            return send(), retries
-        except Exception as exc:
-            if policy is None or retries + 1 >= policy.attempts or not retryable(exc):
-                raise
-            retries += 1
-            if on_retry:
-                on_retry(exc)
-            (sleep or time.sleep)(policy.delay_s(retries, rng))  # looked up now: gevent may have patched it

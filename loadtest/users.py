@@ -12,7 +12,7 @@ Two ways to load a server:
 
 Retry is opt-in: ``settings["retry"] = {"attempts": N, "backoff_ms": B}`` (optional ``max_backoff_ms``) sends
 a request that failed with a retryable status again, up to N attempts in all, with exponential backoff and
-jitter (:class:`deploy.supervisor.RetryPolicy`, :func:`deploy.supervisor.retryable`). A request that succeeds
+jitter (:class:`deploy.retry.RetryPolicy`, :func:`deploy.retry.retryable`). A request that succeeds
 after retries is one success, timed from its first send; each retry is counted in ``ClientStats.retries``.
 Without the key nothing is retried: overload measurements must see the refusals.
 
@@ -33,7 +33,7 @@ import numpy as np
 from locust import User, constant, task
 from locust.user.users import LOCUST_STATE_STOPPING
 
-from deploy.supervisor import RetryPolicy, call_with_retry
+from deploy.retry import RetryPolicy, call_with_retry
 from loadtest.latency import Recorder
 from loadtest.payloads import is_streaming, samples, user_class_name
 

@@ -26,7 +26,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
-from deploy.supervisor import RetryPolicy, call_with_retry, parse_stub
+from deploy.retry import RetryPolicy, call_with_retry
+from deploy.supervisor import parse_stub
 
 RETRY = {"attempts": 10, "backoff_ms": 50, "max_backoff_ms": 2000}
 """10 attempts over about 9 s of backoff: longer than a digits reload (a few seconds) on 2 busy cores."""
@@ -66,11 +67,11 @@ def scans(n: int = 32) -> np.ndarray:
     return load_digits().data[:n].astype(np.float32)
 
 
-def stubs_of(server: LocalServer, model: str) -> dict[str, int]:
-    """instance name -> pid of the live stubs of ``model``."""
+def live_stubs(server: LocalServer, model: str) -> list[tuple[str, int]]:
+    """(instance name, pid) of every live stub of ``model``, sorted; an instance kept twice shows twice."""
     import psutil
 
-    out = {}
+    out = []
     for pid in server.stub_pids():
         try:
             proc = psutil.Process(pid)
@@ -80,8 +81,28 @@ def stubs_of(server: LocalServer, model: str) -> dict[str, int]:
         except psutil.Error:
             continue
         if parsed and parsed[0] == model:
-            out[parsed[1]] = pid
-    return out
+            out.append((parsed[1], pid))
+    return sorted(out)
+
+
+def stubs_of(server: LocalServer, model: str) -> dict[str, int]:
+    """instance name -> pid of the live stubs of ``model``; each instance must have exactly one."""
+    live = live_stubs(server, model)
+    assert len({name for name, _ in live}) == len(live), f"an instance of {model} has two live stubs: {live}"
+    return dict(live)
+
+
+def settled(server: LocalServer, count: int, killed_pid: int) -> list:
+    """The supervisor's events once the ``count``-th is looked after (the replaced instances stopped or
+    ended, see Supervisor.settle), checking that exactly one live stub per instance is left, none of them
+    the killed one."""
+    events = server.supervisor.wait_for_events(count, timeout_s=server.supervisor.orphan_grace_s + 60,
+                                               settled=True)
+    assert len(events) == count and events[-1].settled_at is not None, [e.describe() for e in events]
+    live = live_stubs(server, "digits")
+    assert [name for name, _ in live] == ["digits_0_0", "digits_0_1"], f"replaced stubs kept: {live}"
+    assert killed_pid not in {pid for _, pid in live}
+    return events
 
 
 class CheckingClients:
@@ -234,13 +255,15 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
                    f"checking threads: {checking.sent} sent, {checking.ok} right, {checking.retries} retried")
     assert client["retries"] + checking.retries > 0, "the dead stub refused nothing: was it killed under load?"
 
-    # Afterwards: ready, two live stubs again, answering.
+    # Afterwards: ready, exactly two live stubs (the replaced instances stopped or ended), answering.
+    event = settled(server, events_before + 1, pid)[-1]
+    report(capsys, f"replaced instances: {len(event.orphans)} orphaned stub(s) ended, "
+                   f"{event.settled_at - event.reloaded_at:.0f} s after the reload")
     probe = httpclient.InferenceServerClient(server.config.http_url)
     try:
         assert probe.is_server_ready() and probe.is_model_ready("digits")
     finally:
         probe.close()
-    assert len(stubs_of(server, "digits")) == 2
     np.testing.assert_allclose(reference_of(server, pixels), reference, atol=1e-5)
 
 
@@ -267,3 +290,5 @@ def test_without_retries_clients_see_the_dead_stub_until_the_reload(supervised, 
     assert clients.wrong == 0 and clients.ok + len(clients.failures) == clients.sent
     report(capsys, f"{event.describe()}; without retry {len(clients.failures)} of {clients.sent} requests "
                    f"failed ('Stub process ... is not healthy', HTTP 500), all before the reload")
+    event = settled(server, events_before + 1, pid)[-1]
+    report(capsys, f"replaced instances: {len(event.orphans)} orphaned stub(s) ended")

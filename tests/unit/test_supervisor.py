@@ -1,14 +1,12 @@
-"""The supervisor's detection and reload logic, and the client retry policy, without a server."""
+"""The supervisor's detection and reload logic, without a server."""
 
-import random
+import time
 
 import pytest
-from tritonclient.utils import InferenceServerException
 
 from deploy import supervisor as sup
 from deploy.server import ServerConfig
-from deploy.supervisor import (RecoveryEvent, RetryPolicy, StubInfo, StubWatch, Supervisor, call_with_retry,
-                               parse_stub, retryable)
+from deploy.supervisor import RecoveryEvent, StubInfo, StubWatch, Supervisor, parse_stub
 
 # A real 2.51 stub command line (digits served by backends/pytorch), as psutil read it.
 CMDLINE = ("/tmp/tritonkit-server-x/backends/python/triton_python_backend_stub", "/tmp/repo/digits/1/model.pt",
@@ -59,6 +57,63 @@ def test_a_zombie_whose_instance_was_replaced_by_a_newer_stub_needs_no_reload():
     watch.observe([stub(1, created=100.0)], now=1.0)
     watch.observe([stub(1, created=100.0), stub(5, created=200.0)], now=1.1)  # the model was reloaded
     assert watch.observe([stub(1, status="zombie"), stub(5, created=200.0)], now=1.2) == []
+
+
+def test_a_stub_caught_while_it_exits_is_decided_on_a_later_poll():
+    # A SIGKILLed stub loses its command line before it turns zombie; a poll in that instant saw it as gone
+    # (a stop on purpose), and the crash went unrepaired (CI, tests/functional/test_stub_crash.py).
+    watch = StubWatch(confirm_s=0.2)
+    watch.observe([stub(1), stub(2, "digits_0_0")], now=1.0)
+    assert watch.observe([StubInfo(1, "exiting", 100.0), stub(2, "digits_0_0")], now=1.25) == []
+    assert watch.observe([StubInfo(1, "unknown", 0.0), stub(2, "digits_0_0")], now=1.5) == []
+    assert 1 in watch.known
+    assert watch.observe([stub(1, status="zombie"), stub(2, "digits_0_0")], now=1.75) == []
+    (dead,) = watch.observe([stub(1, status="zombie"), stub(2, "digits_0_0")], now=2.0)
+    assert (dead.pid, dead.last_alive) == (1, 1.0)
+    # ... while one that exits and is reaped was stopped on purpose.
+    watch.observe([stub(3, "digits_0_1", created=300.0)], now=3.0)
+    assert watch.observe([StubInfo(3, "exiting", 300.0)], now=3.25) == []
+    assert watch.observe([], now=3.5) == [] and 3 not in watch.known
+
+
+def test_a_reused_pid_is_a_new_process_not_the_known_stub():
+    watch = StubWatch(confirm_s=0.0)
+    watch.observe([stub(1, created=100.0)], now=1.0)
+    # pid 1 was reaped (stopped on purpose) and reused by a newer stub that then crashed: no report of
+    # the old one, and the new one is watched from its own first sight.
+    assert watch.observe([stub(1, "digits_0_0", created=150.0)], now=1.1) == []
+    assert 1 not in watch.known
+    watch.observe([stub(1, "digits_0_0", created=150.0)], now=1.2)
+    assert watch.known[1].instance == "digits_0_0"
+
+
+def test_snapshot_reads_real_processes(tmp_path):
+    """Real children of this process: a stub-named one alive, then killed (a zombie until waited), and
+    a child that is no stub, left out."""
+    import os
+    import shutil
+    import signal
+    import subprocess
+
+    binary = tmp_path / sup.STUB_BINARY
+    binary.symlink_to(shutil.which("sleep"))
+    stub_proc = subprocess.Popen([str(binary), "30"])
+    other = subprocess.Popen([shutil.which("sleep"), "30"])
+    try:
+        seen = {s.pid: s for s in sup.snapshot(os.getpid())}
+        assert other.pid not in seen
+        assert seen[stub_proc.pid].cmdline[0] == str(binary) and seen[stub_proc.pid].status != "zombie"
+        os.kill(stub_proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while (status := {s.pid: s for s in sup.snapshot(os.getpid())}[stub_proc.pid].status) != "zombie":
+            assert time.monotonic() < deadline, status
+        zombie = {s.pid: s for s in sup.snapshot(os.getpid())}[stub_proc.pid]
+        assert zombie.cmdline == () and zombie.create_time == seen[stub_proc.pid].create_time
+    finally:
+        for proc in (stub_proc, other):
+            proc.kill()
+            proc.wait()
+    assert stub_proc.pid not in {s.pid for s in sup.snapshot(os.getpid())}  # reaped: gone
 
 
 def test_unknown_zombies_are_ignored():
@@ -130,6 +185,69 @@ def test_a_model_no_longer_ready_is_not_reloaded(monkeypatch):
     assert control.reloads == [] and event.skipped and not event.ok
 
 
+class FakeProcess:
+    killed: list[int] = []
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def create_time(self):
+        return {2: 100.0, 3: 100.0}.get(self.pid, 999.0)
+
+    def kill(self):
+        FakeProcess.killed.append(self.pid)
+
+
+def _recovered(monkeypatch):
+    """A supervisor that has reloaded digits after stub 1 (digits_0_1) died; stub 2 (digits_0_0) was its
+    healthy sibling."""
+    FakeProcess.killed = []
+    monkeypatch.setattr(sup.psutil, "Process", FakeProcess)
+    s = _supervisor(monkeypatch, [[stub(1), stub(2, "digits_0_0")],
+                                  [stub(1, status="zombie"), stub(2, "digits_0_0")]], FakeControl())
+    s.poll()
+    (event,) = s.poll()
+    assert event.ok and event.settled_at is None
+    return s, event
+
+
+def test_replaced_stubs_that_triton_kept_are_ended_after_the_grace(monkeypatch):
+    s, event = _recovered(monkeypatch)
+    # Triton kept the old instances: the dead stub is still an unreaped zombie, its sibling still alive.
+    kept = [stub(1, status="zombie"), stub(2, "digits_0_0"), *FRESH]
+    monkeypatch.setattr(sup, "snapshot", lambda pid: kept)
+    assert s.settle(event.reloaded_at + s.orphan_grace_s - 1) == [] and event.settled_at is None  # not yet
+    assert s.settle(event.reloaded_at + s.orphan_grace_s) == [2]
+    assert FakeProcess.killed == [2] and event.orphans == [2] and event.settled_at is not None
+    assert "ended 1 orphaned stub(s)" in event.describe()
+    assert s.settle(event.reloaded_at + 2 * s.orphan_grace_s) == []  # once
+
+
+def test_replaced_stubs_stopping_on_their_own_are_left_alone(monkeypatch):
+    s, event = _recovered(monkeypatch)
+    # Triton reaped the dead stub: it is finalizing the old instances, so stub 2 exits by itself.
+    monkeypatch.setattr(sup, "snapshot", lambda pid: [stub(2, "digits_0_0"), *FRESH])
+    assert s.settle(event.reloaded_at + s.orphan_grace_s) == []
+    assert FakeProcess.killed == [] and event.orphans == [] and event.settled_at is not None
+
+
+def test_only_replaced_stubs_of_the_crashed_generation_are_ended(monkeypatch):
+    s, event = _recovered(monkeypatch)
+    others = [stub(3, "digits_0_2"),  # no newer stub of its instance: still serving
+              stub(4, "text_generator_0_0", model="text_generator", created=100.0),  # another model
+              stub(5, "text_generator_0_0", model="text_generator", created=999.0)]
+    monkeypatch.setattr(sup, "snapshot", lambda pid: [stub(1, status="zombie"), stub(2, "digits_0_0"), *FRESH,
+                                                      *others])
+    assert s.settle(event.reloaded_at + s.orphan_grace_s) == [2]
+
+
+def test_an_event_without_reload_is_settled_at_once(monkeypatch):
+    s = _supervisor(monkeypatch, [[stub(1)], [stub(1, status="zombie")]], FakeControl(ready=()))
+    s.poll()
+    (event,) = s.poll()
+    assert event.skipped and event.settled_at is not None and s.wait_for_events(1, 0.1, settled=True) == [event]
+
+
 def test_the_thread_stops_promptly(monkeypatch):
     monkeypatch.setattr(sup, "snapshot", lambda pid: [])
     s = Supervisor(123, "127.0.0.1:1", interval_s=0.05)
@@ -148,79 +266,3 @@ def test_supervise_needs_explicit_mode(tmp_path):
 def test_event_without_reload_has_no_recovery_time():
     event = RecoveryEvent("digits", ["digits_0_1"], [1], 1.0, 2.0)
     assert event.recovery_s is None and event.downtime_s is None and not event.ok
-
-
-# -- client retry -------------------------------------------------------------------------------
-@pytest.mark.parametrize("exc, expected", [
-    (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="500"), True),
-    (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="StatusCode.INTERNAL"), True),
-    (InferenceServerException("Exceeds maximum queue size", status="503"), True),
-    (InferenceServerException("too many", status="429"), True),
-    (InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), True),
-    (InferenceServerException("Request for unknown model: 'digits' is not ready", status="400"), True),
-    (InferenceServerException("unexpected shape for input 'PIXELS'", status="400"), False),
-    (InferenceServerException("[StatusCode.INVALID_ARGUMENT] bad", status="StatusCode.INVALID_ARGUMENT"), False),
-    (InferenceServerException("model crashed", status="500"), False),
-    (RuntimeError("HTTP 503: busy"), True),
-    (RuntimeError("HTTP 400: empty prompt"), False),
-    (ConnectionRefusedError(111, "Connection refused"), True),
-    (TimeoutError("timed out"), False),
-])
-def test_retryable(exc, expected):
-    assert retryable(exc) is expected
-
-
-def test_backoff_is_exponential_capped_and_jittered():
-    policy = RetryPolicy(attempts=8, backoff_ms=100, max_backoff_ms=500)
-    rng = random.Random(1)
-    for retry, full in [(1, 0.1), (2, 0.2), (3, 0.4), (4, 0.5), (7, 0.5)]:
-        delays = [policy.delay_s(retry, rng) for _ in range(200)]
-        assert full / 2 <= min(delays) and max(delays) <= full
-        assert max(delays) - min(delays) > full / 4  # jittered, not a fixed wait
-
-
-def test_retry_settings_contract():
-    assert RetryPolicy.from_settings({}) is None
-    assert RetryPolicy.from_settings({"retry": None}) is None
-    policy = RetryPolicy.from_settings({"retry": {"attempts": 5, "backoff_ms": 20}})
-    assert policy == RetryPolicy(attempts=5, backoff_ms=20.0, max_backoff_ms=2000.0)
-    with pytest.raises(ValueError):
-        RetryPolicy.from_settings({"retry": {"attempts": 0, "backoff_ms": 20}})
-    with pytest.raises(ValueError):
-        RetryPolicy.from_settings({"retry": {"attempts": 2, "backof": 20}})
-
-
-def _flaky(errors):
-    calls = []
-
-    def send():
-        calls.append(1)
-        if errors:
-            raise errors.pop(0)
-        return "answer"
-    return send, calls
-
-
-def test_call_with_retry_succeeds_after_retryable_failures_and_counts_them():
-    unhealthy = InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="500")
-    send, calls = _flaky([unhealthy, unhealthy])
-    slept, retried = [], []
-    result = call_with_retry(send, RetryPolicy(attempts=3, backoff_ms=10), sleep=slept.append,
-                             on_retry=retried.append)
-    assert result == ("answer", 2) and len(calls) == 3 and len(slept) == 2 and len(retried) == 2
-
-
-def test_call_with_retry_gives_up_after_the_attempts_and_never_retries_input_errors():
-    unhealthy = InferenceServerException("Stub process 'x' is not healthy.", status="500")
-    send, calls = _flaky([unhealthy] * 5)
-    with pytest.raises(InferenceServerException):
-        call_with_retry(send, RetryPolicy(attempts=3, backoff_ms=0), sleep=lambda s: None)
-    assert len(calls) == 3
-    send, calls = _flaky([InferenceServerException("unexpected shape", status="400")])
-    with pytest.raises(InferenceServerException):
-        call_with_retry(send, RetryPolicy(attempts=3, backoff_ms=0), sleep=lambda s: None)
-    assert len(calls) == 1
-    send, calls = _flaky([unhealthy])
-    with pytest.raises(InferenceServerException):
-        call_with_retry(send, None)  # the default: no retry
-    assert len(calls) == 1
