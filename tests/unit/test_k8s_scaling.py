@@ -1,0 +1,89 @@
+"""deploy/k8s, continued: autoscaling on Triton's queue time, disruption budget, network policy, and the
+Locust master and workers. Rendering, schemas and the Triton pod itself are in test_k8s.py."""
+
+import json
+import re
+
+import yaml
+
+from tests.unit.test_k8s import (ADAPTER_VALUES, LOAD_SETTINGS, LOCUST, adapter_rule, container, docs, one,
+                                 overlay, pod_spec, pod_templates, quantity, selects)
+
+__all__ = ["overlay"]  # the parametrised fixture, shared with test_k8s.py
+
+
+# --- autoscaling and disruption ---------------------------------------------------------------------
+
+def test_hpa_scales_triton_on_the_adapter_metric(overlay):
+    hpa = one(overlay, "HorizontalPodAutoscaler", "triton")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
+    one(overlay, "Deployment", "triton")
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["type"] == "Pods"
+    assert metric["pods"]["metric"]["name"] == adapter_rule()["name"]["as"]
+    assert metric["pods"]["target"]["type"] == "AverageValue"
+    assert 0.005 <= quantity(metric["pods"]["target"]["averageValue"]) <= 0.1  # seconds of queueing
+    assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 120
+
+
+def test_adapter_rule_turns_triton_counters_into_a_pods_metric():
+    rule = adapter_rule()
+    assert rule["seriesQuery"] == 'nv_inference_queue_duration_us{namespace!="",pod!=""}'
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    assert rule["name"]["as"] == "triton_queue_time_per_request_seconds"
+    assert re.search(rule["name"]["matches"], "nv_inference_queue_duration_us")
+    query = " ".join(rule["metricsQuery"].split())
+    numerator, divisor, scale = (part.strip() for part in query.split(" / "))
+    assert numerator == "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)"
+    assert "sum(rate(nv_inference_request_success{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)" in divisor
+    assert scale == "1e6"
+    assert query.count("(") == query.count(")")
+    values = yaml.safe_load(ADAPTER_VALUES.read_text())
+    assert values["rules"]["default"] is False
+
+
+def test_pdb_selects_exactly_the_triton_pods(overlay):
+    pdb = one(overlay, "PodDisruptionBudget", "triton")
+    assert ("maxUnavailable" in pdb["spec"]) != ("minAvailable" in pdb["spec"])
+    for doc in pod_templates(overlay):
+        labels = doc["spec"]["template"]["metadata"]["labels"]
+        name = doc["metadata"]["name"]
+        assert selects(pdb["spec"]["selector"], labels) == (name == "triton"), name
+
+
+def test_network_policy_opens_ports_triton_has(overlay):
+    policy = one(overlay, "NetworkPolicy", "triton")
+    triton = one(overlay, "Deployment", "triton")
+    assert selects(policy["spec"]["podSelector"], triton["spec"]["template"]["metadata"]["labels"])
+    named = {p["name"] for p in container(triton, "triton")["ports"]}
+    opened = {p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+    assert opened == named
+
+
+# --- Locust -----------------------------------------------------------------------------------------
+
+def test_locust_master_and_workers(overlay):
+    master = one(overlay, "Deployment", "locust-master")
+    worker = one(overlay, "Deployment", "locust-worker")
+    service = one(overlay, "Service", "locust-master")
+    for doc, extra in ((master, ["--master", "--class-picker"]),
+                       (worker, ["--worker", "--master-host", "locust-master"])):
+        (c,) = pod_spec(doc)["containers"]
+        assert c["command"] == LOCUST + extra
+        assert c["workingDir"] == "/app"
+        env = {e["name"]: e["value"] for e in c["env"]}
+        assert json.loads(env["TRITONKIT_LOAD"]) == LOAD_SETTINGS
+    assert worker["spec"]["replicas"] >= 2 and master["spec"]["replicas"] == 1
+    master_labels = master["spec"]["template"]["metadata"]["labels"]
+    worker_labels = worker["spec"]["template"]["metadata"]["labels"]
+    selector = {"matchLabels": service["spec"]["selector"]}
+    assert selects(selector, master_labels) and not selects(selector, worker_labels)
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"master": 5557, "web": 8089}
+    container_ports = {p["name"]: p["containerPort"] for p in pod_spec(master)["containers"][0]["ports"]}
+    assert {p["port"]: container_ports[p["targetPort"]] for p in service["spec"]["ports"]} == {5557: 5557, 8089: 8089}
+    # The worker's --master-host and the env's Triton host are Services this overlay creates.
+    services = {d["metadata"]["name"] for d in docs(overlay) if d["kind"] == "Service"}
+    assert {"locust-master", "triton"} <= services
+    assert {u.split(":")[0] for u in LOAD_SETTINGS.values()} <= services
