@@ -19,8 +19,9 @@ The server binds 127.0.0.1 unless --address says otherwise; any other address ne
 (16+ characters), and the repository, model-config, shared-memory, trace and logging APIs then need
 the header admin-key (gRPC: triton-grpc-protocol-admin-key). It runs until Ctrl-C or SIGTERM, then
 stops its Python-backend stubs and removes the /dev/shm regions they used. In explicit model-control
-mode a supervisor reloads any model whose Python-backend stub dies (Triton does not restart it) and
-prints one line per recovery; --no-supervise turns it off (docs/recovery.md). Arguments after `--`
+mode a supervisor reloads any model whose Python-backend stub dies (Triton does not restart it),
+ends the replaced stubs Triton then keeps, and prints one line per recovery; --no-supervise turns it
+off (docs/recovery.md). Arguments after `--`
 go to tritonserver unchanged, e.g. `tritonkit serve -- --log-info=false`.
 """
 
