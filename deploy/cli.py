@@ -21,8 +21,8 @@ the header admin-key (gRPC: triton-grpc-protocol-admin-key). It runs until Ctrl-
 stops its Python-backend stubs and removes the /dev/shm regions they used. In explicit model-control
 mode a supervisor reloads any model whose Python-backend stub dies (Triton does not restart it),
 ends the replaced stubs Triton then keeps, and prints one line per recovery; --no-supervise turns it
-off (docs/recovery.md). Arguments after `--`
-go to tritonserver unchanged, e.g. `tritonkit serve -- --log-info=false`.
+off (docs/recovery.md). Arguments after `--` go to tritonserver unchanged, e.g.
+`tritonkit serve -- --log-info=false`.
 """
 
 

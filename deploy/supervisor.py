@@ -186,6 +186,19 @@ def snapshot(server_pid: int) -> list[StubInfo]:
     return out
 
 
+def kept_stubs(model: str, dead: list[DeadStub], stubs: list[StubInfo]) -> list[StubInfo]:
+    """The live stubs of ``model``'s crashed generation that newer stubs of the same instance name replaced,
+    when Triton kept that generation (a dead stub of it is still an unreaped zombie); else none."""
+    by_pid = {s.pid: s for s in stubs}
+    if not any(d.pid in by_pid and by_pid[d.pid].status == "zombie"
+               and by_pid[d.pid].create_time == d.create_time for d in dead):
+        return []
+    live = [(s, parsed) for s in stubs if s.cmdline and (parsed := parse_stub(s.cmdline))]
+    generation = max(d.create_time for d in dead) + 1.0  # its instances start within a second
+    return [s for s, (m, i) in live if m == model and s.create_time <= generation
+            and any((m2, i2) == (m, i) and other.create_time > s.create_time for other, (m2, i2) in live)]
+
+
 # -- reload -------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class RecoveryEvent:
@@ -356,26 +369,18 @@ class Supervisor(threading.Thread):
         if not due:
             return []
         stubs = snapshot(self.server_pid)
-        by_pid = {s.pid: s for s in stubs}
-        live = [(s, parsed) for s in stubs if s.cmdline and (parsed := parse_stub(s.cmdline))]
         ended = []
         for event, dead in due:
             self._unsettled.remove((event, dead))
-            kept = any(d.pid in by_pid and by_pid[d.pid].status == "zombie"
-                       and by_pid[d.pid].create_time == d.create_time for d in dead)
-            generation = max(d.create_time for d in dead) + 1.0  # its instances start within a second
-            for stub, (model, instance) in live if kept else []:
-                newer = any(m == model and i == instance and other.create_time > stub.create_time
-                            for other, (m, i) in live)
-                if model == event.model and newer and stub.create_time <= generation:
-                    try:
-                        proc = psutil.Process(stub.pid)
-                        if proc.create_time() != stub.create_time:
-                            continue  # the pid belongs to another process now
-                        proc.kill()
-                    except psutil.Error:
-                        continue
-                    event.orphans.append(stub.pid)
+            for stub in kept_stubs(event.model, dead, stubs):
+                try:
+                    proc = psutil.Process(stub.pid)
+                    if proc.create_time() != stub.create_time:
+                        continue  # the pid belongs to another process now
+                    proc.kill()
+                except psutil.Error:
+                    continue
+                event.orphans.append(stub.pid)
             event.settled_at = time.time()
             if event.orphans:
                 LOG.warning("%s: Triton kept the replaced instances; ended %d orphaned stub(s) (pid %s)",

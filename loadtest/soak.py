@@ -6,8 +6,8 @@
    throughput stops growing (as ``loadtest.overload`` searches), then open-loop rates rising 1.2x from an
    eighth of that (``find_sustained_rate``) until the server falls behind: it completes under 95% of the
    offered rate (less at low rates, within Poisson noise: ``keeps_up``), fails a request, or its p99 passes
-   3x the lowest step p99 so far (the knee, where queues
-   start to build). The highest rate before that is the saturation. Closed-loop clients batch better than open-loop
+   3x the lowest step p99 so far (the knee, where queues start to build). The highest rate before that
+   is the saturation. Closed-loop clients batch better than open-loop
    arrivals, and on a small machine their rate is past the open-loop knee: 70% of it kept p99 jumping
    between 71 and 532 ms per minute.
 2. Open-loop Poisson arrivals at ``fraction`` x saturation for ``minutes``, on the config as deployed, while
@@ -285,8 +285,9 @@ def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work:
                         max_inflight: int = 4096, log=print) -> overload.Saturation:
     """The highest open-loop rate the server keeps up with: Poisson arrivals from ``start_rps``, each step
     ``step`` times the last, until a step completes under ``KEEP_UP`` of its rate (less at low rates:
-    ``keeps_up``), fails a request, or its p99 passes ``KNEE`` x the lowest step p99 so far (queues build). Closed-loop clients batch better than open-loop
-    arrivals, so their saturation overstates the rate an open-loop load can be held at."""
+    ``keeps_up``), fails a request, or its p99 passes ``KNEE`` x the lowest step p99 so far (queues build).
+    Closed-loop clients batch better than open-loop arrivals, so their saturation overstates the rate an
+    open-loop load can be held at."""
     from loadtest.runner import measure_run
 
     steps: list[dict[str, Any]] = []

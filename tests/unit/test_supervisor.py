@@ -107,6 +107,7 @@ def test_snapshot_reads_real_processes(tmp_path):
         deadline = time.monotonic() + 10
         while (status := {s.pid: s for s in sup.snapshot(os.getpid())}[stub_proc.pid].status) != "zombie":
             assert time.monotonic() < deadline, status
+            time.sleep(0.01)
         zombie = {s.pid: s for s in sup.snapshot(os.getpid())}[stub_proc.pid]
         assert zombie.cmdline == () and zombie.create_time == seen[stub_proc.pid].create_time
     finally:
