@@ -35,19 +35,19 @@ soak: MODEL ?= digits
 # the soak splits the CPUs so by default) or, for the soak, ARGS="--generator perf_analyzer".
 ARGS ?=
 overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
-	$(PY) -m loadtest.overload --model $(MODEL) $(ARGS)
+	$(PY) -m loadtest.studies.overload --model $(MODEL) $(ARGS)
 
 soak: export ## 10 min at 70% of saturation: errors, p99 drift, server+stub memory: make soak MODEL=digits (reports/soak/)
-	$(PY) -m loadtest.soak --model $(MODEL) $(ARGS)
+	$(PY) -m loadtest.studies.soak --model $(MODEL) $(ARGS)
 
 bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer cross-check
-	$(PY) -m loadtest.bench
+	$(PY) -m loadtest.studies.bench
 
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
 	$(PY) -m export.bench
 
 bench-generation: export ## text_generator: TTFT and tokens/s, 1/4/8 concurrent streams vs sequential
-	$(PY) -m loadtest.generation_bench
+	$(PY) -m loadtest.studies.generation
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
 	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation docker-compose config -q

@@ -167,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
 def _campaign(server: LocalServer) -> int:
     """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop."""
     from loadtest import campaign
-    from loadtest.cli import CAMPAIGNS, REPORTS, execute
-    from loadtest.runner import Endpoints
+    from loadtest.cli import CAMPAIGNS, REPORTS
+    from loadtest.drive.target import Endpoints
+    from loadtest.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
     print(f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "

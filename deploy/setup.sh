@@ -96,7 +96,7 @@ chmod +x "$VENV/bin/perf_analyzer"
 "$VENV/bin/perf_analyzer" --version >/dev/null 2>&1 || "$VENV/bin/perf_analyzer" --help >/dev/null 2>&1 \
     || { echo "setup: error: perf_analyzer does not run" >&2; exit 1; }
 
-# Triton Model Analyzer (loadtest/analyzer.py) in its own venv: it wants tritonclient[all] and pins that
+# Triton Model Analyzer (loadtest/tune/analyzer.py) in its own venv: it wants tritonclient[all] and pins that
 # clash with .venv. Skipped while the pins file is unchanged; perf_analyzer stays .venv/bin/perf_analyzer.
 MA_VENV="$ROOT/.venv-analyzer"
 MA_PINS="$ROOT/deploy/analyzer-requirements.txt"

@@ -13,7 +13,13 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from deploy.server import DEFAULT_REPOSITORY
+from deploy.errors import ServerError
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
+from loadtest import campaign as campaign_io
+from loadtest.drive.payloads import base_model
+from loadtest.drive.target import Endpoints
+from loadtest.errors import CampaignError, LoadTestError
+from loadtest.execution import execute
 
 CAMPAIGNS = Path(__file__).with_name("campaigns")
 REPORTS = Path("reports")
@@ -41,8 +47,6 @@ def register(subparsers) -> None:
 def needed_models(campaign) -> tuple[str, ...]:
     """What the local server must load: each scenario's model under each variant. Pipelines call other
     models, so a campaign with one loads the whole repository."""
-    from loadtest.payloads import base_model
-
     models = {v.served_model(s.model) for s in campaign.scenarios for v in campaign.variants}
     if any(base_model(m) in PIPELINES for m in models):
         return ("*",)
@@ -51,15 +55,11 @@ def needed_models(campaign) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _endpoints(args: argparse.Namespace, campaign):
-    from loadtest.runner import Endpoints
-
     if args.http_url:
         if not (args.grpc_url and args.metrics_url):
             raise ValueError("--http-url needs --grpc-url and --metrics-url too")
         yield Endpoints(args.http_url, args.grpc_url, args.metrics_url)
         return
-    from deploy.server import LocalServer, ServerConfig
-
     models = needed_models(campaign)
     print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
     with LocalServer(ServerConfig(model_repository=args.repository, load_models=models)) as server:
@@ -67,10 +67,6 @@ def _endpoints(args: argparse.Namespace, campaign):
 
 
 def run(args: argparse.Namespace) -> int:
-    from deploy.errors import ServerError
-    from loadtest import campaign as campaign_io
-    from loadtest.errors import CampaignError, LoadTestError
-
     try:
         campaign = campaign_io.load(args.campaign)
         if args.duration:
@@ -90,26 +86,3 @@ def run(args: argparse.Namespace) -> int:
     except (LoadTestError, ServerError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 3
-
-
-def execute(campaign, endpoints, repository: Path, out_dir: Path, *, dry_run: bool) -> int:
-    """Run, tune, report, gate. Returns the exit status."""
-    from loadtest import report, slo
-    from loadtest.runner import run_campaign
-    from loadtest.tuning import tune
-
-    result = run_campaign(campaign, endpoints, out_dir)
-    for model in campaign.tune_models:
-        tune(campaign, result, model, endpoints, repository, out_dir, dry_run=dry_run)
-    report.write_report(result, out_dir)
-    print(f"report: {out_dir / 'index.html'} (summary: {out_dir / 'summary.md'})")
-    failures = slo.gate(result, campaign.slo)
-    if failures:
-        print(f"SLO gate FAILED (p99 <= {campaign.slo.p99_ms:g} ms, error rate <= {campaign.slo.max_error_rate:.3%}, "
-              f"gate {campaign.slo.gate}):", file=sys.stderr)
-        for line in failures:
-            print(f"  {line}", file=sys.stderr)
-        return 1
-    print(f"SLO gate passed: p99 <= {campaign.slo.p99_ms:g} ms, error rate <= {campaign.slo.max_error_rate:.3%} "
-          f"({campaign.slo.gate})")
-    return 0

@@ -12,4 +12,4 @@ RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/wh
 ENV PYTHONDONTWRITEBYTECODE=1
 USER 1000:1000
 EXPOSE 8089 5557
-CMD ["python", "-m", "loadtest.locust_main", "-f", "loadtest/locustfile.py", "--class-picker"]
+CMD ["python", "-m", "loadtest.drive.locust_main", "-f", "loadtest/drive/locustfile.py", "--class-picker"]

@@ -4,7 +4,7 @@ latencies merged over every Locust process.
 Run by the campaign runner (``tritonkit loadtest run``), or by hand through the launcher that readies gRPC
 for gevent first::
 
-    .venv/bin/python -m loadtest.locust_main -f loadtest/locustfile.py DigitsGrpcUser --host 127.0.0.1:8001 \\
+    .venv/bin/python -m loadtest.drive.locust_main -f loadtest/drive/locustfile.py DigitsGrpcUser --host 127.0.0.1:8001 \\
         --headless -u 16 -r 16 -t 30s --processes 2
 
 Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``url`` (or ``http_url`` and
@@ -24,9 +24,9 @@ from pathlib import Path
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
-from loadtest.latency import Merger
-from loadtest.payloads import BUILDERS, samples
-from loadtest.users import RECORDER, RUN_START, user_class
+from loadtest.drive.latency import Merger
+from loadtest.drive.payloads import BUILDERS, samples
+from loadtest.drive.users import RECORDER, RUN_START, user_class
 
 SETTINGS: dict = json.loads(os.environ.get("TRITONKIT_LOAD", "{}"))
 SHAPE: dict = SETTINGS.get("shape", {"kind": "users"})

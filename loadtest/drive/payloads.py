@@ -4,6 +4,9 @@ Tensor names and dtypes come from the served ``config.pbtxt`` (written from the 
 nothing here re-types them; what each model is fed is real: the digits test split, the sample photos of
 scikit-learn and scikit-image, English sentences, instruction prompts. A load generator cycles through
 the samples, so the server's response cache (off by default) would not make a run look faster.
+
+``real_batch`` / ``real_samples``: the same payloads stacked into batches (the in-process ceiling, the bench)
+or as single items (perf_analyzer's ``--input-data``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from backends.imaging import preprocess
+from export.config import parse
 from export.errors import UnknownModelError
 
 SENTENCES = (
@@ -78,21 +83,19 @@ def _jpegs() -> list[bytes]:
 
 
 def _digits() -> list[dict[str, np.ndarray]]:
-    from export.zoo.digits import split
+    from export.zoo.digits import split  # torch
 
     x_test = split()[1]
     return [{"PIXELS": row[None, :]} for row in x_test]
 
 
 def _images() -> list[dict[str, np.ndarray]]:
-    from backends.imaging import preprocess
-
     return [{"image": preprocess(photo)[None]} for photo in _photos()]
 
 
 @lru_cache(maxsize=None)
 def minilm_tokens(texts: tuple[str, ...] = SENTENCES, seq_len: int = MINILM_SEQ_LEN) -> list[dict[str, np.ndarray]]:
-    from export.zoo.minilm import tokenize
+    from export.zoo.minilm import tokenize  # torch
 
     out = []
     for sentence in texts:
@@ -133,8 +136,6 @@ def samples(model: str) -> list[dict[str, np.ndarray]]:
 
 def output_names(repository: Path, model: str) -> list[str]:
     """The outputs a client asks for, read from the model's config in the repository."""
-    from export.config import parse
-
     return [o.name for o in parse(repository / model / "config.pbtxt").output]
 
 
@@ -146,3 +147,18 @@ def user_class_name(model: str, protocol: str) -> str:
 def is_streaming(model: str) -> bool:
     """Decoupled models answer on a stream (gRPC) or server-sent events (HTTP)."""
     return base_model(model) == "text_generator"
+
+
+# -- batches of real payloads ---------------------------------------------------------------------
+def real_batch(model: str, batch: int, seq_len: int = MINILM_SEQ_LEN, offset: int = 0) -> dict[str, np.ndarray]:
+    """``batch`` items of the load test's own payloads, batch first, cycling, so
+    the in-process rows compute on exactly what the served rows are sent. ``seq_len``: minilm only."""
+    items = minilm_tokens(seq_len=seq_len) if base_model(model) == "minilm" else samples(model)
+    picked = [items[(offset + i) % len(items)] for i in range(batch)]
+    return {name: np.concatenate([item[name] for item in picked]) for name in picked[0]}
+
+
+def real_samples(model: str, count: int, seq_len: int = MINILM_SEQ_LEN) -> list[dict[str, np.ndarray]]:
+    """``count`` single items (no batch dimension), e.g. for perf_analyzer's ``--input-data``."""
+    arrays = real_batch(model, count, seq_len)
+    return [{name: a[i] for name, a in arrays.items()} for i in range(count)]

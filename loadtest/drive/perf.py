@@ -7,7 +7,7 @@ requests/s times the batch size), p50/p90/p95/p99 latency, and the client send/r
 queue/compute columns (microseconds in the CSV, milliseconds here). A failed or unstable run raises
 :class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output.
 
-Run: ``python -m loadtest.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]``.
+Run: ``python -m loadtest.drive.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from deploy.server import PROJECT_ROOT
+from loadtest.drive.payloads import real_samples
 
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
 
@@ -202,7 +203,7 @@ def output_tail(text: str, lines: int = 25) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.perf", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.drive.perf", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
@@ -222,8 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         input_data = None
         dataset = args.real_data or (args.model if args.model in ("digits", "minilm") else None)
         if dataset:
-            from loadtest.inprocess import real_samples
-
             input_data = write_input_data(Path(tmp) / "input.json", real_samples(dataset, args.samples, args.seq_len))
         try:
             result = run(args.model, args.url, args.protocol, args.concurrency, args.batch_size, input_data,

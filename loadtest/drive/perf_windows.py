@@ -3,7 +3,7 @@ per window, p99 per pass.
 
 A Python load generator on one core adds its own stalls to what it measures: at 918 req/s Locust used
 two thirds of its core, and its p99 per minute wandered between 10 and 26 ms while perf_analyzer (C++)
-measured the same server at 6.5 to 7.3 ms. ``python -m loadtest.soak --generator perf_analyzer`` runs
+measured the same server at 6.5 to 7.3 ms. ``python -m loadtest.studies.soak --generator perf_analyzer`` runs
 this instead of Locust, so the soak's p99 check judges the server.
 
 perf_analyzer keeps the load running between passes. It stops after three passes within
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadtest.perf import PERF_ANALYZER, output_tail, write_input_data
+from loadtest.drive.perf import PERF_ANALYZER, output_tail, write_input_data
 
 PASS_LINE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. p99 latency: (\d+) usec")
 NOT_STABLE = "Failed to obtain stable measurement"

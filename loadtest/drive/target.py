@@ -1,22 +1,42 @@
-"""The server a measurement runs against (``loadtest.overload``, ``loadtest.soak``): one given by URL, or a
-local one started for the run and stopped after it, optionally pinned to its own CPUs apart from the load
-generator."""
+"""The server a measurement runs against: its ``Endpoints``, and (for ``loadtest.studies.overload``,
+``loadtest.studies.soak``) one given by URL or a local one started for the run and stopped after it,
+optionally pinned to its own CPUs apart from the load generator."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from deploy.errors import ServerError
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from loadtest.errors import CampaignError, LoadTestError
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoints:
+    http: str
+    """host:port of Triton's HTTP endpoint (model control and statistics go through it)."""
+    grpc: str
+    metrics: str
+    """Full URL of the Prometheus endpoint."""
+
+    @classmethod
+    def of(cls, server) -> "Endpoints":
+        c = server.config
+        return cls(c.http_url, c.grpc_url, c.metrics_url)
+
+    def url(self, protocol: str) -> str:
+        return self.grpc if protocol == "grpc" else self.http
+
 
 def add_server_arguments(parser: argparse.ArgumentParser, *, local_only: bool = False) -> None:
     """The server flags; ``local_only`` (a measurement that needs the server's processes) leaves out the
     URLs of a running server, and ``start_server`` then always starts one."""
-    from deploy.server import DEFAULT_REPOSITORY
-
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
     if local_only:
         parser.set_defaults(http_url=None, grpc_url=None, metrics_url=None)
@@ -59,9 +79,6 @@ def split_cpus(cpus: frozenset[int] | None = None) -> tuple[frozenset[int], froz
 
 def start_server(args, models: tuple[str, ...]):
     """(endpoints, server or None): the server given by URL, or a local one serving only ``models``."""
-    from deploy.server import LocalServer, ServerConfig, free_ports
-    from loadtest.runner import Endpoints
-
     if args.http_url:
         if not (args.grpc_url and args.metrics_url):
             raise ValueError("--http-url needs --grpc-url and --metrics-url too")
@@ -80,9 +97,6 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
     afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
     failed, the error printed."""
-    from deploy.errors import ServerError
-    from loadtest.errors import CampaignError, LoadTestError
-
     server = None
     affinity = os.sched_getaffinity(0)
     # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.

@@ -16,7 +16,7 @@ jitter (:class:`deploy.retry.RetryPolicy`, :func:`deploy.retry.retryable`). A re
 after retries is one success, timed from its first send; each retry is counted in ``ClientStats.retries``.
 Without the key nothing is retried: overload measurements must see the refusals.
 
-Every latency goes to the process's :class:`loadtest.latency.Recorder` (µs resolution) and to Locust's
+Every latency goes to the process's :class:`loadtest.drive.latency.Recorder` (µs resolution) and to Locust's
 own statistics (its web UI and CSVs keep working).
 """
 
@@ -34,8 +34,8 @@ from locust import User, constant, task
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
-from loadtest.latency import Recorder
-from loadtest.payloads import is_streaming, samples, user_class_name
+from loadtest.drive.latency import Recorder
+from loadtest.drive.payloads import is_streaming, samples, user_class_name
 
 RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""

@@ -13,7 +13,7 @@ field: the server loads the model at start and reports ready after loading, in b
 ``load_model(model, config=<json>)`` after a start with no model would also drop the warmup, but the
 server would then be "ready" before the model is loaded, which is not the moment this measures.)
 
-Run: ``python -m loadtest.first_request --model digits [--warmup on|off|both] [--steady 200]``.
+Run: ``python -m loadtest.measure.first_request --model digits [--warmup on|off|both] [--steady 200]``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deploy.server import DEFAULT_REPOSITORY
+from deploy.client import connect, infer
+from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from loadtest.drive.payloads import real_batch
 
 
 @dataclasses.dataclass
@@ -58,9 +60,6 @@ class FirstRequest:
 def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup: bool,
             steady_requests: int = 200, protocol: str = "grpc", ready_timeout_s: float = 420.0) -> FirstRequest:
     """Start a server for ``model`` alone, time the first request after ready, then the steady p50."""
-    from deploy.client import connect, infer
-    from deploy.server import LocalServer, ServerConfig, free_ports
-
     if steady_requests < 1:
         raise ValueError("steady_requests must be >= 1")
     tmp = Path(tempfile.mkdtemp(prefix="tritonkit-first-request-"))
@@ -130,7 +129,7 @@ def _single_model_repository(repository: Path, model: str, target: Path, keep_wa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.first_request", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.first_request", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="digits or minilm (real payloads)")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--warmup", choices=("on", "off", "both"), default="both")
@@ -139,8 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-
-    from loadtest.inprocess import real_batch
 
     payload = real_batch(args.model, 1, args.seq_len)
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.warmup]

@@ -9,10 +9,10 @@ gives ONE instance (``backends/batching.py`` ``BatchingModel.instance_threads``:
 process may use divided by the instance count, here by 1, i.e. all of them) and one inter-op thread
 (``backends/pytorch/model.py``). The previous thread count is restored afterwards.
 
-Also here: :func:`real_batch`, the load test's payloads (``loadtest.payloads``) stacked into batches,
-used by the bench pieces in this package.
+It computes on :func:`loadtest.drive.payloads.real_batch`: the load test's own payloads stacked into batches.
+Also here: :func:`model_spec`, the TorchScript file and tensors of a served model, read from its config.
 
-Run: ``python -m loadtest.inprocess --model digits [--seconds 2] [--seq-len 32]``.
+Run: ``python -m loadtest.measure.inprocess --model digits [--seconds 2] [--seq-len 32]``.
 """
 
 from __future__ import annotations
@@ -25,16 +25,22 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from deploy.server import DEFAULT_REPOSITORY
-from loadtest.payloads import MINILM_SEQ_LEN, base_model, minilm_tokens, samples
+from export.config import parse
+from loadtest.drive.payloads import real_batch
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
+NUMPY_DTYPES = {
+    "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+}
 
 
 @dataclasses.dataclass
@@ -71,8 +77,6 @@ def default_threads() -> int:
 def optimized_execution(model_path: Path) -> bool:
     """False when the model's config sets ``DISABLE_OPTIMIZED_EXECUTION`` (as Triton's libtorch backend
     reads it): the in-process and FastAPI rows then run the module the way the server does."""
-    from export.config import parse
-
     config = model_path.parent.parent / "config.pbtxt"
     if not config.is_file():
         return True
@@ -142,23 +146,39 @@ def _arguments(arrays: dict[str, np.ndarray], forward_args: list[str], batch: in
     return [torch.from_numpy(np.ascontiguousarray(arrays[n])) for n in names]
 
 
-# -- real payloads --------------------------------------------------------------------------------
-def real_batch(model: str, batch: int, seq_len: int = MINILM_SEQ_LEN, offset: int = 0) -> dict[str, np.ndarray]:
-    """``batch`` items of the load test's own payloads (``loadtest.payloads``), batch first, cycling, so
-    the in-process rows compute on exactly what the served rows are sent. ``seq_len``: minilm only."""
-    items = minilm_tokens(seq_len=seq_len) if base_model(model) == "minilm" else samples(model)
-    picked = [items[(offset + i) % len(items)] for i in range(batch)]
-    return {name: np.concatenate([item[name] for item in picked]) for name in picked[0]}
+# -- reading the Triton config --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    model_path: Path
+    input_names: list[str]
+    output_names: list[str]
+    input_dtypes: dict[str, Any]
+    max_batch_size: int
 
 
-def real_samples(model: str, count: int, seq_len: int = MINILM_SEQ_LEN) -> list[dict[str, np.ndarray]]:
-    """``count`` single items (no batch dimension), e.g. for perf_analyzer's ``--input-data``."""
-    arrays = real_batch(model, count, seq_len)
-    return [{name: a[i] for name, a in arrays.items()} for i in range(count)]
+def model_spec(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelSpec:
+    """Names, dtypes and file of ``<repository>/<model>`` from its ``config.pbtxt``."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    folder = Path(repository) / model
+    config = text_format.Parse((folder / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    versions = sorted((int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit()))
+    filename = config.default_model_filename or "model.pt"
+    if not versions or not (folder / str(versions[-1]) / filename).is_file():
+        raise FileNotFoundError(f"no {filename} under {folder}/<version>/: run `make export`")
+    dtypes = {}
+    for tensor in config.input:
+        type_name = model_config_pb2.DataType.Name(tensor.data_type)
+        if type_name not in NUMPY_DTYPES:
+            raise ValueError(f"{model}: input {tensor.name} has {type_name}, not supported by the baseline")
+        dtypes[tensor.name] = NUMPY_DTYPES[type_name]
+    return ModelSpec(folder / str(versions[-1]) / filename, [t.name for t in config.input],
+                     [t.name for t in config.output], dtypes, int(config.max_batch_size))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.inprocess", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.inprocess", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="digits or minilm (real payloads)")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--seconds", type=float, default=2.0, help="per batch size")
@@ -168,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
-
-    from loadtest.baselines.fastapi_app import model_spec
 
     spec = model_spec(args.model, args.repository)
     result = limit(spec.model_path, lambda n: real_batch(args.model, n, args.seq_len),

@@ -1,7 +1,7 @@
 """Turn a campaign's ``results.json`` into files a person reads: CSVs, a Markdown summary, PNG plots
 and one HTML page, all in ``reports/<campaign>/``.
 
-Everything here reads only ``CampaignResult``, so ``python -m loadtest.report reports/<c>/results.json``
+Everything here reads only ``CampaignResult``, so ``python -m loadtest.measure.report reports/<c>/results.json``
 redraws a report without running the campaign again. Runs without server stats (the FastAPI
 baseline), runs where every request failed and empty timelines render too: a plot without data is
 still written, as a small "no data" image, so links never break.
@@ -17,13 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from jinja2 import Environment
 
-matplotlib.use("Agg")  # files only, never a window; must precede the pyplot import
-import matplotlib.pyplot as plt  # noqa: E402
-from jinja2 import Environment  # noqa: E402
-
-from loadtest.results import PERCENTILES, CampaignResult, RunResult, percentile_key  # noqa: E402
+from loadtest.drive.client_stats import PERCENTILES, percentile_key
+from loadtest.measure.results import CampaignResult, RunResult
 
 PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
@@ -200,14 +197,25 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
 
 # --- plots -------------------------------------------------------------------------------------
 
+def _pyplot():
+    """matplotlib's pyplot, imported when the first plot is drawn (the ``tritonkit`` command line imports this
+    module), on the Agg backend: files only, never a window."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # must precede the pyplot import
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def _no_data(path: Path, title: str, why: str) -> Path:
-    fig, ax = plt.subplots(figsize=(5, 2))
+    fig, ax = _pyplot().subplots(figsize=(5, 2))
     ax.set_axis_off()
     ax.set_title(title)
     ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=12, color="grey")
@@ -217,7 +225,7 @@ def _no_data(path: Path, title: str, why: str) -> Path:
 def _grid(n: int, width: float = 5.0, height: float = 3.5, ncols: int = 3) -> tuple[Any, list[Any]]:
     cols = min(n, ncols)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_axis_off()
@@ -262,7 +270,7 @@ def _plot_percentiles(result: CampaignResult, path: Path) -> Path:
     runs = [r for r in result.runs if any(_lat(r, k) is not None for k in PCT_KEYS)]
     if not runs:
         return _no_data(path, title, "no run has a successful request")
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(runs) + 2), 4.5))
+    fig, ax = _pyplot().subplots(figsize=(max(6.0, 1.2 * len(runs) + 2), 4.5))
     width = 0.8 / len(PCT_KEYS)
     values = []
     for j, key in enumerate(PCT_KEYS):
@@ -309,7 +317,7 @@ def _plot_timeline(run: RunResult, path: Path) -> Path:
     if not points:
         return _no_data(path, title, "empty timeline")
     t = [p.t for p in points]
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, ax = _pyplot().subplots(figsize=(8, 3.5))
     # Windows are one second long, so the counts are per-second rates.
     ax.plot(t, [p.requests for p in points], color="C0", label="requests/s")
     ax.plot(t, [p.failures for p in points], color="C3", label="failures/s")
@@ -334,7 +342,7 @@ def _plot_time_breakdown(result: CampaignResult, path: Path) -> Path:
     runs = [r for r in result.runs if r.server is not None]
     if not runs:
         return _no_data(path, title, "no run has server stats")
-    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.5 * len(runs)))
+    fig, ax = _pyplot().subplots(figsize=(9, 1.0 + 0.5 * len(runs)))
     left = [0.0] * len(runs)
     labels = [_label(r) for r in runs]
     for i, (key, name) in enumerate(STACK):
@@ -421,7 +429,7 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.report",
+    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.report",
                                      description="Regenerate a campaign report from its results.json.")
     parser.add_argument("results", type=Path, help="reports/<campaign>/results.json")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: the json's folder)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from loadtest.campaign import Slo
-from loadtest.results import CampaignResult, RunResult
+from loadtest.measure.results import CampaignResult, RunResult
 
 
 def violations(run: RunResult, slo: Slo) -> list[str]:

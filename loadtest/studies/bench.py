@@ -2,7 +2,7 @@
 
 Rows (throughput in inferences/s; one request = one item for rows 2-5):
 
-1. in-process: the TorchScript module called directly at its best batch size (``loadtest.inprocess.limit``),
+1. in-process: the TorchScript module called directly at its best batch size (``loadtest.measure.inprocess.limit``),
    the ceiling of this machine (items/s; p50 is the median call at that batch);
 2. Triton plain: one instance, no dynamic batching, no warmup, applied through model control;
 3. Triton tuned: the repository's config, which ``make export`` writes from ``export/models.toml`` with the
@@ -10,13 +10,13 @@ Rows (throughput in inferences/s; one request = one item for rows 2-5):
 4. FastAPI + uvicorn calling the module once per request, JSON in and out;
 5. the same FastAPI server with its asyncio micro-batcher.
 
-Rows 2-5 run the same closed-loop Locust load (``loadtest.runner.run_locust``: same users, duration,
+Rows 2-5 run the same closed-loop Locust load (``loadtest.drive.runner.run_locust``: same users, duration,
 warm-up and processes). Row 3 is cross-checked with perf_analyzer (gRPC, real inputs, a concurrency
 range) and run again with one user for the serving overhead (its p50 minus the in-process batch-1
 median). The first request after the server reports ready is timed against the steady p50, with the
-model's warmup on and off (``loadtest.first_request``). Targets are printed as met/missed, never asserted.
+model's warmup on and off (``loadtest.measure.first_request``). Targets are printed as met/missed, never asserted.
 
-Run: ``python -m loadtest.bench [--models digits minilm] [--duration 15] [--out reports/bench]``.
+Run: ``python -m loadtest.studies.bench [--models digits minilm] [--duration 15] [--out reports/bench]``.
 """
 
 from __future__ import annotations
@@ -40,12 +40,15 @@ import torch
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
 from export import catalog
-from loadtest import apply, perf
-from loadtest.baselines.fastapi_app import model_spec, serve_in_subprocess, stop_subprocess
 from loadtest.campaign import Scenario, Variant
-from loadtest.first_request import measure
-from loadtest.inprocess import limit, real_batch, real_samples
-from loadtest.runner import Endpoints, measure_run, run_locust
+from loadtest.drive import apply, perf
+from loadtest.drive.payloads import real_batch, real_samples
+from loadtest.drive.runner import run_locust
+from loadtest.drive.target import Endpoints
+from loadtest.measure.first_request import measure
+from loadtest.measure.inprocess import limit, model_spec
+from loadtest.measure.run import measure_run
+from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
 
 DEFAULT_USERS = {"digits": 32, "minilm": 8}
 SEQ_LEN = 32  # minilm: payloads.minilm_tokens pads every request to 32 tokens
@@ -411,7 +414,7 @@ def run(opts: Options, log=None) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.bench", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.bench", description=__doc__.split("\n\n")[0],
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["digits", "minilm"], help="models to benchmark")

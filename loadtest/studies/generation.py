@@ -1,6 +1,6 @@
 """Streaming generation benchmark: in-flight batching against one-after-another, and BLS against in-process steps.
 
-    .venv/bin/python -m loadtest.generation_bench [--tokens 32] [--streams 1 4 8] [--no-step-modes]
+    .venv/bin/python -m loadtest.studies.generation [--tokens 32] [--streams 1 4 8] [--no-step-modes]
 
 Starts its own local tritonserver on free ports with a temporary repository holding the exported
 real SmolLM2 steps (``model_repository/smollm2_prefill`` / ``smollm2_decode``, linked, exported first
@@ -26,6 +26,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from export import catalog
 
 PROMPTS = (
     "The capital of France is",
@@ -42,7 +43,7 @@ STEPS = ("smollm2_prefill", "smollm2_decode")
 
 
 def make_repository(root: Path) -> Path:
-    from export import catalog, pipeline
+    from export import pipeline  # torch
 
     repo = root / "repo"
     repo.mkdir()

@@ -1,9 +1,10 @@
 """Overload: does the queue policy keep accepted requests inside the p99 budget at twice the saturating load?
 
-``python -m loadtest.overload [--model minilm] [--budget-ms 400] [--duration 20]`` (``make overload``):
+``python -m loadtest.studies.overload [--model minilm] [--budget-ms 400] [--duration 20]`` (``make overload``):
 
 1. **Saturation.** With the queue policy removed, closed-loop users double (4, 8, 16, ...) until throughput
-   stops growing by 5%; the best throughput is the saturating rate (``--saturation-rps`` skips the search).
+   stops growing by 5% (``loadtest.measure.saturation``); the best throughput is the saturating rate
+   (``--saturation-rps`` skips the search).
 2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, once with the model's queue policy (from
    its served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and
    once with none, each applied through model control (the served config is restored afterwards).
@@ -11,8 +12,8 @@
    client drops, other errors, p99 of accepted requests against the budget, the statuses refusals came
    with. Triton 2.51 answers a full queue ("Exceeds maximum queue size") and a request that waited past
    ``default_timeout_microseconds`` with REJECT ("Request timeout expired") with HTTP 503 / gRPC
-   UNAVAILABLE: retryable statuses, counted as refusals (``loadtest.results.RETRYABLE_STATUSES``). An
-   arrival that finds every client slot busy is a *drop* (the client saturated, the server never saw it),
+   UNAVAILABLE: retryable statuses, counted as refusals (``loadtest.drive.client_stats.RETRYABLE_STATUSES``).
+   An arrival that finds every client slot busy is a *drop* (the client saturated, the server never saw it),
    reported apart; ``--max-inflight`` sets the slots.
 
 Writes ``reports/overload/<model>/``: ``results.json`` (rows, saturation search, every run), ``summary.md``,
@@ -28,23 +29,25 @@ import dataclasses
 import json
 import math
 import sys
-import time
 import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from loadtest import target
-from loadtest.campaign import Scenario, Variant
+from loadtest.campaign import Slo, Variant
+from loadtest.drive import apply, target
+from loadtest.drive.client_stats import DROPPED, is_refusal
 from loadtest.errors import RunError
-from loadtest.results import DROPPED, RunResult, from_dict, is_refusal
+from loadtest.measure.results import RunResult, from_dict
+from loadtest.measure.run import run_scenario
+from loadtest.measure.saturation import OFFER_SHORTFALL, Saturation, find_saturation, open_scenario, settle
+from loadtest.measure.study_report import ms_text
+from loadtest.studies.overload_report import (TABLE_HEADERS, WITH_POLICY, WITHOUT_POLICY, table, text_table,
+                                              write_outputs)
 
 OUT = Path("reports/overload")
-CAMPAIGNS = Path(__file__).with_name("campaigns")
+CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
 FACTORS = (1.0, 1.5, 2.0)
-WITH_POLICY, WITHOUT_POLICY = "queue-policy", "no-queue-policy"
-OFFER_SHORTFALL = 0.9
-"""A run whose client offered under this share of the target rate could not generate the load (client-bound)."""
 
 
 # --- configs -------------------------------------------------------------------------------------
@@ -94,83 +97,15 @@ def default_budget_ms(model: str) -> float | None:
     return float(tomllib.loads(path.read_text())["slo"]["p99_ms"])
 
 
-# --- saturation ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class Saturation:
-    rps: float
-    """Best successful throughput of the closed-loop search: the saturating rate."""
-    users: int
-    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    """Each step: users, throughput_rps, p99_ms, failures."""
-
-
-def find_saturation(model: str, served: str, protocol: str, endpoints, work: Path, *, duration_s: float = 10.0,
-                    warmup_s: float = 2.0, start_users: int = 4, max_users: int = 256, min_gain: float = 0.05,
-                    log=print) -> Saturation:
-    """Closed-loop users doubling from ``start_users`` until throughput grows by less than ``min_gain``
-    (or ``max_users``): the best successful throughput seen, on the config as served. The overload
-    comparison searches with the queue policy removed (``saturation_without_policy``), so both of its
-    configs share one reference rate."""
-    from loadtest.runner import measure_run
-
-    work.mkdir(parents=True, exist_ok=True)
-    best: dict[str, Any] | None = None
-    steps = []
-    users = start_users
-    while users <= max_users:
-        scenario = Scenario(f"saturation-{users}u", model, protocol, {"kind": "users", "users": users},
-                            duration_s, warmup_s)
-        client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
-        step = {"users": users, "throughput_rps": round(client.throughput_rps, 1),
-                "p99_ms": round(client.latency_ms.get("p99", math.nan), 3), "failures": client.failures}
-        steps.append(step)
-        log(f"  saturation search: {users:4d} users  {client.throughput_rps:8.1f} req/s  "
-            f"p99 {step['p99_ms']:.3f} ms  failures {client.failures}")
-        if best is not None and step["throughput_rps"] < best["throughput_rps"] * (1 + min_gain):
-            if step["throughput_rps"] > best["throughput_rps"]:
-                best = step
-            break
-        best = step
-        users *= 2
-    if best is None or best["throughput_rps"] <= 0:
-        raise ValueError(f"saturation search for {served} found no throughput: {steps}")
-    return Saturation(best["throughput_rps"], best["users"], steps)
-
-
 def saturation_without_policy(model: str, served: str, protocol: str, endpoints, work: Path, original: dict,
                               fmt: str = "torchscript", log=print, **search) -> Saturation:
     """``find_saturation`` with the queue policy removed, then ``original`` served again."""
-    from loadtest import apply
-
     _, without = variants(model, policy_of(original), fmt)
     apply.apply(endpoints.http, without, model, original)
     try:
         return find_saturation(model, served, protocol, endpoints, work, log=log, **search)
     finally:
         apply.restore(endpoints.http, {served: original})
-
-
-def settle(endpoints, served: str, timeout_s: float = 60.0) -> None:
-    """Wait until the server holds no request of ``served`` (a run without a queue policy leaves a backlog)."""
-    from deploy.client import metrics, model_metric
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if model_metric(metrics(endpoints.metrics), "nv_inference_pending_request_count", served) == 0:
-                return
-        except OSError:
-            return
-        time.sleep(0.5)
-
-
-# --- one load run -> one table row ---------------------------------------------------------------
-
-def open_scenario(model: str, protocol: str, rate: float, duration_s: float, warmup_s: float, max_inflight: int,
-                  processes: int = 1, name: str = "") -> Scenario:
-    return Scenario(name or f"{model}-open-{rate:g}", model, protocol,
-                    {"kind": "open", "rate": rate, "max_inflight": max_inflight}, duration_s, warmup_s, processes)
 
 
 def unfinished_row(config: str, factor: float, target_rps: float, budget_ms: float, why: str) -> dict[str, Any]:
@@ -238,11 +173,6 @@ def _window_counts(run: RunResult, warmup_s: float) -> tuple[int, int, int, int,
     return offered, offered - failures, refused, max(0, failures - refused - other), other
 
 
-def ms_text(value: Any) -> str:
-    """A latency in ms with three decimals, or '-' when there is none."""
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.3f}"
-
-
 def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether the queue policy did its job: within budget at every load, failures only retryable refusals."""
     policy = [r for r in rows if r["config"] == WITH_POLICY]
@@ -279,10 +209,6 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
             search: dict | None = None, log=print) -> dict[str, Any]:
     """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field)."""
-    from loadtest import apply
-    from loadtest.campaign import Slo
-    from loadtest.runner import run_scenario
-
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     served = Variant("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
@@ -341,7 +267,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
 # --- command line --------------------------------------------------------------------------------
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.overload", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.overload", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="minilm",
                         help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50")
@@ -369,8 +295,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from loadtest.overload_report import TABLE_HEADERS, table, text_table, write_outputs
-
     args = parse_args(argv)
     if args.report:
         data = json.loads(args.report.read_text())

@@ -1,13 +1,16 @@
-"""The overload report: the table (console and Markdown), summary.md and the plot of ``loadtest.overload``."""
+"""The overload report: the table (console and Markdown), summary.md and the plot of ``loadtest.studies.overload``,
+and the names of the two configs it compares."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from loadtest.overload import OFFER_SHORTFALL, WITH_POLICY, WITHOUT_POLICY, ms_text
+from loadtest.measure.saturation import OFFER_SHORTFALL
+from loadtest.measure.study_report import ms_text, save_report
+
+WITH_POLICY, WITHOUT_POLICY = "queue-policy", "no-queue-policy"
 
 
 def _statuses(counts: dict[str, int]) -> str:
@@ -100,15 +103,6 @@ def plot(rows: list[dict[str, Any]], budget_ms: float, path: Path) -> Path | Non
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
-
-
-def save_report(data: dict[str, Any], out_dir: Path, png: Path | None, render) -> list[Path]:
-    """``results.json`` (``data``, naming the plot) and ``summary.md`` (``render(data)``) beside the plot ``png``
-    (None without matplotlib); the files written. The overload and soak reports share this layout."""
-    data["plot"] = png.name if png else None
-    (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    (out_dir / "summary.md").write_text(render(data))
-    return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
 
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:

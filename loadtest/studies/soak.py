@@ -1,13 +1,13 @@
 """Soak: a long open-loop run at a fraction of the saturating load; errors, p99 drift and memory growth.
 
-``python -m loadtest.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
+``python -m loadtest.studies.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
 
-1. Saturation of the config as deployed, or ``--saturation-rps``: closed-loop users doubling until
-   throughput stops growing (as ``loadtest.overload`` searches), then open-loop rates rising 1.2x from an
-   eighth of that (``find_sustained_rate``) until the server falls behind: it completes under 95% of the
-   offered rate (less at low rates, within Poisson noise: ``keeps_up``), fails a request, or its p99 passes
-   3x the lowest step p99 so far (the knee, where queues start to build). The highest rate before that
-   is the saturation. Closed-loop clients batch better than open-loop
+1. Saturation of the config as deployed, or ``--saturation-rps`` (the searches of ``loadtest.measure.saturation``,
+   shared with the overload study): closed-loop users doubling until throughput stops growing, then
+   open-loop rates rising 1.2x from an eighth of that (``find_sustained_rate``) until the server falls
+   behind: it completes under 95% of the offered rate (less at low rates, within Poisson noise:
+   ``keeps_up``), fails a request, or its p99 passes 3x the lowest step p99 so far (the knee, where queues
+   start to build). The highest rate before that is the saturation. Closed-loop clients batch better than open-loop
    arrivals, and on a small machine their rate is past the open-loop knee: 70% of it kept p99 jumping
    between 71 and 532 ms per minute.
 2. Open-loop Poisson arrivals at ``fraction`` x saturation for ``minutes``, on the config as deployed, while
@@ -24,7 +24,7 @@ The server (and its stubs) and the load generator run on their own CPUs by defau
 half of those this process may use (``--no-split-cpus`` shares them; ``--server-cpus``/``--client-cpus``
 choose). Sharing two cores, the open-loop generator's own stalls showed up as server latency.
 
-``--generator perf_analyzer`` puts the load on perf_analyzer (``loadtest.perf_windows``, one pass per
+``--generator perf_analyzer`` puts the load on perf_analyzer (``loadtest.drive.perf_windows``, one pass per
 window) instead of Locust: a Python generator's own stalls, at a rate near what one core of it sends,
 appear in its p99.
 
@@ -48,12 +48,16 @@ from typing import Any
 
 import psutil
 
-from loadtest import overload, target
-from loadtest.overload import ms_text
-from loadtest.overload_report import save_report
+from deploy.client import metrics, model_metric
+from export.errors import UnknownModelError
 from loadtest.campaign import Scenario, Variant
+from loadtest.drive import perf_windows, target
+from loadtest.drive.client_stats import ClientStats
+from loadtest.drive.payloads import real_samples
 from loadtest.errors import LoadTestError
-from loadtest.results import ClientStats
+from loadtest.measure.run import measure_run
+from loadtest.measure.saturation import KEEP_UP, KNEE, START_FRACTION, find_saturation, find_sustained_rate, settle
+from loadtest.measure.study_report import ms_text, save_report
 
 OUT = Path("reports/soak")
 P99_DRIFT = 0.20
@@ -257,68 +261,6 @@ def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
     return save_report(data, out_dir, plot(data, out_dir / "soak.png"), summary_md)
 
 
-# --- the sustained rate --------------------------------------------------------------------------
-
-KEEP_UP = 0.95
-"""A step keeps up when the server completed at least this share of the offered rate, failing nothing..."""
-KNEE = 3.0
-"""...and its p99 stayed within this multiple of the lowest step p99 so far (the unloaded latency)."""
-START_FRACTION = 1 / 8
-"""The open-loop search starts at this share of the closed-loop saturation: well below the knee."""
-POISSON_SIGMAS = 3.0
-"""A step's arrivals are Poisson: a slow model's short step may see this many standard deviations fewer."""
-
-
-def keeps_up(completed_rps: float, rate: float, measured_s: float) -> bool:
-    """Whether a step's completions show the server kept up with ``rate``. Poisson arrivals over ``measured_s``
-    number N = rate x measured_s +- sqrt(N), so at low rates the bar is 3 sigma below N, not ``KEEP_UP`` of it
-    (10.8 req/s for 8 s: 86 +- 9 arrivals; a minilm step that completed 10.2 req/s had kept up)."""
-    expected = rate * measured_s
-    if expected <= 0:
-        return False
-    shortfall = max(1.0 - KEEP_UP, POISSON_SIGMAS / math.sqrt(expected))
-    return completed_rps >= (1.0 - shortfall) * rate
-
-
-def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work: Path, *, start_rps: float,
-                        step: float = 1.2, duration_s: float = 10.0, warmup_s: float = 2.0, max_steps: int = 12,
-                        max_inflight: int = 4096, log=print) -> overload.Saturation:
-    """The highest open-loop rate the server keeps up with: Poisson arrivals from ``start_rps``, each step
-    ``step`` times the last, until a step completes under ``KEEP_UP`` of its rate (less at low rates:
-    ``keeps_up``), fails a request, or its p99 passes ``KNEE`` x the lowest step p99 so far (queues build).
-    Closed-loop clients batch better than open-loop arrivals, so their saturation overstates the rate an
-    open-loop load can be held at."""
-    from loadtest.runner import measure_run
-
-    steps: list[dict[str, Any]] = []
-    best = None
-    rate = start_rps
-    for _ in range(max_steps):
-        scenario = overload.open_scenario(model, protocol, round(rate, 1), duration_s, warmup_s, max_inflight,
-                                          name=f"sustained-{rate:.0f}rps")
-        overload.settle(endpoints, served)
-        client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
-        p99 = client.latency_ms.get("p99", math.nan)
-        entry = {"rate": round(rate, 1), "throughput_rps": round(client.throughput_rps, 1),
-                 "p99_ms": round(p99, 3), "failures": client.failures}
-        steps.append(entry)
-        # The lowest p99 so far is the unloaded latency: noise only ever adds to a step's p99.
-        baseline = min(s["p99_ms"] for s in steps)
-        measured_s = client.duration_s if client.duration_s > 0 else duration_s - warmup_s
-        kept_up = (client.failures == 0 and keeps_up(client.throughput_rps, rate, measured_s)
-                   and not (baseline > 0 and p99 > KNEE * baseline))
-        log(f"  sustained-rate search: {rate:8.1f} req/s offered  {client.throughput_rps:8.1f} completed  "
-            f"p99 {p99:.3f} ms  failures {client.failures}  {'kept up' if kept_up else 'fell behind'}")
-        if not kept_up:
-            break
-        best = entry
-        rate *= step
-    if best is None:
-        raise ValueError(f"{served} did not keep up with {start_rps:.1f} req/s open-loop, the lowest rate tried: "
-                         f"{steps}; pass a lower --saturation-rps")
-    return overload.Saturation(best["rate"], 0, steps)
-
-
 # --- the run -------------------------------------------------------------------------------------
 
 def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
@@ -326,8 +268,6 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
          sample_s: float = 5.0,
          warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
          max_inflight: int = 4096, search: dict | None = None, log=print) -> dict[str, Any]:
-    from loadtest.runner import measure_run
-
     served = Variant("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -336,7 +276,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     if saturation_rps is None:
         # On the config as served (70% of a rate measured without its queue policy overloads it), closed-loop
         # first, then open-loop upwards from well below that: the rate open-loop arrivals can be held at.
-        closed = overload.find_saturation(model, served, protocol, endpoints, work, log=log, **(search or {}))
+        closed = find_saturation(model, served, protocol, endpoints, work, log=log, **(search or {}))
         sustained = find_sustained_rate(model, served, protocol, endpoints, work,
                                         start_rps=closed.rps * START_FRACTION,
                                         duration_s=(search or {}).get("duration_s", 10.0), max_inflight=max_inflight,
@@ -349,7 +289,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     log(f"soak {served} over {protocol}: {rate:g} req/s ({fraction:g} x {saturation_rps:.1f}) for {duration_s:g} s")
     scenario = Scenario(f"soak-{model}", model, protocol, {"kind": "open", "rate": rate, "max_inflight": max_inflight},
                         duration_s, warmup_s)
-    overload.settle(endpoints, served)
+    settle(endpoints, served)
     sampler = MemorySampler(server_pid, sample_s).start()
     try:
         if generator == "perf_analyzer":
@@ -379,13 +319,8 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
 
 def _perf_analyzer_load(model: str, served: str, protocol: str, endpoints, rate: float, duration_s: float,
                         window_s: float, log) -> tuple[ClientStats, int]:
-    """The soak's load from perf_analyzer (``loadtest.perf_windows``): one pass per window, real payloads,
+    """The soak's load from perf_analyzer (``loadtest.drive.perf_windows``): one pass per window, real payloads,
     and the requests Triton counted as failed over the run."""
-    from deploy.client import metrics, model_metric
-    from export.errors import UnknownModelError
-    from loadtest import perf_windows
-    from loadtest.inprocess import real_samples
-
     windows = int(duration_s // window_s)
     try:
         samples = real_samples(model, 64)  # the payloads the Locust users send
@@ -405,7 +340,7 @@ def _perf_analyzer_load(model: str, served: str, protocol: str, endpoints, rate:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.soak", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="digits", help="public model name (default digits)")
     parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))

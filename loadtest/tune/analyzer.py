@@ -5,7 +5,7 @@ wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 bin
 launch mode, starts our tritonserver through a wrapper script written here. The pick it returns can
 be compared with the project's own tuner and applied with :meth:`AnalyzerPick.apply_to`.
 
-    python -m loadtest.analyzer digits --budget-ms 5
+    python -m loadtest.tune.analyzer digits --budget-ms 5
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def write_server_wrapper(target: Path, backends: Path | None = None) -> Path:
     backends = assemble_backends(dist, backends or target.parent / "backends")
     venv_bin = Path(sys.prefix) / "bin"  # the stub finds the venv (torch, backends.*) via python3 on PATH
     target.write_text(f"""#!/usr/bin/env bash
-# tritonserver 2.51 (nvidia-pytriton) for Model Analyzer's local launch mode, written by loadtest/analyzer.py
+# tritonserver 2.51 (nvidia-pytriton) for Model Analyzer's local launch mode, written by loadtest/tune/analyzer.py
 export PATH={shlex.quote(str(venv_bin))}:"$PATH"
 export LD_LIBRARY_PATH={shlex.quote(str(dist.libs))}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
 unset PYTHONPATH
@@ -255,7 +255,7 @@ def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.analyzer", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.tune.analyzer", description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("--budget-ms", type=float, required=True, help="p99 latency budget (ms)")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)

@@ -19,7 +19,7 @@ from export import catalog
 from export import config as config_io
 from loadtest.campaign import QUEUE_POLICY_FIELDS, Slo, Variant
 from loadtest.errors import LoadTestError
-from loadtest.results import CampaignResult
+from loadtest.measure.results import CampaignResult
 
 
 class TuneError(LoadTestError):
@@ -117,7 +117,7 @@ def render_tuned(tuned: dict[str, dict[str, Any]]) -> str:
 
 def config_diff(entry: catalog.CatalogEntry, repository: Path) -> str:
     """Unified diff of the public variant's ``config.pbtxt``: in the repository -> as ``entry`` says."""
-    from export import zoo
+    from export import zoo  # torch
 
     variant = entry.variants["cpu"][0]
     spec = entry.spec(zoo.build(entry.builder), variant, "cpu")
@@ -147,7 +147,7 @@ def write(choice: Choice, variant: Variant, repository: Path, note: str, *, dry_
     if dry_run:
         return diff
     tuned_path.write_text(text)
-    from export.pipeline import export_entry
+    from export.pipeline import export_entry  # torch
 
     for done in export_entry(entry, repository):
         if not done.result.ok:

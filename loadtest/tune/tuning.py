@@ -7,9 +7,11 @@ import dataclasses
 import math
 from pathlib import Path
 
-from loadtest import apply, autotune
 from loadtest.campaign import Campaign, Variant
-from loadtest.results import CampaignResult
+from loadtest.drive import apply
+from loadtest.measure.results import CampaignResult
+from loadtest.measure.run import run_scenario
+from loadtest.tune import analyzer, autotune
 
 
 def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repository: Path, out_dir: Path, *,
@@ -51,9 +53,6 @@ def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repo
 def compare_with_analyzer(campaign: Campaign, result: CampaignResult, model: str, endpoints, repository: Path,
                           out_dir: Path, log=print) -> dict:
     """Model Analyzer's pick for the same model and budget, then that config under the campaign's load."""
-    from loadtest import analyzer
-    from loadtest.runner import run_scenario
-
     log(f"tune {model}: running Triton Model Analyzer (local launch mode, budget p99 <= {campaign.slo.p99_ms:g} ms)")
     try:
         pick = analyzer.profile(model, repository, campaign.slo.p99_ms, out_dir / "analyzer" / model)

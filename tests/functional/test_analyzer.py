@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from deploy.client import connect, infer
-from loadtest import analyzer
+from loadtest.tune import analyzer
 from tests.conftest import server_config, start_or_fail
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"

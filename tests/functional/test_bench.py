@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 
-from loadtest import bench
+from loadtest.studies import bench
 
 
 def test_the_bench_measures_every_row_for_digits(repository, tmp_path):

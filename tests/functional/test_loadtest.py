@@ -13,9 +13,9 @@ import pytest
 import tritonclient.http as httpclient
 
 from loadtest import campaign as campaign_io
-from loadtest.cli import execute
-from loadtest.results import CampaignResult
-from loadtest.runner import Endpoints
+from loadtest.drive.target import Endpoints
+from loadtest.execution import execute
+from loadtest.measure.results import CampaignResult
 
 CAMPAIGN = textwrap.dedent("""
     name = "functional"

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from deploy.server import LocalServer
-from loadtest import apply, overload
 from loadtest.campaign import Variant
-from loadtest.runner import Endpoints
+from loadtest.drive import apply
+from loadtest.drive.target import Endpoints
+from loadtest.studies import overload
 from tests.conftest import server_config
 
 RETRYABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}

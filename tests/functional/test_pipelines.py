@@ -11,8 +11,8 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import infer
 from export.zoo import efficientnet, minilm
-from loadtest import apply
 from loadtest.campaign import Variant
+from loadtest.drive import apply
 from tests.conftest import infer_concurrently
 
 SENTENCES = [

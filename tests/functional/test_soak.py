@@ -11,7 +11,8 @@ import time
 import psutil
 
 from deploy.server import PROJECT_ROOT
-from loadtest import soak, target
+from loadtest.drive import target
+from loadtest.studies import soak
 from tests.conftest import read_until
 
 
@@ -59,7 +60,7 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
 def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
     """A soak stopped by SIGTERM (a CI timeout, ``kill``) leaves no tritonserver, stub or Locust behind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadtest.soak", "--model", "digits", "--minutes", "1", "--saturation-rps", "50",
+        [sys.executable, "-m", "loadtest.studies.soak", "--model", "digits", "--minutes", "1", "--saturation-rps", "50",
          "--out", str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, family = [], []
     try:

@@ -215,8 +215,8 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
     settings = {"model": "digits", "url": server.config.http_url, "shape": {"kind": "users"}, "retry": RETRY,
                 "out": str(out)}
     locust = subprocess.Popen(
-        [sys.executable, "-m", "loadtest.locust_main", "-f", str(PROJECT_ROOT / "loadtest" / "locustfile.py"),
-         "DigitsHttpUser", "--headless", "--host", server.config.http_url, "-u", "6", "-r", "6", "-t", "20s",
+        [sys.executable, "-m", "loadtest.drive.locust_main",
+         "-f", str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"), "DigitsHttpUser", "--headless", "--host", server.config.http_url, "-u", "6", "-r", "6", "-t", "20s",
          "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "15", "--exit-code-on-error", "0"],
         cwd=PROJECT_ROOT, env={**os.environ, "TRITONKIT_LOAD": json.dumps(settings)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

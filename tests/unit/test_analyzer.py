@@ -1,4 +1,4 @@
-"""loadtest.analyzer without running Model Analyzer: a recorded real checkpoint, the YAML, the wrapper."""
+"""loadtest.tune.analyzer without running Model Analyzer: a recorded real checkpoint, the YAML, the wrapper."""
 
 import csv
 import json
@@ -11,8 +11,8 @@ import psutil
 import pytest
 import yaml
 
-from loadtest import analyzer
-from loadtest.analyzer import (AnalyzerFailed, AnalyzerNotInstalled, AnalyzerPick, AnalyzerTimeout,
+from loadtest.tune import analyzer
+from loadtest.tune.analyzer import (AnalyzerFailed, AnalyzerNotInstalled, AnalyzerPick, AnalyzerTimeout,
                                NoConfigMeetsBudget, measurements, pick_from_results)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "analyzer"

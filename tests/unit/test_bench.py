@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from loadtest import apply, bench
 from loadtest.campaign import Variant
+from loadtest.drive import apply
+from loadtest.studies import bench
 
 # Shaped like bench.json from a run (figures rounded), digits and minilm.
 RECORDED = {

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from loadtest import perf
-from loadtest.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor, model_spec
-from loadtest.first_request import _single_model_repository
-from loadtest.inprocess import limit
+from loadtest.drive import perf
+from loadtest.measure.first_request import _single_model_repository
+from loadtest.measure.inprocess import limit, model_spec
+from loadtest.studies.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
 
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
 

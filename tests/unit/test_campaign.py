@@ -6,7 +6,7 @@ import pytest
 
 from loadtest import campaign
 from loadtest.errors import CampaignError
-from loadtest.runner import locust_command
+from loadtest.drive.runner import locust_command
 
 CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
 MINIMAL = """
@@ -104,6 +104,6 @@ def test_missing_file_is_named(tmp_path):
 def test_locust_command_follows_the_shape():
     scenario = campaign.Scenario("s", "digits", "grpc", {"kind": "open", "rate": 500}, duration_s=10, processes=2)
     cmd = locust_command(scenario, "DigitsGrpcUser", "127.0.0.1:8001")
-    assert cmd[1:3] == ["-m", "loadtest.locust_main"]  # gRPC readied for gevent before Locust imports
+    assert cmd[1:3] == ["-m", "loadtest.drive.locust_main"]  # gRPC readied for gevent before Locust imports
     assert "DigitsGrpcUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "10s"

@@ -164,7 +164,7 @@ def test_locust_master_and_workers_run_the_project_locustfile(services):
     master, worker = services["locust-master"], services["locust-worker"]
     for service in (master, worker):
         command = service["command"]
-        assert command[:3] == ["python", "-m", "loadtest.locust_main"]
+        assert command[:3] == ["python", "-m", "loadtest.drive.locust_main"]
         assert (PROJECT_ROOT / command[command.index("-f") + 1]).is_file()
         assert '"grpc_url": "triton:8001"' in service["environment"]["TRITONKIT_LOAD"]
     assert "--master" in master["command"] and "--class-picker" in master["command"]

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.latency import Merger, Recorder, percentiles_ms
-from loadtest.results import PERCENTILES, percentile_key
+from loadtest.drive.client_stats import PERCENTILES, percentile_key
+from loadtest.drive.latency import Merger, Recorder, percentiles_ms
 
 
 def merged(*recorders: Recorder, duration_s: float = 1.0):

@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import apply, campaign, overload, overload_report, soak, target
+from loadtest import campaign
+from loadtest.drive import apply, target
+from loadtest.drive.client_stats import ClientStats, TimelinePoint, failure_status
+from loadtest.drive.latency import Merger, Recorder
+from loadtest.drive.runner import load_settings
 from loadtest.errors import CampaignError, VariantError
-from loadtest.latency import Merger, Recorder
-from loadtest.results import ClientStats, RunResult, ServerStats, TimelinePoint, failure_status
-from loadtest.runner import load_settings
+from loadtest.measure import saturation
+from loadtest.measure.results import RunResult, ServerStats
+from loadtest.studies import overload, overload_report, soak
 from tests.unit.test_campaign import MINIMAL
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
@@ -178,7 +182,7 @@ def test_refusals_are_counted_apart_from_drops_and_errors():
 
 
 def test_old_results_without_the_new_fields_still_load():
-    from loadtest.results import from_dict
+    from loadtest.measure.results import from_dict
 
     raw = {"campaign": "c", "started": "", "slo": {}, "runs": [{
         "scenario": "s", "variant": "v", "model": "digits", "served_model": "digits", "protocol": "grpc",
@@ -272,8 +276,6 @@ def test_soak_checks():
 
 
 def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(monkeypatch, tmp_path):
-    from loadtest import runner
-
     capacity = 130.0  # the fake server completes up to this many req/s
     offered = []
 
@@ -284,40 +286,41 @@ def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(m
         return ClientStats(requests=int(done * 10), failures=0, duration_s=10.0,
                            latency_ms={"p99": 5.0 if rate <= capacity else 500.0}), None
 
-    monkeypatch.setattr(runner, "measure_run", fake_run)
-    monkeypatch.setattr(overload, "settle", lambda *_: None)
-    found = soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None)
+    monkeypatch.setattr(saturation, "measure_run", fake_run)
+    monkeypatch.setattr(saturation, "settle", lambda *_: None)
+    found = saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0,
+                                           log=lambda *_: None)
     assert offered == [50.0, 60.0, 72.0, 86.4, 103.7, 124.4, 149.3]  # 1.2x steps until it fell behind
     assert found.rps == 124.4 and [s["rate"] for s in found.steps] == offered
     with pytest.raises(ValueError, match="did not keep up with 200.0"):
-        soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0, log=lambda *_: None)
+        saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0,
+                                       log=lambda *_: None)
 
 
 def test_the_sustained_rate_stops_at_the_knee_where_p99_passes_3x_the_lowest_step_p99(monkeypatch, tmp_path):
     """Every step is completed in full, but p99 grows with the rate: past 3x the unloaded p99, queues build.
     The first step's p99 was noisy (20 ms); the bar is 3x the lowest p99 seen (5 ms), not 3x that."""
-    from loadtest import runner
-
     p99s = iter([20.0, 5.0, 6.0, 14.0, 16.0, 99.0])
 
     def fake_run(scenario, *_args, **_kwargs):
         rate = scenario.shape["rate"]
         return ClientStats(requests=int(rate * 10), failures=0, duration_s=10.0, latency_ms={"p99": next(p99s)}), None
 
-    monkeypatch.setattr(runner, "measure_run", fake_run)
-    monkeypatch.setattr(overload, "settle", lambda *_: None)
-    found = soak.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None)
+    monkeypatch.setattr(saturation, "measure_run", fake_run)
+    monkeypatch.setattr(saturation, "settle", lambda *_: None)
+    found = saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0,
+                                           log=lambda *_: None)
     assert [s["rate"] for s in found.steps] == [50.0, 60.0, 72.0, 86.4, 103.7] and found.rps == 86.4
-    assert soak.KNEE == 3.0 and soak.START_FRACTION == 1 / 8
+    assert saturation.KNEE == 3.0 and saturation.START_FRACTION == 1 / 8
 
 
 def test_keeping_up_allows_for_poisson_noise_at_low_rates_only():
     # 10.8 req/s over 8 s: 86 +- 9 arrivals, so 10.2 req/s completed (94%) is within the noise
-    assert soak.keeps_up(10.2, 10.8, 8.0)
-    assert not soak.keeps_up(7.0, 10.8, 8.0)  # 3.5 sigma short: fell behind
+    assert saturation.keeps_up(10.2, 10.8, 8.0)
+    assert not saturation.keeps_up(7.0, 10.8, 8.0)  # 3.5 sigma short: fell behind
     # 1,000 req/s over 8 s: 8,000 +- 89, so the 95% bar holds
-    assert soak.keeps_up(951.0, 1000.0, 8.0) and not soak.keeps_up(940.0, 1000.0, 8.0)
-    assert not soak.keeps_up(5.0, 10.0, 0.0)
+    assert saturation.keeps_up(951.0, 1000.0, 8.0) and not saturation.keeps_up(940.0, 1000.0, 8.0)
+    assert not saturation.keeps_up(5.0, 10.0, 0.0)
 
 
 def test_the_p99_trend_is_the_fitted_line_not_two_windows():

@@ -9,10 +9,12 @@ from google.protobuf import json_format
 
 from export import catalog
 from export import config as config_io
-from loadtest import apply, autotune, slo
 from loadtest.campaign import Slo, Variant
+from loadtest.drive import apply
 from loadtest.errors import VariantError
-from loadtest.results import CampaignResult
+from loadtest.measure import slo
+from loadtest.tune import autotune
+from loadtest.measure.results import CampaignResult
 
 DATA = Path(__file__).parents[1] / "data" / "loadtest"
 REPOSITORY = Path(__file__).parents[2] / "model_repository"

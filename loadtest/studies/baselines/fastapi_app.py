@@ -24,7 +24,7 @@ are cast to that dtype (a float where integers are expected is refused).
 
 Threads: torch's own default (all cores) unless ``threads`` is given; that is what a user gets.
 
-Run: ``python -m loadtest.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
+Run: ``python -m loadtest.studies.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
 """
 
 from __future__ import annotations
@@ -54,13 +54,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from loadtest.inprocess import optimized_execution
+from loadtest.measure.inprocess import model_spec, optimized_execution
 
-NUMPY_DTYPES = {
-    "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
-}
 _ENV_PREFIX = "TRITONKIT_BASELINE_"
 
 
@@ -392,37 +387,6 @@ def create_app(model_path: Path, input_names: list[str], output_names: list[str]
     return app
 
 
-# -- reading the Triton config --------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    model_path: Path
-    input_names: list[str]
-    output_names: list[str]
-    input_dtypes: dict[str, Any]
-    max_batch_size: int
-
-
-def model_spec(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelSpec:
-    """Names, dtypes and file of ``<repository>/<model>`` from its ``config.pbtxt``."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    folder = Path(repository) / model
-    config = text_format.Parse((folder / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
-    versions = sorted((int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit()))
-    filename = config.default_model_filename or "model.pt"
-    if not versions or not (folder / str(versions[-1]) / filename).is_file():
-        raise FileNotFoundError(f"no {filename} under {folder}/<version>/: run `make export`")
-    dtypes = {}
-    for tensor in config.input:
-        type_name = model_config_pb2.DataType.Name(tensor.data_type)
-        if type_name not in NUMPY_DTYPES:
-            raise ValueError(f"{model}: input {tensor.name} has {type_name}, not supported by the baseline")
-        dtypes[tensor.name] = NUMPY_DTYPES[type_name]
-    return ModelSpec(folder / str(versions[-1]) / filename, [t.name for t in config.input],
-                     [t.name for t in config.output], dtypes, int(config.max_batch_size))
-
-
 def app_for_model(model: str, repository: Path = DEFAULT_REPOSITORY, *, batcher: bool = False,
                   max_batch: int | None = None, max_wait_ms: float = 2.0, threads: int | None = None) -> FastAPI:
     spec = model_spec(model, repository)
@@ -446,7 +410,7 @@ def app_from_env() -> FastAPI:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="python -m loadtest.baselines.fastapi_app", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.baselines.fastapi_app", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--batcher", action="store_true", help="use the asyncio micro-batcher")
@@ -465,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             _ENV_PREFIX + "THREADS": str(args.threads or ""),
         })
         model_spec(args.model, args.repository)  # fail here, not in each worker
-        uvicorn.run("loadtest.baselines.fastapi_app:app_from_env", factory=True, host="127.0.0.1",
+        uvicorn.run("loadtest.studies.baselines.fastapi_app:app_from_env", factory=True, host="127.0.0.1",
                     port=args.port, workers=args.workers, log_level="warning", access_log=False)
         return 0
     app = app_for_model(args.model, args.repository, batcher=args.batcher, max_batch=args.max_batch,
@@ -484,7 +448,7 @@ def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository
     Its output goes to ``proc.log_path``. If it exits or is not healthy within ``timeout_s``, it is
     stopped and a RuntimeError carries the tail of its output.
     """
-    cmd = [sys.executable, "-m", "loadtest.baselines.fastapi_app", "--model", model, "--port", str(port),
+    cmd = [sys.executable, "-m", "loadtest.studies.baselines.fastapi_app", "--model", model, "--port", str(port),
            "--repository", str(Path(repository).resolve()), "--workers", str(workers),
            "--max-wait-ms", str(max_wait_ms)]
     if batcher:

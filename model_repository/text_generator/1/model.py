@@ -14,7 +14,7 @@ repository), ``STEP_MODE`` (``inprocess``: the steps' TorchScript files run insi
 ``MAX_PROMPT_BYTES`` (checked before the prompt is decoded or tokenised), ``MAX_PROMPT_TOKENS``,
 ``MAX_NEW_TOKENS`` and ``MAX_STOP_BYTES`` (see docs/limits.md).
 
-In-process is kept. Measured with ``python -m loadtest.generation_bench`` (SmolLM2-135M FP32, 2-core
+In-process is kept. Measured with ``python -m loadtest.studies.generation`` (SmolLM2-135M FP32, 2-core
 CPU, one stream, 32 tokens; median decode step as the server logs it, KV cache included), two runs:
 
     prompt       in-process       BLS (to the served smollm2_decode)

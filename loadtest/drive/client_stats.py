@@ -1,0 +1,133 @@
+"""What the load generator saw: ``ClientStats`` (one run, client side), its per-second ``TimelinePoint``,
+and how a failure's status is read (refusals, drops).
+
+The Locust users and the perf_analyzer runners produce these; ``loadtest.measure.results`` keeps them
+beside the server's counters in a run's ``RunResult``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
+"""Client-side percentiles every report shows."""
+
+
+RETRYABLE_STATUSES = ("503", "429", "StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED")
+"""Statuses that mean "refused, try again": Triton answers a full queue ("Exceeds maximum queue size") and a
+request that timed out in the queue ("Request timeout expired") with HTTP 503 / gRPC UNAVAILABLE."""
+DROPPED = "dropped"
+"""The status of an open-loop arrival the client never sent (every in-flight slot busy)."""
+_STATUS = re.compile(r"^[\w.]+: \[([^\]]+)\]")
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+def failure_status(message: str) -> str:
+    """The status of a recorded failure (``"InferenceServerException: [503] Exceeds maximum queue size"`` ->
+    ``503``; ``[StatusCode.UNAVAILABLE] ...`` -> ``StatusCode.UNAVAILABLE``; a drop -> ``dropped``); without a
+    status, the exception's class (``TimeoutError``)."""
+    text = message.strip()
+    if text.startswith(DROPPED):
+        return DROPPED
+    if match := _STATUS.match(text):
+        return match.group(1)
+    if match := _HTTP_STATUS.search(text.splitlines()[0] if text else ""):
+        return match.group(1)
+    return text.split(":", 1)[0].strip()[:60] or "error"
+
+
+def is_refusal(status: str) -> bool:
+    """A retryable refusal by the server (not a drop, not a hard error)."""
+    return status in RETRYABLE_STATUSES
+
+
+def percentile_key(p: float) -> str:
+    """50 -> ``p50``, 99.9 -> ``p99.9``."""
+    return f"p{p:g}"
+
+
+@dataclasses.dataclass
+class TimelinePoint:
+    """One second of a run, client side."""
+
+    t: float
+    """Seconds since the run started (start of this one-second window)."""
+    requests: int
+    """Requests completed in the window (successes and failures)."""
+    failures: int
+    """Requests that failed in the window."""
+    p50_ms: float | None
+    """Median latency of the window's successful requests, ms; None when there were none."""
+    p99_ms: float | None
+    """99th percentile of the window's successful requests, ms; None when there were none."""
+    refused: int = 0
+    """Failures in the window with a retryable status (see ``ClientStats.refused``)."""
+
+
+@dataclasses.dataclass
+class ClientStats:
+    """What the load generator saw. Latencies are of successful requests, microsecond resolution."""
+
+    requests: int
+    """Requests completed (successes and failures)."""
+    failures: int
+    """Requests that got an error (any status, timeout or connection error)."""
+    duration_s: float
+    """Measured wall time of the run."""
+    latency_ms: dict[str, float]
+    """``p50``, ``p90``, ``p95``, ``p99``, ``p99.9``, ``mean``, ``min``, ``max`` in ms."""
+    timeline: list[TimelinePoint] = dataclasses.field(default_factory=list)
+    """Per-second throughput, failures and latency."""
+    hdr: str = ""
+    """The merged HDR histogram (values in µs), base64 as ``HdrHistogram.encode`` writes it."""
+    dropped: int = 0
+    """Open-loop shape only: arrivals not sent because every in-flight slot was busy (counted as failures)."""
+    errors: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Error message (first line) -> count."""
+    warmup_requests: int = 0
+    """Requests completed in the warm-up window at the start (new connections, first batches): not in the
+    figures above, but the server counted them."""
+    retries: int = 0
+    """Attempts sent again after a retryable failure (opt-in client retry, ``settings["retry"]``). A request
+    that succeeded after retries is one success, its latency counted from its first send."""
+    refused: int = 0
+    """Failures with a retryable status (``RETRYABLE_STATUSES``: HTTP 503 / gRPC UNAVAILABLE, what Triton's queue
+    policy answers when the queue is full or a request timed out in it); part of ``failures``."""
+    failure_statuses: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Status of every failure -> count (``503``, ``StatusCode.UNAVAILABLE``, ``dropped``, or the exception class
+    when there was no status); adds up to ``failures``."""
+    refusal_latency_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """How long refusals took (``p50``, ``p99``, ``max``, ms) when the load generator reports it; else empty."""
+    windows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Per window of the run (60 s unless the load settings' ``window_s`` says otherwise): ``t`` (start, s),
+    ``length_s``, ``requests``, ``failures``, ``p50_ms``, ``p99_ms`` (None without successes). The soak's
+    p99 per minute."""
+    latency_sum_ms: float = 0.0
+    """Summed latency of every success, the warm-up window's included: the same requests the server's
+    ``nv_inference_request_duration_us`` adds up, so the two sums compare without slack."""
+
+    @property
+    def throughput_rps(self) -> float:
+        """Successful requests per second."""
+        return (self.requests - self.failures) / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def error_rate(self) -> float:
+        return self.failures / self.requests if self.requests else 0.0
+
+    @property
+    def accepted(self) -> int:
+        """Requests the server answered successfully."""
+        return self.requests - self.failures
+
+    @property
+    def refusal_rate(self) -> float:
+        """Refused / offered (every arrival, drops included)."""
+        return self.refused / self.requests if self.requests else 0.0
+
+    @property
+    def other_failures(self) -> int:
+        """Failures that are neither refusals nor client drops."""
+        return self.failures - self.refused - self.dropped
