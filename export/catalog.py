@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from export.errors import SpecError, UnknownModelError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec
 from export.variants import TARGETS, Variant
-from export.zoo.base import ZooModel
+
+if TYPE_CHECKING:  # torch: only the annotations name it
+    from export.zoo.base import ZooModel
 
 CATALOG = Path(__file__).with_name("models.toml")
 TUNED = Path(__file__).with_name("tuned.toml")
