@@ -21,7 +21,7 @@ from export.errors import ConfigError, SpecError
 from export.spec import LABELS_FILE, DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, TensorSpec
 
 __all__ = ["LABELS_FILE", "HEADER", "to_model_config", "to_json", "render", "write", "parse", "read",
-           "from_model_config", "from_json", "without_server_defaults"]
+           "from_model_config", "from_json", "without_server_defaults", "as_served"]
 
 _KINDS = {"KIND_CPU": mc.ModelInstanceGroup.KIND_CPU, "KIND_GPU": mc.ModelInstanceGroup.KIND_GPU,
           "KIND_AUTO": mc.ModelInstanceGroup.KIND_AUTO}
@@ -223,6 +223,18 @@ def without_server_defaults(config: mc.ModelConfig) -> mc.ModelConfig:
     if served.HasField("response_cache") and not served.response_cache.ListFields():
         served.ClearField("response_cache")
     return served
+
+
+def as_served(spec: ModelSpec) -> ModelSpec:
+    """``spec`` as Triton serves it (``from_json(get_model_config(...))``): Triton's model-config normalisation
+    gives a config without a version policy ``latest 1``, and a dynamic batcher without preferred sizes
+    ``preferred_batch_size: max_batch_size``."""
+    if spec.latest_versions is None:
+        spec = spec.replace(latest_versions=1)
+    batching = spec.dynamic_batching
+    if batching is not None and not batching.preferred_batch_sizes:
+        spec = spec.replace(dynamic_batching=batching.replace(preferred_batch_sizes=(spec.max_batch_size,)))
+    return spec
 
 
 def from_model_config(config: mc.ModelConfig, *, labels: tuple[str, ...] = (), description: str = "",

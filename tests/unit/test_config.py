@@ -9,7 +9,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export import catalog, zoo
-from export.config import (HEADER, from_json, from_model_config, parse, read, render, to_json, to_model_config,
+from export.config import (HEADER, as_served, from_json, from_model_config, parse, read, render, to_json, to_model_config,
                            without_server_defaults, write)
 from export.errors import ConfigError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, QueuePolicyWarning, TensorSpec
@@ -223,15 +223,10 @@ def test_the_servers_json_parses_to_the_committed_spec():
             continue
         from_file = from_model_config(parse(REPOSITORY / name / "config.pbtxt"))
         spec = from_json(data)
-        if from_file.latest_versions is None:
-            assert spec.latest_versions == 1
-            from_file = from_file.replace(latest_versions=1)
-        batching = from_file.dynamic_batching
-        if batching is not None and not batching.preferred_batch_sizes:
-            from_file = from_file.replace(dynamic_batching=batching.replace(
-                preferred_batch_sizes=(from_file.max_batch_size,)))
-        assert spec == from_file, name
+        assert spec == as_served(from_file), name
         assert from_json(json.dumps(data)) == spec
+    python_model = from_json(served()["postprocess"])
+    assert python_model.latest_versions == 1 and python_model.dynamic_batching.preferred_batch_sizes == (16,)
 
 
 def test_the_load_apis_json_round_trips():
