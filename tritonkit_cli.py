@@ -1,14 +1,55 @@
 """tritonkit: PyTorch models to Triton Inference Server, checked against eager PyTorch and proven under load.
 
-Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` and `bench`
-(loadtest/), `demo` (the main job).
-Run `tritonkit COMMAND --help` for each.
+Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` (loadtest/),
+`demo` (the main job). Run `tritonkit COMMAND --help` for each.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from tritonkit_errors import TritonkitError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+EXIT_STATUS = """\
+exit status:
+  0  done
+  1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
+     scenario named), serve and demo (the server failed or left a process or /dev/shm region behind)
+  2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
+  3  export: a format's toolchain is missing here (the other formats were exported);
+     loadtest: the server or Locust failed
+"""
+MAKE_TARGETS = (
+    ("help", "grep -E '^[a-z-]+:.*## '", "list the make targets (their `## ` lines)"),
+    ("setup", "bash deploy/setup.sh", ".venv with the pinned dependencies (idempotent)"),
+    ("export", "python -m export", "= tritonkit export: the built-in models into model_repository/"),
+    ("serve", "tritonkit serve", "the local tritonserver on 8000/8001/8002 until Ctrl-C"),
+    ("demo", "tritonkit demo", "export, serve, real requests, metrics, a short load campaign, stop"),
+    ("test", "python -m pytest", "the test suite against a real tritonserver on free ports"),
+    ("loadtest", "tritonkit loadtest $(CAMPAIGN)", "a campaign (default loadtest/campaigns/smoke.toml)"),
+    ("overload", "python -m loadtest.overload --model $(MODEL)", "queue policy at 1x/1.5x/2x saturation"),
+    ("soak", "python -m loadtest.soak --model $(MODEL)", "10 min at 70% of saturation: errors, p99 drift, memory"),
+    ("bench", "python -m loadtest.bench", "in-process vs Triton plain/tuned vs FastAPI, one run"),
+    ("bench-export", "python -m export.bench", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
+    ("bench-generation", "python -m loadtest.generation_bench", "text_generator TTFT and tokens/s"),
+    ("check-deploy", "docker-compose config -q, promtool check, kubectl kustomize, kubernetes-validate",
+     "compose, Prometheus and the k8s overlays validated offline"),
+    ("lock", "python3.11 -m venv, pip install -q -e ., pip freeze --exclude-editable",
+     "rewrite requirements.lock from pyproject.toml's pins"),
+)
+"""Each Makefile target with a ``## `` help line: the command its recipe runs (comma-separated parts, each
+found in the recipe; tests/unit/test_cli.py checks them against the Makefile) and what it is for."""
+
+
+def epilog() -> str:
+    width = max(len(target) for target, _, _ in MAKE_TARGETS) + len("make ")
+    lines = ["make targets (each sets itself up first; MODEL=, CAMPAIGN=, ARGS= as in the Makefile):"]
+    for target, command, purpose in MAKE_TARGETS:
+        lines.append(f"  {'make ' + target:<{width}}  {command}")
+        lines.append(f"  {'':<{width}}    {purpose}")
+    return EXIT_STATUS + "\n" + "\n".join(lines) + "\n"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     from export import cli as export_cli
     from loadtest import cli as loadtest_cli
 
-    parser = argparse.ArgumentParser(prog="tritonkit", description=__doc__,
+    parser = argparse.ArgumentParser(prog="tritonkit", description=__doc__, epilog=epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     export_cli.register(subparsers)
@@ -29,7 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.handler(args)
+    try:
+        return args.handler(args)
+    except TritonkitError as exc:
+        # Commands report their own failures with their exit codes; anything that still reaches here is
+        # named on one line (the first of a long message, e.g. a server's log excerpt follows it).
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"tritonkit {args.command}: error: {first}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

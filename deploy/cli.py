@@ -23,6 +23,9 @@ mode a supervisor reloads any model whose Python-backend stub dies (Triton does 
 ends the replaced stubs Triton then keeps, and prints one line per recovery; --no-supervise turns it
 off (docs/recovery.md). Arguments after `--` go to tritonserver unchanged, e.g.
 `tritonkit serve -- --log-info=false`.
+
+Exit status: 0 stopped cleanly; 1 the server failed to start or exited, or a stub process or /dev/shm
+region was left behind; 2 bad arguments.
 """
 
 

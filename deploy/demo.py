@@ -4,6 +4,9 @@ Export every built-in model (checked against eager PyTorch), start the real trit
 held-out digits over HTTP and gRPC, print the answers and what the server's own metrics say about
 them, run the pipelines, end with a short Locust load campaign (loadtest/campaigns/smoke.toml) whose
 report lands in reports/smoke/, stop the server.
+
+Exit status: 0 every step passed and the campaign's SLO gate held; 1 an export, the server or the gate
+failed, or a stub process or /dev/shm region was left behind.
 """
 
 from __future__ import annotations

@@ -1,7 +1,13 @@
-"""Errors of the local server, each carrying what a user needs to fix the cause."""
+"""Errors of deploy/ (the local server), each carrying what a user needs to fix the cause."""
+
+from tritonkit_errors import TritonkitError
 
 
-class ServerError(RuntimeError):
+class DeployError(TritonkitError):
+    """Base of every deploy/ error."""
+
+
+class ServerError(DeployError, RuntimeError):
     """The local server could not do what was asked."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ipaddress
 import os
 
+from deploy.errors import DeployError
+
 RESTRICTED_APIS = ("model-repository", "model-config", "shared-memory", "trace", "logging")
 KEY_HEADER = "admin-key"
 """The HTTP header; gRPC clients send it as metadata ``triton-grpc-protocol-admin-key``."""
@@ -20,7 +22,7 @@ KEY_ENV = "TRITON_ADMIN_KEY"
 MIN_KEY_LENGTH = 16
 
 
-class InsecureServerError(ValueError):
+class InsecureServerError(DeployError, ValueError):
     """A server would be reachable from other hosts with its admin APIs open."""
 
 

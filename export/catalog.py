@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from export.changes import ServingChanges
 from export.errors import SpecError, UnknownModelError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec
 from export.variants import TARGETS, Variant
@@ -23,7 +24,8 @@ TORCHSCRIPT_PARAMETERS = {"DISABLE_OPTIMIZED_EXECUTION", "INFERENCE_MODE", "TORC
 TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
 _ENTRY_KEYS = {"builder", "variants"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
-                                                                 "tensorrt_accelerator", "labels"}
+                                                                 "tensorrt_accelerator", "labels", "labels_file",
+                                                                 "decoupled"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +39,10 @@ class CatalogEntry:
     """ModelSpec fields as written in the file."""
 
     def spec(self, zoo: ZooModel, variant: Variant = Variant("torchscript"), target: str = "cpu",
-             **overrides: Any) -> ModelSpec:
-        """The served config of one variant: catalog settings, then the variant's, then ``overrides``."""
+             changes: ServingChanges | None = None, **overrides: Any) -> ModelSpec:
+        """The served config of one variant: catalog settings, then ``overrides`` (ModelSpec fields, in
+        models.toml's terms or as objects), then the variant's, then ``changes``; ``target="gpu"`` puts every
+        instance group on the GPU."""
         values = {**self.settings, **overrides}
         unknown = set(values) - _SPEC_KEYS
         if unknown:
@@ -47,26 +51,29 @@ class CatalogEntry:
         values["precision"] = variant.precision
         # ONNX below FP32 means the TensorRT accelerator inside Triton's onnxruntime backend.
         values["tensorrt_accelerator"] = variant.format == "onnx" and variant.precision != "fp32"
-        if target == "gpu":
-            groups = values.get("instance_groups") or [{}]
-            values["instance_groups"] = [
-                {**(g if isinstance(g, dict) else dataclasses.asdict(g)), "kind": "KIND_GPU"} for g in groups
-            ]
-        if isinstance(values.get("dynamic_batching"), dict):
-            values["dynamic_batching"] = DynamicBatching(**values["dynamic_batching"])
-        if "instance_groups" in values:
-            values["instance_groups"] = tuple(
-                g if isinstance(g, InstanceGroup) else InstanceGroup(**g) for g in values["instance_groups"]
-            )
-        if isinstance(values.get("parameters"), dict):
-            values["parameters"] = tuple((k, v) for k, v in values["parameters"].items()
-                                         if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS)
-        values.setdefault("description", zoo.description)
-        values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())
         try:
-            return ModelSpec(name=variant.model_name(self.name), inputs=zoo.inputs, outputs=zoo.outputs, **values)
-        except TypeError as exc:
-            raise SpecError(f"model {self.name!r}: {exc}") from None
+            if isinstance(values.get("dynamic_batching"), dict):
+                values["dynamic_batching"] = DynamicBatching.from_settings(values["dynamic_batching"])
+            if "instance_groups" in values:
+                values["instance_groups"] = tuple(
+                    g if isinstance(g, InstanceGroup) else InstanceGroup(**g) for g in values["instance_groups"]
+                )
+            if isinstance(values.get("parameters"), dict):
+                values["parameters"] = tuple(
+                    (k, v) for k, v in values["parameters"].items()
+                    if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS)
+            values.setdefault("description", zoo.description)
+            values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())
+            spec = ModelSpec(name=variant.model_name(self.name), inputs=zoo.inputs, outputs=zoo.outputs, **values)
+        except (TypeError, SpecError) as exc:
+            message = str(exc)
+            raise SpecError(message if message.startswith("model ") else f"model {self.name!r}: {message}") from None
+        if changes is not None:
+            spec = changes.apply(spec)
+        if target == "gpu":
+            groups = spec.instance_groups or (InstanceGroup(),)
+            spec = spec.replace(instance_groups=tuple(dataclasses.replace(g, kind="KIND_GPU") for g in groups))
+        return spec
 
 
 def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogEntry]:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from export import catalog
 from export.errors import ExportError, SpecError
-from export.spec import PRECISIONS, DynamicBatching, InstanceGroup, TensorSpec
+from export.changes import ServingChanges
+from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
 from export.variants import FORMATS, TARGETS, Variant
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
@@ -75,27 +76,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serving.add_argument("--queue-timeout-us", type=int, help="queue policy: reject requests queued longer")
     serving.add_argument("--no-dynamic-batching", action="store_true", help="turn the dynamic batcher off")
     serving.add_argument("--instances", type=int, help="instance count")
-    serving.add_argument("--kind", choices=("KIND_CPU", "KIND_GPU", "KIND_AUTO"), help="instance kind")
+    serving.add_argument("--kind", choices=INSTANCE_KINDS, help="instance kind")
     serving.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=None,
                          help="warm the model up while it loads")
     serving.add_argument("--version", type=int, help="version folder to write")
 
 
-def overrides(args: argparse.Namespace, entry: catalog.CatalogEntry) -> dict:
-    """The serving flags given on the command line, merged into the entry's settings."""
-    given = {"max_batch_size": args.max_batch_size, "warmup": args.warmup, "version": args.version}
-    result = {k: v for k, v in given.items() if v is not None}
-    batching_flags = {"max_queue_delay_us": args.max_queue_delay_us, "preferred_batch_sizes": args.preferred_batch_sizes,
-                      "max_queue_size": args.max_queue_size, "default_timeout_us": args.queue_timeout_us}
-    batching_flags = {k: v for k, v in batching_flags.items() if v is not None}
-    if args.no_dynamic_batching:
-        result["dynamic_batching"] = None
-    elif batching_flags:
-        result["dynamic_batching"] = DynamicBatching(**{**(entry.settings.get("dynamic_batching") or {}), **batching_flags})
-    if args.instances is not None or args.kind is not None:
-        groups = entry.settings.get("instance_groups") or [{}]
-        result["instance_groups"] = (InstanceGroup(count=args.instances or groups[0].get("count", 1),
-                                                   kind=args.kind or groups[0].get("kind", "KIND_CPU")),)
+def overrides(args: argparse.Namespace) -> dict:
+    """The serving flags given on the command line: ``changes`` (a ``ServingChanges``) and ``version``."""
+    changes = ServingChanges(
+        max_batch_size=args.max_batch_size, warmup=args.warmup, max_queue_delay_us=args.max_queue_delay_us,
+        preferred_batch_sizes=args.preferred_batch_sizes, max_queue_size=args.max_queue_size,
+        default_timeout_us=args.queue_timeout_us, dynamic_batching=False if args.no_dynamic_batching else None,
+        instances=args.instances, instance_kind=args.kind,
+    )
+    result: dict = {"changes": changes} if changes else {}
+    if args.version is not None:
+        result["version"] = args.version
     return result
 
 
@@ -129,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     repository = args.repository or Path(os.environ.get("MODEL_REPOSITORY", DEFAULT_REPOSITORY))
     statuses = []
     try:
+        variants = requested_variants(args)
+        given = overrides(args)  # refused before anything is written
         if args.seed_from:
             from export.seed import COMPLETE_MARKER, seed
 
@@ -136,12 +135,10 @@ def run(args: argparse.Namespace) -> int:
             (repository / COMPLETE_MARKER).unlink(missing_ok=True)  # a repository mid-export is not complete
             copied = seed(args.seed_from, repository)
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
-        variants = requested_variants(args)
         from export.pipeline import export_entry  # torch is imported only when there is work
 
         for entry, model in _entries(args):
-            for done in export_entry(entry, repository, args.target, variants, args.force, model=model,
-                                     **overrides(args, entry)):
+            for done in export_entry(entry, repository, args.target, variants, args.force, model=model, **given):
                 statuses.append(done.result.status)
                 state = "up to date" if done.up_to_date else done.result.status
                 print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {done.result.details()}", flush=True)

@@ -1,12 +1,23 @@
 """Errors of the export step; each names the value or model at fault."""
 
+from tritonkit_errors import TritonkitError
 
-class ExportError(Exception):
+
+class ExportError(TritonkitError):
     """Base class: an export could not be done as asked."""
 
 
 class SpecError(ExportError, ValueError):
     """A model specification or a command-line setting is invalid."""
+
+
+class ConfigError(ExportError, ValueError):
+    """A model config (config.pbtxt, a ``ModelConfig`` or the server's JSON) does not parse, or holds a field
+    that ``ModelSpec`` cannot represent; ``field`` is its path, e.g. ``input[0].reshape``."""
+
+    def __init__(self, message: str, field: str = ""):
+        self.field = field
+        super().__init__(message)
 
 
 class ParityError(ExportError):

@@ -32,6 +32,8 @@ QUEUE_POLICY_DELAY_WARNING = (
 PRECISIONS = ("fp32", "fp16", "bf16")
 PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+LABELS_FILE = "labels.txt"
+"""Where ``ModelSpec.labels`` are written, beside config.pbtxt."""
 
 
 def _check_name(kind: str, name: str) -> None:
@@ -78,6 +80,48 @@ class TensorSpec:
         return "TYPE_STRING" if self.datatype == "BYTES" else f"TYPE_{self.datatype}"
 
 
+def _check_count(where: str, field: str, value: Any, low: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise SpecError(f"{where}{field}={value!r} is out of range (an integer >= {low})")
+
+
+@dataclasses.dataclass(frozen=True)
+class QueuePolicy:
+    """The dynamic batcher's queue policy (``default_queue_policy``): how many requests may wait, and for how long.
+
+    A refused or timed-out request gets HTTP 503 / gRPC UNAVAILABLE at once instead of waiting out its
+    latency budget. A policy that limits nothing is the same as none: ``DynamicBatching`` drops it.
+    """
+
+    max_queue_size: int = 0
+    """Requests beyond this many waiting are refused at once (UNAVAILABLE); 0 = unbounded."""
+    default_timeout_us: int = 0
+    """A request waiting longer than this gets ``timeout_action``; 0 = never."""
+    timeout_action: str = "REJECT"
+    """``REJECT`` a timed-out request (UNAVAILABLE), or ``DELAY`` it behind the others."""
+    allow_timeout_override: bool = False
+    """Clients may set a shorter timeout per request."""
+
+    def __post_init__(self) -> None:
+        _check_count("queue policy: ", "max_queue_size", self.max_queue_size)
+        _check_count("queue policy: ", "default_timeout_us", self.default_timeout_us)
+        if self.timeout_action not in TIMEOUT_ACTIONS:
+            raise SpecError(f"queue policy: timeout_action={self.timeout_action!r} is not one of {TIMEOUT_ACTIONS}")
+        if not isinstance(self.allow_timeout_override, bool):
+            raise SpecError(f"queue policy: allow_timeout_override={self.allow_timeout_override!r} is not a boolean")
+
+    @property
+    def limits(self) -> bool:
+        """Whether the policy refuses or times out anything (else Triton's unbounded FIFO is the same)."""
+        return bool(self.max_queue_size or self.default_timeout_us or self.allow_timeout_override)
+
+    def replace(self, **changes: Any) -> "QueuePolicy":
+        return dataclasses.replace(self, **changes)
+
+
+QUEUE_POLICY_FIELDS = tuple(f.name for f in dataclasses.fields(QueuePolicy))
+
+
 @dataclasses.dataclass(frozen=True)
 class DynamicBatching:
     """Triton's dynamic batcher: merges requests that arrive close together into one execution."""
@@ -88,31 +132,42 @@ class DynamicBatching:
     """Batch sizes the batcher sends at once when it can form them; each <= max_batch_size."""
     preserve_ordering: bool = False
     """Return responses in arrival order."""
-    max_queue_size: int = 0
-    """Queue policy: requests beyond this many waiting are refused at once (UNAVAILABLE); 0 = unbounded."""
-    default_timeout_us: int = 0
-    """Queue policy: a request waiting longer than this gets ``timeout_action``; 0 = never."""
-    timeout_action: str = "REJECT"
-    """Queue policy: ``REJECT`` a timed-out request, or ``DELAY`` it behind the others."""
-    allow_timeout_override: bool = False
-    """Queue policy: clients may set a shorter timeout per request."""
+    queue_policy: QueuePolicy | None = None
+    """Bounds on the queue (see ``QueuePolicy``); None = Triton's unbounded FIFO queue. A policy that limits
+    nothing becomes None."""
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> "DynamicBatching":
+        """The ``[model.dynamic_batching]`` table of models.toml: this class's fields and, flat beside them,
+        ``QueuePolicy``'s (``max_queue_size``, ``default_timeout_us``, ...)."""
+        own = {f.name for f in dataclasses.fields(cls)} - {"queue_policy"}
+        unknown = set(settings) - own - set(QUEUE_POLICY_FIELDS)
+        if unknown:
+            raise SpecError(f"dynamic_batching: unknown settings {sorted(unknown)}; known: "
+                            f"{sorted(own | set(QUEUE_POLICY_FIELDS))}")
+        policy = {k: v for k, v in settings.items() if k in QUEUE_POLICY_FIELDS}
+        return cls(**{k: v for k, v in settings.items() if k in own},
+                   queue_policy=QueuePolicy(**policy) if policy else None)
 
     @property
     def has_queue_policy(self) -> bool:
-        return bool(self.max_queue_size or self.default_timeout_us or self.allow_timeout_override)
+        return self.queue_policy is not None
 
     def __post_init__(self) -> None:
-        for field in ("max_queue_delay_us", "max_queue_size", "default_timeout_us"):
-            if getattr(self, field) < 0:
-                raise SpecError(f"{field}={getattr(self, field)} is negative")
-        if self.timeout_action not in TIMEOUT_ACTIONS:
-            raise SpecError(f"timeout_action {self.timeout_action!r} is not one of {TIMEOUT_ACTIONS}")
+        _check_count("", "max_queue_delay_us", self.max_queue_delay_us)
         object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(int(s) for s in self.preferred_batch_sizes)))
         if any(s < 1 for s in self.preferred_batch_sizes):
             raise SpecError(f"preferred_batch_sizes {list(self.preferred_batch_sizes)} must all be >= 1")
+        if self.queue_policy is not None and not isinstance(self.queue_policy, QueuePolicy):
+            raise SpecError(f"queue_policy={self.queue_policy!r} is not a QueuePolicy")
+        if self.queue_policy is not None and not self.queue_policy.limits:
+            object.__setattr__(self, "queue_policy", None)
         if self.has_queue_policy and self.max_queue_delay_us > 0:
             warnings.warn(QUEUE_POLICY_DELAY_WARNING.format(delay=self.max_queue_delay_us), QueuePolicyWarning,
                           stacklevel=3)
+
+    def replace(self, **changes: Any) -> "DynamicBatching":
+        return dataclasses.replace(self, **changes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +197,8 @@ class ModelSpec:
     outputs: tuple[TensorSpec, ...]
     """Outputs in the order the model returns them."""
     platform: str = "pytorch_libtorch"
-    """Triton platform; ``pytorch_libtorch`` runs natively in the NGC container, through backends/pytorch locally."""
+    """Triton platform; ``pytorch_libtorch`` runs natively in the NGC container, through backends/pytorch locally.
+    ``python`` is a Python model (``backend: "python"`` in the config)."""
     max_batch_size: int = 0
     """Largest batch one request or one merged execution may carry; 0 disables batching."""
     dynamic_batching: DynamicBatching | None = None
@@ -157,7 +213,17 @@ class ModelSpec:
     """Compute precision of the exported model; I/O stays FP32 (casts are inside the model)."""
     labels: tuple[str, ...] = ()
     """Class names of the first output (index = class id): Triton's classification extension answers
-    ``class_count`` requests with them; written to ``labels.txt`` beside the config."""
+    ``class_count`` requests with them; written to ``labels_file`` beside the config."""
+    labels_file: str = ""
+    """The first output's ``label_filename``, relative to the model folder: ``labels.txt`` when ``labels`` are
+    given. Set without ``labels`` it names a file already in the model folder (a config read back from a
+    server carries the file's name, not its lines)."""
+    decoupled: bool = False
+    """Python models: a request may get any number of responses, then a final flag (streaming); clients use
+    gRPC streaming or server-sent events."""
+    latest_versions: int | None = 1
+    """Version policy: Triton serves the newest N version folders. None writes no policy (Triton's default,
+    the newest one), as hand-written configs do."""
     tensorrt_accelerator: bool = False
     """ONNX on GPU: let ONNX Runtime hand the graph to TensorRT, in ``precision``."""
     version: int = 1
@@ -190,6 +256,16 @@ class ModelSpec:
             raise SpecError(f"model {self.name!r}: the TensorRT accelerator applies to onnxruntime_onnx only")
         if self.version < 1:
             raise SpecError(f"model {self.name!r}: version {self.version} must be >= 1")
+        if self.latest_versions is not None:
+            _check_count(f"model {self.name!r}: ", "latest_versions", self.latest_versions, low=1)
+        if self.decoupled and self.platform != "python":
+            raise SpecError(f"model {self.name!r}: decoupled needs platform 'python' (a Python model), "
+                            f"not {self.platform!r}")
+        if self.labels and not self.labels_file:
+            object.__setattr__(self, "labels_file", LABELS_FILE)
+        if self.labels_file and ("/" in self.labels_file or self.labels_file.startswith(".")):
+            raise SpecError(f"model {self.name!r}: labels_file {self.labels_file!r} must be a file name in the "
+                            "model folder")
         object.__setattr__(self, "parameters", tuple(sorted(dict(self.parameters).items())))
 
     def input(self, name: str) -> TensorSpec:

@@ -1,7 +1,9 @@
 """Errors of the load-test tools; each message names the bad value and what was expected."""
 
+from tritonkit_errors import TritonkitError
 
-class LoadTestError(Exception):
+
+class LoadTestError(TritonkitError):
     """Base of every load-test error."""
 
 

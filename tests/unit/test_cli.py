@@ -1,11 +1,17 @@
 """The CLI teaches through --help and refuses bad settings with a message naming them."""
 
+import argparse
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tritonkit_cli import build_parser
+import tritonkit_cli
+from tritonkit_cli import MAKE_TARGETS, build_parser
+
+MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
 
 
 @pytest.mark.parametrize("command", ["export", "serve", "demo", "loadtest"])
@@ -49,3 +55,60 @@ def test_loadtest_refuses_a_bad_campaign_before_starting_anything(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "tritonkit_cli", "loadtest", str(bad)], capture_output=True,
                              text=True)
     assert refused.returncode == 2 and "missing ['rate']" in refused.stderr
+
+
+def makefile_targets() -> dict[str, str]:
+    """Each target with a ``## `` help line -> its recipe, with the Makefile's variables written out the way
+    MAKE_TARGETS writes them (``$(PY)`` -> python, ``.venv/bin/x`` -> x)."""
+    targets, current = {}, None
+    for line in MAKEFILE.read_text().splitlines():
+        match = re.match(r"^([a-z-]+):[^=]*## ", line)
+        if match:
+            current = match.group(1)
+            targets[current] = ""
+        elif line.startswith("\t") and current:
+            targets[current] += " " + line.strip()
+        elif line and not line.startswith("\t"):
+            current = None
+    return {name: re.sub(r"\S*/bin/", "", recipe.replace("$(PY)", "python")) for name, recipe in targets.items()}
+
+
+def test_help_lists_every_subcommand_every_make_target_and_the_exit_status(capsys):
+    parser = build_parser()
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for command in subparsers.choices:
+        assert re.search(rf"^\s+{command}\s", text, re.M), command
+    for target, command, _ in MAKE_TARGETS:
+        assert re.search(rf"make {target}\s+{re.escape(command)}", text), target
+    assert "exit status:" in text and "  2  bad arguments" in text
+
+
+def test_the_make_table_is_the_makefile():
+    targets = makefile_targets()
+    assert set(targets) == {t for t, _, _ in MAKE_TARGETS}, "add the Makefile's new targets to MAKE_TARGETS"
+    for target, command, _ in MAKE_TARGETS:
+        for part in command.split(", "):
+            assert part in targets[target], f"make {target}: {part!r} is not in its recipe {targets[target]!r}"
+
+
+@pytest.mark.parametrize("error", ["export.errors:SpecError", "deploy.errors:ServerStartError",
+                                   "loadtest.errors:CampaignError"])
+def test_any_tritonkit_error_is_one_line_and_exit_2(monkeypatch, capsys, error):
+    import importlib
+
+    from export import cli as export_cli
+
+    module, name = error.split(":")
+    cls = getattr(importlib.import_module(module), name)
+
+    def fails(args):
+        raise cls("the bad value is 7\nsecond line")
+
+    monkeypatch.setattr(export_cli, "run", fails)
+    assert tritonkit_cli.main(["export"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tritonkit export: error: the bad value is 7\n"

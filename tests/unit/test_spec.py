@@ -3,7 +3,7 @@
 import pytest
 
 from export.errors import SpecError
-from export.spec import DynamicBatching, InstanceGroup, ModelSpec, TensorSpec
+from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, TensorSpec
 
 PIXELS = TensorSpec("PIXELS", "FP32", (64,))
 PROBS = TensorSpec("PROBABILITIES", "FP32", (10,))
@@ -54,3 +54,44 @@ def test_bad_instance_group_and_batching_are_named():
 def test_repeated_tensor_names_are_refused():
     with pytest.raises(SpecError, match="repeat"):
         ModelSpec(name="m", inputs=(PIXELS,), outputs=(TensorSpec("PIXELS", "FP32", (10,)),))
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    ({"max_queue_size": -1}, "max_queue_size=-1"),
+    ({"default_timeout_us": 1.5}, "default_timeout_us=1.5"),
+    ({"max_queue_size": True}, "max_queue_size=True"),
+    ({"timeout_action": "DROP"}, "'DROP'"),
+    ({"allow_timeout_override": "yes"}, "allow_timeout_override='yes'"),
+])
+def test_bad_queue_policy_is_named(kwargs, named):
+    with pytest.raises(SpecError, match=named):
+        QueuePolicy(**kwargs)
+
+
+def test_a_queue_policy_that_limits_nothing_is_none():
+    assert not QueuePolicy().limits and not QueuePolicy(timeout_action="DELAY").limits
+    assert QueuePolicy(allow_timeout_override=True).limits
+    assert DynamicBatching(queue_policy=QueuePolicy(timeout_action="DELAY")).queue_policy is None
+    with pytest.raises(SpecError, match="not a QueuePolicy"):
+        DynamicBatching(queue_policy={"max_queue_size": 4})
+
+
+def test_models_toml_keeps_the_queue_policy_flat_in_its_batching_table():
+    batching = DynamicBatching.from_settings({"max_queue_delay_us": 0, "preferred_batch_sizes": [4],
+                                              "max_queue_size": 128, "default_timeout_us": 200000,
+                                              "timeout_action": "REJECT"})
+    assert batching == DynamicBatching(0, (4,), queue_policy=QueuePolicy(128, 200000, "REJECT"))
+    assert DynamicBatching.from_settings({"max_queue_delay_us": 7}).queue_policy is None
+    with pytest.raises(SpecError, match="'max_queue_delay'"):
+        DynamicBatching.from_settings({"max_queue_delay": 7})
+
+
+def test_labels_get_their_file_and_decoupled_needs_a_python_model():
+    assert spec(labels=tuple("0123456789")).labels_file == "labels.txt"
+    assert spec(labels_file="classes.txt").labels == ()
+    with pytest.raises(SpecError, match="'../labels.txt'"):
+        spec(labels_file="../labels.txt")
+    with pytest.raises(SpecError, match="decoupled needs platform 'python'"):
+        spec(decoupled=True)
+    with pytest.raises(SpecError, match="latest_versions=0"):
+        spec(latest_versions=0)
