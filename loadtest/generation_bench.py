@@ -12,8 +12,8 @@ the lower half of the CPUs, so neither steals the other's cores.
 
 1. **Throughput.** For each stream count N: the in-process row runs the same generation code the
    server runs (``backends.inflight.RunningBatch`` over the same TorchScript files) on exactly the
-   server's CPUs with its torch threads, at batch N on the same N prompts: one prefill, then
-   ``--tokens - 1`` decode steps; its rate is N tokens per decode step. The served row sends N gRPC
+   server's CPUs with its torch threads and the generator's ``DISABLE_OPTIMIZED_EXECUTION``, at
+   batch N on the same N prompts: one prefill, then ``--tokens - 1`` decode steps; its rate is N tokens per decode step. The served row sends N gRPC
    streams together (greedy, ``--tokens`` each) and counts the tokens the server generated (its log)
    over the wall time from the first request to the last final response: prefill and time to first
    token included. Then the ratio, against the targets (1 stream >= 0.9x batch 1, 8 >= 0.7x batch 8,
@@ -196,6 +196,14 @@ def inprocess_row(steps, prompt_ids: list[list[int]], tokens: int) -> dict:
             "tokens_per_s": len(prompt_ids) * len(times) / sum(times)}
 
 
+def generator_optimized() -> bool:
+    """Whether the committed generator runs its steps with TorchScript's optimised execution (as it is served)."""
+    from export.config import parse
+
+    value = parse(DEFAULT_REPOSITORY / "text_generator" / "config.pbtxt").parameters.get("DISABLE_OPTIMIZED_EXECUTION")
+    return not (value is not None and value.string_value.strip().lower() in ("1", "true", "yes", "on"))
+
+
 class InProcess:
     """The exported steps in this process, run on ``cpus`` with ``threads`` torch threads."""
 
@@ -206,8 +214,9 @@ class InProcess:
         from export.zoo import smollm
 
         prefill, decode = steps_of(tiny)
+        self.optimized = generator_optimized()
         self.steps = TorchScriptSteps(DEFAULT_REPOSITORY / prefill / "1" / "model.pt",
-                                      DEFAULT_REPOSITORY / decode / "1" / "model.pt")
+                                      DEFAULT_REPOSITORY / decode / "1" / "model.pt", optimized=self.optimized)
         self.tokenizer = smollm.tokenizer()
         self.cpus, self.threads, self.torch = cpus, threads, torch
 
@@ -286,8 +295,9 @@ def main(argv: list[str] | None = None) -> None:
         config = ServerConfig(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics,
                               exit_timeout_s=10, cpus=server_cpus)
         models = ("text_generator",) + (() if args.no_step_modes else ("text_generator_bls",) + steps_of(args.tiny))
+        optimised = "on" if generator_optimized() else "off"
         print(f"torch {torch.__version__}; server and stubs on CPUs {sorted(server_cpus) or 'all'} ({threads} torch "
-              f"threads), load generator on CPUs {sorted(client_cpus) or 'all'}; "
+              f"threads, optimised execution {optimised}), load generator on CPUs {sorted(client_cpus) or 'all'}; "
               f"{'tiny random-weight steps' if args.tiny else 'SmolLM2-135M FP32'}, greedy, {args.tokens} tokens per "
               f"stream, gRPC streaming\n", flush=True)
         affinity = os.sched_getaffinity(0)

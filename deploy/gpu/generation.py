@@ -60,16 +60,15 @@ def generation(check: Check):
     for precision, served_as in PRECISIONS.items():
         config = gen.for_target(committed, entries, "gpu", "inprocess", precision)
         config.name = served_as
-        if check.dry_run:  # the GPU config names the real steps; the dry run serves the tiny ones
-            for key in gen.STEP_PARAMETERS:
-                config.parameters[key].string_value = Variant("torchscript", precision).model_name(
-                    steps[0] if key == "PREFILL_MODEL" else steps[1])
         kinds = {mc.ModelInstanceGroup.Kind.Name(g.kind) for g in config.instance_group}
         if kinds != {"KIND_GPU"}:
             problems.append(f"{served_as}: instance kinds {sorted(kinds)}")
         (check.out_dir / "gpu-configs" / served_as).mkdir(parents=True, exist_ok=True)
         (check.out_dir / "gpu-configs" / served_as / "config.pbtxt").write_text(gen.render(config, "gpu"))
-        if check.dry_run:  # served on the CPU here
+        if check.dry_run:  # the GPU config names the real steps; the dry run serves the tiny ones on the CPU
+            for key in gen.STEP_PARAMETERS:
+                config.parameters[key].string_value = Variant("torchscript", precision).model_name(
+                    steps[0] if key == "PREFILL_MODEL" else steps[1])
             del config.instance_group[:]
             config.instance_group.append(mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU))
         shutil.copytree(DEFAULT_REPOSITORY / "text_generator", repo / served_as, dirs_exist_ok=True,

@@ -13,7 +13,8 @@ Config parameters: ``PREFILL_MODEL`` / ``DECODE_MODEL`` (the step models, by nam
 repository), ``STEP_MODE`` (``inprocess``: the steps' TorchScript files run inside this process;
 ``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, ``MAX_PREFILL_TOKENS``,
 ``WARMUP`` (``true``: prefill and decode run at the shapes requests will bring before the model
-reports ready; in-process only, as Triton refuses BLS requests before ``initialize`` returns), ``INTRA_OP_THREAD_COUNT`` (torch threads; default: the cores this process may use),
+reports ready; in-process only, as Triton refuses BLS requests before ``initialize`` returns),
+``INTRA_OP_THREAD_COUNT`` (torch threads; default: the cores this process may use),
 ``DISABLE_OPTIMIZED_EXECUTION`` (as the libtorch backend reads it), and the limits
 ``MAX_PROMPT_BYTES`` (checked before the prompt is decoded or tokenised), ``MAX_PROMPT_TOKENS``,
 ``MAX_NEW_TOKENS`` and ``MAX_STOP_BYTES`` (see docs/limits.md).
