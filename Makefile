@@ -46,7 +46,7 @@ bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, Fas
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
 	$(PY) -m export.bench
 
-bench-generation: export ## text_generator: TTFT and tokens/s, 1/4/8 concurrent streams vs sequential
+bench-generation: export ## text_generator: served vs in-process step rate at 1/8/32 streams; first TTFT, warmup on/off
 	$(PY) -m loadtest.studies.generation
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)

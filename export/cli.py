@@ -25,7 +25,9 @@ examples:
   tritonkit export                              every model's cpu variants from export/models.toml
   tritonkit export digits --format onnx         one format of one model
   tritonkit export digits --max-batch-size 128 --instances 4 --max-queue-delay-us 500
-  tritonkit export --target gpu                 the gpu variants (Torch-TensorRT, FP16 on CUDA)
+  tritonkit export --target gpu                 the gpu variants (Torch-TensorRT, FP16 on CUDA), and the
+                                                token generators' configs for the GPU (docs/gpu.md)
+  tritonkit export --target gpu --generator-step-mode bls
   tritonkit export --target gpu --repository /models --seed-from model_repository
                                                 an empty volume: Python models and ensembles, then exports
   tritonkit export --model-file my_model.py:build --name mlp \\
@@ -58,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
                         help="with --format: precisions to export (repeatable; default fp32)")
     parser.add_argument("--force", action="store_true", help="export even when up to date")
+    parser.add_argument("--generator-step-mode", choices=("inprocess", "bls"), default=None,
+                        help="how the token generators (text_generator) run their steps: inprocess (default with "
+                             "--target gpu: the steps on the generator's GPU, KV caches on the device) or bls (a "
+                             "request per step to the served KIND_GPU step models); see docs/gpu.md")
+    parser.add_argument("--generator-precision", choices=("fp16", "fp32"), default="fp16",
+                        help="with --target gpu: the generators' step models (default fp16: smollm2_*_fp16)")
     parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
                         help="first copy this repository's committed models (Python models, ensembles) into "
                              "--repository; how the containers fill an empty volume")
@@ -137,11 +145,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
         from export.pipeline import export_entry  # torch is imported only when there is work
 
+        exported = set()
         for entry, model in _entries(args):
-            for done in export_entry(entry, repository, args.target, variants, args.force, model=model, **given):
+            done_all = export_entry(entry, repository, args.target, variants, args.force, model=model, **given)
+            for done in done_all:
                 statuses.append(done.result.status)
                 state = "up to date" if done.up_to_date else done.result.status
                 print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {done.result.details()}", flush=True)
+            if all(done.result.ok for done in done_all):
+                exported.add(entry.name)
+        if not args.model_file and (args.target == "gpu" or args.generator_step_mode):
+            from export.generator import write_for_target
+
+            # A generator is rewritten when this run exported all variants of its step models.
+            for path in write_for_target(repository, catalog.load(args.catalog), args.target,
+                                         args.generator_step_mode or "inprocess", args.generator_precision, exported):
+                print(f"{path.parent.name:<28} {'generator config':<20} {'written':<10} for {args.target}", flush=True)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

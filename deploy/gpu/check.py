@@ -16,7 +16,10 @@ Steps (each recorded in ``OUT_DIR/results.json`` with a status, and in ``OUT_DIR
 8. served_throughput: dynamic batching at concurrency 64 (batch-1 requests over gRPC).
 9. gpu_memory: GPU memory of each instance (stub process), from ``nvidia-smi``.
 10. first_request: first request after ready with and without warmup, and the steady p50.
-11. stop, then targets.
+11. generation: text_generator on the GPU (``deploy/gpu/generation.py``): the SmolLM2 steps exported
+    FP32 and FP16 with parity, the generator's GPU configs as ``export --target gpu`` writes them,
+    tokens/s and mean time to first token for 1, 8 and 32 concurrent streams, in-flight batching on.
+12. stop, then targets.
 
 ``--dry-run`` runs every step that needs no CUDA on a CPU machine: ``digits`` only, exported for
 the CPU target into a temporary repository, GPU-target configs generated and checked, the CPU
@@ -40,14 +43,14 @@ import time
 import traceback
 from pathlib import Path
 
-from deploy.gpu import measure, steps_export, steps_serve
+from deploy.gpu import generation, measure, steps_export, steps_serve
 from deploy.gpu import results as res
 from deploy.gpu import wheels as wheel_list
 from deploy.gpu.steps_export import optional_toolchains
 
 MODELS = ("digits", "efficientnet_lite0", "minilm")
 STEPS = ("wheels", "environment", "export", "configs", "inprocess", "serve", "answers", "served_throughput",
-         "gpu_memory", "first_request", "stop", "targets")
+         "gpu_memory", "first_request", "generation", "stop", "targets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +161,10 @@ class Check(Run):
                     self.skip(name, f"skipped: {blocked or 'serve'} failed")
                 else:
                     self.step(name, func, self)
+            if blocked == "environment":
+                self.skip("generation", "skipped: environment failed")
+            else:  # its own exports and server: it does not need the others'
+                self.step("generation", generation.generation, self)
             self.step("stop", stop, self)
             self.step("targets", targets, self)
         finally:

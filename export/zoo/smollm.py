@@ -106,7 +106,10 @@ class Attention(nn.Module):
         groups = self.heads // self.kv_heads
         k_all = k.repeat_interleave(groups, dim=1)
         v_all = v.repeat_interleave(groups, dim=1)
-        weights = torch.matmul(q, k_all.transpose(2, 3)) * self.head_dim ** -0.5 + bias
+        # The mask bias is added in FP32: at FP16 its large negative value would round to -inf, and a
+        # row with every position masked (a left-padded position of the prompt) would turn into NaN,
+        # which then reaches the real rows through the KV cache.
+        weights = (torch.matmul(q, k_all.transpose(2, 3)) * self.head_dim ** -0.5).float() + bias
         weights = nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(weights, v_all).transpose(1, 2).flatten(2)
         return self.o_proj(out), k, v
@@ -161,7 +164,7 @@ class Llama(nn.Module):
         freqs = (self.inv_freq[None, :, None].float() @ positions[:, None, :].float()).transpose(1, 2)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos().to(x.dtype)[:, None], emb.sin().to(x.dtype)[:, None]
-        bias = bias.to(x.dtype)
+        bias = bias.float()  # stays FP32 at every compute precision (see Attention.forward)
         keys, values = [], []
         for i, layer in enumerate(self.layers):
             past_k = past_keys[:, i].to(x.dtype) if past_keys is not None else None

@@ -77,6 +77,15 @@ def test_dry_run(tmp_path):
     for name in ("digits", "digits_fp16"):
         config = (out / "gpu-configs" / name / "config.pbtxt").read_text()
         assert "KIND_GPU" in config and "KIND_CPU" not in config
+    # Generation: the GPU configs as export --target gpu writes them, and the measurement run on tiny steps.
+    for name, steps in (("text_generator", "smollm2_decode"), ("text_generator_fp16", "smollm2_decode_fp16")):
+        config = (out / "gpu-configs" / name / "config.pbtxt").read_text()
+        assert "KIND_GPU" in config and "KIND_CPU" not in config and f'"{steps}"' in config, config
+        assert 'string_value: "inprocess"' in config
+    generated = [f for f in data["figures"] if f["name"] == "generation_tokens_per_s"]
+    assert {(f["variant"], f["streams"]) for f in generated} == {
+        (f"torchscript/{p}", n) for p in ("fp32", "fp16") for n in (1, 2)}
+    assert all(f["code_path_value"] > 0 for f in generated)
     assert "would install" in data["steps"][0]["detail"]
     markdown = (out / "results.md").read_text()
     assert "## Targets" in markdown and results.DRY_RUN in markdown

@@ -48,10 +48,11 @@ def gen_server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("generation_repo")
     for name in ("smollm2_tiny_prefill", "smollm2_tiny_decode"):
         assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
-    shutil.copytree(GENERATOR, repo / "text_generator", ignore=shutil.ignore_patterns("__pycache__"))
-    (repo / "text_generator" / "config.pbtxt").write_text(generator_config(
-        "text_generator", "smollm2_tiny_prefill", "smollm2_tiny_decode",
-        MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS), MAX_NEW_TOKENS=str(MAX_NEW_TOKENS)))
+    for name, mode in (("text_generator", "inprocess"), ("text_generator_bls", "bls")):
+        shutil.copytree(GENERATOR, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        (repo / name / "config.pbtxt").write_text(generator_config(
+            name, "smollm2_tiny_prefill", "smollm2_tiny_decode", STEP_MODE=mode,
+            MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS), MAX_NEW_TOKENS=str(MAX_NEW_TOKENS)))
     server = start_or_fail(server_config(repo))
     yield server
     assert server.stop() == []
@@ -126,8 +127,8 @@ class GrpcStream:
         self.client.close()
 
 
-def grpc_generate(server, prompt, max_tokens, **kwargs):
-    stream = GrpcStream(server.config.grpc_url)
+def grpc_generate(server, prompt, max_tokens, model="text_generator", **kwargs):
+    stream = GrpcStream(server.config.grpc_url, model)
     try:
         stream.send(prompt, max_tokens, **kwargs)
         return stream.collect()
@@ -151,14 +152,14 @@ def http_generate(server, payload: dict, model: str = "text_generator"):
         return response.status_code, pieces, error
 
 
-def generate(server, protocol, prompt, max_tokens, **kwargs):
+def generate(server, protocol, prompt, max_tokens, model="text_generator", **kwargs):
     if protocol == "grpc":
-        pieces, error = grpc_generate(server, prompt, max_tokens, **kwargs)
+        pieces, error = grpc_generate(server, prompt, max_tokens, model, **kwargs)
         assert error is None, error
         return pieces
     payload = {"PROMPT": prompt, "MAX_TOKENS": max_tokens}
     payload.update({k.upper(): v for k, v in kwargs.items() if v is not None})
-    status, pieces, error = http_generate(server, payload)
+    status, pieces, error = http_generate(server, payload, model)
     assert status == 200 and error is None, (status, error)
     return pieces
 
@@ -168,12 +169,48 @@ def server_ready(server) -> bool:
 
 
 # -- behaviour ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("model", ["text_generator", "text_generator_bls"])
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_greedy_stream_equals_the_in_process_reference(gen_server, tiny_reference, protocol):
+def test_greedy_stream_equals_the_in_process_reference(gen_server, tiny_reference, protocol, model):
+    """Both step modes: the steps' TorchScript in the generator's process, and a BLS request per step."""
     for prompt in smollm.PROMPTS[:3]:
-        pieces = generate(gen_server, protocol, prompt, 12)
+        pieces = generate(gen_server, protocol, prompt, 12, model)
         assert len(pieces) > 1, "the text did not come as a stream of pieces"
         assert "".join(pieces) == tiny_reference(prompt, 12)
+
+
+@pytest.mark.parametrize("model", ["text_generator", "text_generator_bls"])
+def test_concurrent_streams_share_decode_steps_and_each_gets_its_own_text(gen_server, tiny_reference, model):
+    """Streams that arrive together are prefilled and decoded as one batch (padding, merging, retiring
+    rows of different lengths), in both step modes; each stream's text is what it gets alone."""
+    prompts = [smollm.PROMPTS[i % len(smollm.PROMPTS)] for i in range(6)]
+    lengths = [3, 12, 7, 12, 1, 9]
+    results: dict[int, list[str]] = {}
+
+    def one(i):
+        results[i] = generate(gen_server, "grpc", prompts[i], lengths[i], model)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for i, prompt in enumerate(prompts):
+        assert "".join(results[i]) == tiny_reference(prompt, lengths[i]), (i, prompt)
+    steps = [line for line in gen_server.log_text().splitlines() if f'"{model}: ' in line and "decode steps" in line]
+    assert steps, "the generator logged no batch run"
+
+
+def test_the_generator_is_warm_before_it_reports_ready(gen_server):
+    """WARMUP true (the committed default): prefill and decode ran while loading, before 'successfully loaded'."""
+    log = gen_server.log_text()
+    warmed = log.find('"text_generator: warmed up in ')
+    loaded = log.find("successfully loaded 'text_generator'")
+    assert 0 <= warmed < loaded, "no warmup logged before the model was loaded"
+    line = log[warmed:log.index("\n", warmed)]
+    assert "decode at batch [1, 2, 4, 8, 16, 32]" in line, line
+    # In BLS mode Triton refuses requests from initialize: the generator says so instead of warming.
+    assert "text_generator_bls: no warmup with STEP_MODE bls" in log
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

@@ -2,33 +2,31 @@
 
 Each request (``PROMPT``, ``MAX_TOKENS``, optional ``TEMPERATURE`` and ``STOP``) is checked and
 tokenised in ``execute``; a bad one gets its own INVALID_ARG error and nothing else changes. Good
-ones join a queue; one background thread keeps a running batch (in-flight batching): at every step
-it admits the requests that arrived (prefill, KV caches left-padded to the batch's length with mask
-0), runs ONE decode step for all running streams, sends each stream's new text as its own response
-(``TEXT`` BYTES [1], complete UTF-8 characters only) and retires the streams that hit end of
-sequence, ``STOP``, ``MAX_TOKENS`` or a cancellation; then the final flag goes out.
+ones join a queue; one background thread keeps a running batch (in-flight batching,
+``backends/inflight.py``): at every step it prefills the requests that arrived (up to ``MAX_BATCH``
+streams and ``MAX_PREFILL_TOKENS`` padded prompt tokens per call), merges them into the batch's KV
+caches, runs ONE decode step for all running streams, sends each stream's new text as its own
+response (``TEXT`` BYTES [1], complete UTF-8 characters only) and retires the streams that hit end
+of sequence, ``STOP``, ``MAX_TOKENS`` or a cancellation; then the final flag goes out.
 
 Config parameters: ``PREFILL_MODEL`` / ``DECODE_MODEL`` (the step models, by name, in this
 repository), ``STEP_MODE`` (``inprocess``: the steps' TorchScript files run inside this process;
-``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, and the limits
+``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, ``MAX_PREFILL_TOKENS``,
+``WARMUP`` (``true``: prefill and decode run at the shapes requests will bring before the model
+reports ready; in-process only, as Triton refuses BLS requests before ``initialize`` returns),
+``INTRA_OP_THREAD_COUNT`` (torch threads; default: the cores this process may use),
+``DISABLE_OPTIMIZED_EXECUTION`` (as the libtorch backend reads it), and the limits
 ``MAX_PROMPT_BYTES`` (checked before the prompt is decoded or tokenised), ``MAX_PROMPT_TOKENS``,
 ``MAX_NEW_TOKENS`` and ``MAX_STOP_BYTES`` (see docs/limits.md).
 
-In-process is kept. Measured with ``python -m loadtest.studies.generation`` (SmolLM2-135M FP32, 2-core
-CPU, one stream, 32 tokens; median decode step as the server logs it, KV cache included), two runs:
-
-    prompt       in-process       BLS (to the served smollm2_decode)
-    5 tokens     55.7 / 64.6 ms   59.1 / 61.7 ms   (within the noise of this machine)
-    ~300 tokens  80.0 / 90.8 ms   89.2 / 99.8 ms   (BLS +9 ms per step, both runs)
-
-A BLS step copies the whole KV cache into the step model's process and back (30 layers x K and V x
-3 heads x 64 x 4 bytes = 46 KB per cached token per stream), so its extra cost grows with the
-context; in-process the tensors never leave this process, and no second process competes for the
-two cores. ``bls`` stays selectable (e.g. to put the steps on another device or instance group).
+Device: a ``KIND_GPU`` instance runs on ``cuda:<model_instance_device_id>``: in-process, the steps
+load there and the KV caches never leave it; with ``bls`` the steps' outputs are asked for in GPU
+memory (``preferred_memory``) and passed on through DLPack. docs/gpu.md explains the two modes.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -42,6 +40,17 @@ import triton_python_backend_utils as pb_utils
 
 from backends.generation import (EOS_IDS, GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer,
                                  choose_tokens, parse_request)
+from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
+
+CANCEL_CHECK_S = 0.05
+"""How often the running streams are asked whether their client went away (each ask is a round trip
+to the server process)."""
+WARMUP_PROMPT_LENGTHS = (8, 64, 256)
+
+
+def flag(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
 
 class Stream:
     """One request being generated."""
@@ -53,7 +62,6 @@ class Stream:
         self.streamer = streamer
         self.stop = StopMatcher(parsed.stop)
         self.generated = 0
-        self.arrived = time.perf_counter()
         self.done = False
         self.reason = ""
 
@@ -90,40 +98,39 @@ class Stream:
         except Exception as exc:  # noqa: BLE001 - the client may be gone; the loop goes on
             pb_utils.Logger.log_warn(f"text_generator: could not finish a stream: {exc}")
 
-
-class InProcessSteps:
-    """The exported TorchScript steps loaded into this process."""
-
-    def __init__(self, repository: Path, prefill: str, decode: str):
-        self.prefill_module = torch.jit.load(str(repository / prefill / "1" / "model.pt")).eval()
-        self.decode_module = torch.jit.load(str(repository / decode / "1" / "model.pt")).eval()
-
-    def prefill(self, ids, mask):
-        with torch.inference_mode():
-            return self.prefill_module(ids, mask)
-
-    def decode(self, ids, mask, keys, values):
-        with torch.inference_mode():
-            return self.decode_module(ids, mask, keys, values)
+    def fail(self, message: str) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
+                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class BlsSteps:
-    """Each step a BLS request to the served step model (tensors cross processes through shared memory)."""
+    """Each step a BLS request to the served step model (tensors cross processes through shared memory,
+    or stay in GPU memory when this instance is on a GPU)."""
 
     OUTPUTS = ["logits", "present_keys", "present_values"]
 
-    def __init__(self, prefill: str, decode: str):
-        self.prefill_model, self.decode_model = prefill, decode
+    def __init__(self, prefill: str, decode: str, device: torch.device):
+        self.prefill_model, self.decode_model, self.device = prefill, decode, device
+        self.memory = {}
+        if device.type == "cuda":
+            self.memory["preferred_memory"] = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU,
+                                                                       device.index or 0)
 
     def _call(self, model, named):
         inputs = [pb_utils.Tensor.from_dlpack(name, torch.utils.dlpack.to_dlpack(t.contiguous()))
                   for name, t in named.items()]
-        response = pb_utils.InferenceRequest(model_name=model, inputs=inputs,
-                                             requested_output_names=self.OUTPUTS).exec()
+        response = pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=self.OUTPUTS,
+                                             **self.memory).exec()
         if response.has_error():
             raise RuntimeError(f"{model}: {response.error().message()}")
-        return tuple(torch.from_dlpack(pb_utils.get_output_tensor_by_name(response, n).to_dlpack()).clone()
-                     for n in self.OUTPUTS)
+        return tuple(torch.from_dlpack(pb_utils.get_output_tensor_by_name(response, n).to_dlpack())
+                     .to(self.device).clone() for n in self.OUTPUTS)
 
     def prefill(self, ids, mask):
         return self._call(self.prefill_model, {"input_ids": ids, "attention_mask": mask})
@@ -131,15 +138,6 @@ class BlsSteps:
     def decode(self, ids, mask, keys, values):
         return self._call(self.decode_model, {"input_ids": ids, "attention_mask": mask, "past_keys": keys,
                                               "past_values": values})
-
-
-def left_pad(tensor: torch.Tensor, length: int, dim: int, value=0) -> torch.Tensor:
-    missing = length - tensor.shape[dim]
-    if missing <= 0:
-        return tensor
-    shape = list(tensor.shape)
-    shape[dim] = missing
-    return torch.cat([torch.full(shape, value, dtype=tensor.dtype), tensor], dim=dim)
 
 
 class TritonPythonModel:
@@ -152,28 +150,82 @@ class TritonPythonModel:
         self.prefill_name = params.get("PREFILL_MODEL", "smollm2_prefill")
         self.decode_name = params.get("DECODE_MODEL", "smollm2_decode")
         self.mode = params.get("STEP_MODE", "inprocess")
-        self.max_batch = int(params.get("MAX_BATCH", "8"))
         try:  # MAX_PROMPT_TOKENS, MAX_NEW_TOKENS, MAX_PROMPT_BYTES, MAX_STOP_BYTES; defaults in backends/generation.py
             self.limits = Limits.from_parameters(params)
+            self.max_batch = self._positive(params, "MAX_BATCH", 32)
+            self.prefill_budget = self._positive(params, "MAX_PREFILL_TOKENS", 4096)
+            threads = self._positive(params, "INTRA_OP_THREAD_COUNT", max(1, len(os.sched_getaffinity(0))))
         except ValueError as exc:
             raise pb_utils.TritonModelException(f"{self.name}: {exc}") from None
-        torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+        if args.get("model_instance_kind") == "GPU":
+            self.device = torch.device(f"cuda:{int(args['model_instance_device_id'])}")
+        else:
+            self.device = torch.device("cpu")
+        torch.set_num_threads(threads)
+        optimized = not flag(params.get("DISABLE_OPTIMIZED_EXECUTION", "false"))
         if self.mode == "inprocess":
-            self.steps = InProcessSteps(repository, self.prefill_name, self.decode_name)
+            steps = TorchScriptSteps(repository / self.prefill_name / "1" / "model.pt",
+                                     repository / self.decode_name / "1" / "model.pt", self.device, optimized)
         elif self.mode == "bls":
-            self.steps = BlsSteps(self.prefill_name, self.decode_name)
+            steps = BlsSteps(self.prefill_name, self.decode_name, self.device)
         else:
             raise pb_utils.TritonModelException(f"{self.name}: STEP_MODE {self.mode!r} is not inprocess or bls")
+        self.batch = RunningBatch(steps)
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(model_dir / args["model_version"] / "tokenizer.json"))
         self.token_bytes = TokenBytes(self.tokenizer)
-        self.generator = torch.Generator().manual_seed(0)
+        self.generator = torch.Generator(device=self.device).manual_seed(0)
+        if flag(params.get("WARMUP", "true")):
+            if self.mode == "bls":  # Triton allows BLS requests only once initialize has returned
+                pb_utils.Logger.log_info(f"{self.name}: no warmup with STEP_MODE bls: the step models warm "
+                                         "through their own model_warmup")
+            else:
+                self._warm()
         self.incoming: queue.Queue = queue.Queue()
         self.running = True
         self.step_times: list[float] = []
+        self.tokens_out = 0
         self.loop = threading.Thread(target=self._loop, name="text_generator-loop", daemon=True)
         self.loop.start()
+
+    @staticmethod
+    def _positive(params, key, default):
+        raw = params.get(key, "").strip()
+        if not raw:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"parameter {key} is not an integer: {raw!r}") from None
+        if value < 1:
+            raise ValueError(f"parameter {key} must be at least 1, got {value}")
+        return value
+
+    def _warm(self):
+        """Run the steps at the shapes requests bring, before ready: TorchScript's executor specialises
+        over its first calls and the kernels' first runs allocate, which would otherwise land on the
+        first requests."""
+        started = time.perf_counter()
+        text = " ".join(["The quick brown fox jumps over the lazy dog."] * 40)
+        parse_request(self.tokenizer, np.array([b"Hello"], dtype=np.object_), np.array([1]), limits=self.limits)
+        ids = self.tokenizer.encode(text).ids
+        lengths = sorted({min(n, self.limits.max_prompt_tokens, len(ids)) for n in WARMUP_PROMPT_LENGTHS})
+        for length in lengths:
+            for _ in range(2):
+                self.batch.prefill([ids[:length]])
+        sizes = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= self.max_batch} | {self.max_batch})
+        for size in sizes:
+            new = self.batch.prefill([ids[:8]] * size)
+            self.batch.add(new, new.logits.argmax(-1), range(size))
+            for _ in range(3):
+                self.batch.advance(self.batch.decode().argmax(-1), range(size))
+            self.batch.clear()
+        streamer = TokenStreamer(self.token_bytes)
+        streamer.push(ids[0])
+        choose_tokens(torch.zeros(1, 4, device=self.device), [1.0], self.generator)
+        pb_utils.Logger.log_info(f"{self.name}: warmed up in {time.perf_counter() - started:.2f} s: prefill at "
+                                 f"{lengths} tokens, decode at batch {sizes} ({self.mode}, {self.device})")
 
     # -- requests ----------------------------------------------------------------------------------
     def execute(self, requests):
@@ -195,115 +247,92 @@ class TritonPythonModel:
 
     # -- the generation loop -------------------------------------------------------------------------
     def _loop(self):
-        batch: list[Stream] = []
-        state = None  # (last tokens [B,1], mask [B,S], keys, values)
+        streams: list[Stream] = []  # row i of self.batch is streams[i]
+        waiting: collections.deque = collections.deque()
+        group: list[Stream] = []
+        checked = time.monotonic()
         while self.running:
             try:
-                first = None
-                if not batch:
+                if not streams and not waiting:
                     try:
-                        first = self.incoming.get(timeout=0.1)
+                        waiting.append(self.incoming.get(timeout=0.1))
                     except queue.Empty:
                         continue
-                batch, state = self._admit(batch, state, first)
-                if batch:
-                    batch, state = self._step(batch, state)
+                while True:
+                    try:
+                        waiting.append(self.incoming.get_nowait())
+                    except queue.Empty:
+                        break
+                if waiting and len(streams) < self.max_batch:
+                    group = self._next_group(waiting, self.max_batch - len(streams))
+                    if group:
+                        streams = streams + self._admit(group)
+                    group = []
+                if streams and time.monotonic() - checked >= CANCEL_CHECK_S:
+                    checked = time.monotonic()
+                    streams = self._drop_cancelled(streams)
+                if streams:
+                    streams = self._step(streams)
             except Exception as exc:  # noqa: BLE001 - fail the streams in flight, keep serving
                 pb_utils.Logger.log_error(f"{self.name}: generation step failed: {exc}")
-                for stream in batch:
-                    if not stream.done:
-                        stream.done = True
-                        try:
-                            stream.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                                f"generation failed: {exc}")), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-                        except Exception:  # noqa: BLE001
-                            pass
-                batch, state = [], None
+                for stream in streams + group:
+                    stream.fail(f"generation failed: {exc}")
+                streams, group = [], []
+                self.batch.clear()
 
-    def _admit(self, batch, state, first=None):
-        """Prefill the newly arrived streams together and merge them into the running batch."""
-        new = []
-        while len(batch) + len(new) < self.max_batch:
-            if first is not None:
-                stream, first = first, None
-            else:
-                try:
-                    stream = self.incoming.get_nowait()
-                except queue.Empty:
-                    break
-            if stream.request.is_cancelled():
-                stream.finish("cancelled")
-                continue
-            new.append(stream)
-        if not new:
-            return batch, state
-        longest = max(len(s.parsed.prompt_ids) for s in new)
-        ids = torch.full((len(new), longest), 2, dtype=torch.int64)
-        mask = torch.zeros((len(new), longest), dtype=torch.int64)
-        for row, s in enumerate(new):
-            n = len(s.parsed.prompt_ids)
-            ids[row, longest - n:] = torch.tensor(s.parsed.prompt_ids, dtype=torch.int64)
-            mask[row, longest - n:] = 1
-        logits, keys, values = self.steps.prefill(ids, mask)
-        tokens = choose_tokens(logits, [s.parsed.temperature for s in new], self.generator)
-        for s, t in zip(new, tokens.tolist()):
+    def _next_group(self, waiting, room):
+        """The next streams to prefill together, in arrival order (cancelled ones are answered here)."""
+        while waiting and waiting[0].request.is_cancelled():
+            waiting.popleft().finish("cancelled")
+        count = prefill_group([len(s.parsed.prompt_ids) for s in waiting], self.prefill_budget, room)
+        return [waiting.popleft() for _ in range(count)]
+
+    def _admit(self, group):
+        """Prefill ``group`` together, stream each first token, merge the survivors into the batch."""
+        new = self.batch.prefill([s.parsed.prompt_ids for s in group])
+        tokens = choose_tokens(new.logits, [s.parsed.temperature for s in group], self.generator)
+        for s, t in zip(group, tokens.tolist()):
             s.take(t)
-        keep = [i for i, s in enumerate(new) if not s.done]
-        if not keep:
-            return batch, state
-        index = torch.tensor(keep)
-        new_state = (tokens[index][:, None], mask[index], keys[index], values[index])
-        new = [new[i] for i in keep]
-        if state is None:
-            return new, new_state
-        length = max(state[1].shape[1], new_state[1].shape[1])
-        merged = (
-            torch.cat([state[0], new_state[0]]),
-            torch.cat([left_pad(state[1], length, 1), left_pad(new_state[1], length, 1)]),
-            torch.cat([left_pad(state[2], length, 3), left_pad(new_state[2], length, 3)]),
-            torch.cat([left_pad(state[3], length, 3), left_pad(new_state[3], length, 3)]),
-        )
-        return batch + new, merged
+        self.tokens_out += len(group)
+        keep = [i for i, s in enumerate(group) if not s.done]
+        self.batch.add(new, tokens, keep)
+        return [group[i] for i in keep]
 
-    def _step(self, batch, state):
-        """One decode step for every running stream; drop the finished ones."""
-        for s in batch:
+    def _drop_cancelled(self, streams):
+        for s in streams:
             if s.request.is_cancelled():
                 pb_utils.Logger.log_info(f"{self.name}: request cancelled after {s.generated} tokens")
                 s.finish("cancelled")
-        tokens, mask, keys, values = state
-        alive = [i for i, s in enumerate(batch) if not s.done]
-        if len(alive) < len(batch):
-            index = torch.tensor(alive, dtype=torch.int64)
-            batch = [batch[i] for i in alive]
-            if not batch:
-                return [], None
-            tokens, mask, keys, values = tokens[index], mask[index], keys[index], values[index]
-            # Columns no remaining stream attends to (left padding of the longest gone) go too.
-            first = int((mask.sum(0) > 0).nonzero()[0])
-            if first:
-                mask, keys, values = mask[:, first:], keys[:, :, :, first:], values[:, :, :, first:]
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+        keep = [i for i, s in enumerate(streams) if not s.done]
+        if len(keep) < len(streams):
+            self.batch.retain(keep)
+            if not keep:
+                self._log_steps()
+        return [streams[i] for i in keep]
+
+    def _step(self, streams):
+        """One decode step for every running stream; drop the finished ones."""
         started = time.perf_counter()
-        logits, keys, values = self.steps.decode(tokens, mask, keys, values)
+        logits = self.batch.decode()
+        tokens = choose_tokens(logits, [s.parsed.temperature for s in streams], self.generator)
+        chosen = tokens.tolist()  # waits for the step (on a GPU too)
         self.step_times.append(time.perf_counter() - started)
-        chosen = choose_tokens(logits, [s.parsed.temperature for s in batch], self.generator)
-        for s, t in zip(batch, chosen.tolist()):
+        for s, t in zip(streams, chosen):
             s.take(t)
-        alive = [i for i, s in enumerate(batch) if not s.done]
-        if not alive:
+        self.tokens_out += len(streams)
+        keep = [i for i, s in enumerate(streams) if not s.done]
+        self.batch.advance(tokens, keep)
+        if not keep:
             self._log_steps()
-            return [], None
-        index = torch.tensor(alive, dtype=torch.int64)
-        state = (chosen[index][:, None], mask[index], keys[index], values[index])
-        return [batch[i] for i in alive], state
+        return [streams[i] for i in keep]
 
     def _log_steps(self):
         if self.step_times:
             times = sorted(self.step_times)
             pb_utils.Logger.log_info(
-                f"{self.name}: {len(times)} decode steps ({self.mode}), median {1000 * times[len(times) // 2]:.2f} ms")
-            self.step_times = []
+                f"{self.name}: {len(times)} decode steps ({self.mode}), {self.tokens_out} tokens, "
+                f"median {1000 * times[len(times) // 2]:.2f} ms")
+        self.step_times, self.tokens_out = [], 0
 
     def finalize(self):
         self.running = False
