@@ -7,7 +7,6 @@ never whether a target was met (the benchmark reports that, it does not assert i
 from __future__ import annotations
 
 import json
-import time
 
 from loadtest.studies import bench
 
@@ -16,9 +15,7 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     lines: list[str] = []
     opts = bench.Options(models=("digits",), duration_s=3.0, warmup_s=0.5, users={"digits": 4}, out=tmp_path,
                          repository=repository, inprocess_s=0.2, perf_ms=300, steady=20)
-    started = time.monotonic()
     result = bench.run(opts, log=lines.append)
-    elapsed = time.monotonic() - started
     log = "\n".join(lines)
 
     saved = json.loads((tmp_path / "bench.json").read_text())
@@ -52,4 +49,3 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     assert markdown == bench.render(saved)
     assert "### digits" in markdown and "### targets" in markdown
     assert sum(line.endswith(("| met |", "| missed |")) for line in markdown.splitlines()) == len(digits_targets)
-    assert elapsed < 150, f"the tiny bench took {elapsed:.0f} s"

@@ -63,8 +63,16 @@ def digits_config(server) -> dict:
         client.close()
 
 
+TUNED = Path(__file__).resolve().parents[2] / "export" / "tuned.toml"
+
+
 @pytest.fixture(scope="module")
-def campaign_run(server, repository, tmp_path_factory):
+def tuned_before() -> bytes:
+    return TUNED.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def campaign_run(server, repository, tmp_path_factory, tuned_before):
     out = tmp_path_factory.mktemp("reports") / "functional"
     before = digits_config(server)
     status = execute(campaign_io.parse(CAMPAIGN), Endpoints.of(server), repository, out, dry_run=True)
@@ -117,11 +125,12 @@ def test_the_variant_was_served_and_the_config_restored(server, campaign_run):
     assert digits_config(server) == before
 
 
-def test_tuning_picked_a_variant_and_wrote_nothing(campaign_run):
+def test_tuning_picked_a_variant_and_wrote_nothing(campaign_run, tuned_before):
     _, out, _ = campaign_run
     tuning = CampaignResult.load(out / "results.json").tuning["digits"]
-    assert tuning["pick"] in ("as-deployed", "one-instance") and tuning["written"] is False
-    assert not Path("export/.tuned.toml.candidate").exists()
+    assert tuning["pick"] in ("as-deployed", "one-instance")
+    assert TUNED.read_bytes() == tuned_before, "a --dry-run changed export/tuned.toml"
+    assert not list(TUNED.parent.glob(".tuned.toml*")), "the dry run left its candidate file behind"
     assert "Tuning" in (out / "summary.md").read_text()
 
 

@@ -1,5 +1,8 @@
 """A very short soak through the command: a local server with only digits, 30 s at a fixed rate, 10 s windows,
-memory sampled; the report files are written and the three checks computed (not required to pass)."""
+memory sampled; the report files are written and the three checks computed (not required to pass). One soak
+finds its rate itself: the closed-loop and open-loop searches against the real server, in a few short steps."""
+
+import functools
 
 import json
 import os
@@ -12,6 +15,7 @@ import psutil
 
 from deploy.server import PROJECT_ROOT
 from loadtest.drive import target
+from loadtest.measure import saturation
 from loadtest.studies import soak
 from tests.conftest import read_until
 
@@ -41,6 +45,39 @@ def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
     client, server = target.split_cpus(frozenset(cpus))
     assert (data["client_cpus"], data["server_cpus"]) == (sorted(client), sorted(server))
     assert os.sched_getaffinity(0) == cpus
+
+
+def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, capsys):
+    """No --saturation-rps: closed-loop users doubling, then open-loop rates rising from an eighth of that until
+    one falls behind, then the soak at 70% of the last rate kept up with. Few, short steps (3 s each; closed
+    loop 2 and 4 users, open loop x4 a step, at most three: the last at twice the closed-loop rate usually
+    falls behind) keep it to about a minute; the search code is the soak's own."""
+    monkeypatch.setattr(soak, "find_saturation",
+                        functools.partial(saturation.find_saturation, warmup_s=1.0, start_users=2, max_users=4))
+    monkeypatch.setattr(soak, "find_sustained_rate",
+                        functools.partial(saturation.find_sustained_rate, warmup_s=1.0, step=4.0, max_steps=3))
+    status = soak.main(["--model", "digits", "--minutes", "0.15", "--window-s", "3", "--sample-s", "2", "--warmup",
+                        "1", "--memory-warmup-s", "2", "--search-duration", "3", "--out", str(tmp_path)])
+    assert status in (0, 1), capsys.readouterr().err[-3000:]
+    data = json.loads((tmp_path / "digits" / "results.json").read_text())
+    assert status == (0 if data["passed"] else 1)
+    search = data["saturation_search"]
+    assert search["given"] is False
+    closed, opened = search["closed_loop"], search["open_loop"]
+    assert 1 <= len(closed) <= 2 and [s["users"] for s in closed] == [2, 4][:len(closed)]
+    assert search["closed_loop_rps"] == max(s["throughput_rps"] for s in closed) > 0
+    assert opened[0]["rate"] == round(search["closed_loop_rps"] * soak.START_FRACTION, 1)
+    assert all(abs(b["rate"] - 4 * a["rate"]) <= 0.4 for a, b in zip(opened, opened[1:]))
+    # The search stops at the first step that falls behind (or after three); the soak takes the last one before.
+    rates = [s["rate"] for s in opened]
+    chosen = rates.index(data["saturation_rps"])
+    assert chosen == len(opened) - 2 or (len(opened) == 3 and chosen == 2), (rates, data["saturation_rps"])
+    assert all(s["failures"] == 0 for s in opened[:chosen + 1])
+    assert data["rate"] == round(0.7 * data["saturation_rps"], 1) and data["requests"] > 0
+    assert "## Saturation" in (tmp_path / "digits" / "summary.md").read_text()
+    with capsys.disabled():
+        print(f"\n  rate search: closed loop {search['closed_loop_rps']} req/s; open loop "
+              f"{[(s['rate'], s['throughput_rps']) for s in opened]}; soak at {data['rate']} req/s")
 
 
 def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):

@@ -237,12 +237,14 @@ def test_a_new_stream_joins_the_running_batch(gen_server):
         a.events.get(timeout=60)  # A is generating
         b.send(smollm.PROMPTS[1], 5)
         b_pieces, b_error = b.collect()
-        b_done = time.perf_counter()
+        with a.events.mutex:  # A's responses so far, when B's final one has come
+            a_before_b_ended = list(a.events.queue)
         a_pieces, a_error = a.collect(timeout=120)
-        a_done = time.perf_counter()
         assert a_error is None and b_error is None
-        print(f"\nB finished {a_done - b_done:.2f} s before A")
-        assert b_done < a_done - 0.05, "B waited for A to finish: no in-flight batching"
+        assert not any(final for _, _, final, _ in a_before_b_ended), "B waited for A to finish: no in-flight batching"
+        a_after_b_ended = len(a_pieces) - sum(text is not None for _, text, _, _ in a_before_b_ended)
+        print(f"\nB ended with {len(a_before_b_ended)} of A's responses queued; A then streamed {a_after_b_ended} more")
+        assert a_after_b_ended > 0, "A did not go on generating after B ended"
         assert len(b_pieces) >= 1 and len(a_pieces) > 50
     finally:
         a.close()
@@ -250,19 +252,18 @@ def test_a_new_stream_joins_the_running_batch(gen_server):
 
 
 def test_a_cancelled_grpc_stream_stops_generating(gen_server):
+    before = len(cancellations(gen_server))
     stream = GrpcStream(gen_server.config.grpc_url)
     stream.send(smollm.PROMPTS[0], MAX_NEW_TOKENS)
     for _ in range(3):
         stream.events.get(timeout=60)
     stream.close(cancel=True)
     deadline = time.monotonic() + 20
-    marker = "text_generator: request cancelled after "
-    while marker not in gen_server.log_text() and time.monotonic() < deadline:
+    while len(cancellations(gen_server)) == before and time.monotonic() < deadline:
         time.sleep(0.1)
-    log = gen_server.log_text()
-    assert marker in log, "the generator did not notice the cancellation"
-    generated = int(log[log.rindex(marker) + len(marker):].split()[0])
-    assert generated < MAX_NEW_TOKENS
+    found = cancellations(gen_server)[before:]
+    assert found, "the generator did not notice the cancellation"
+    assert found[0] < MAX_NEW_TOKENS
     assert "".join(generate(gen_server, "grpc", smollm.PROMPTS[1], 4))  # and it still serves
 
 
@@ -344,7 +345,7 @@ def token_bytes():
     return TokenBytes(smollm.tokenizer())
 
 
-FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @FUZZ
