@@ -105,27 +105,28 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
 
 
 def _single_model_repository(repository: Path, model: str, target: Path, keep_warmup: bool) -> int:
-    """``target/<model>/``: symlinks to the real entries, and the config with or without its warmup.
+    """``target/<model>/``: symlinks to the real entries, and the config as it is or without its warmup
+    (read back into a ``ModelSpec`` and written again by ``export.config``).
 
     Returns how many ``model_warmup`` entries the written config has.
     """
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+    from export import config as config_io  # tritonclient's protobuf modules
 
     source = repository / model
     config_path = source / "config.pbtxt"
     if not config_path.is_file():
         raise FileNotFoundError(f"no {config_path}: run `make export`")
-    config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
-    if not keep_warmup:
-        config.ClearField("model_warmup")
     folder = target / model
     folder.mkdir(parents=True)
     for entry in source.iterdir():
         if entry.name != "config.pbtxt":
             (folder / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
-    (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
-    return len(config.model_warmup)
+    if keep_warmup:
+        (folder / "config.pbtxt").write_text(config_path.read_text())
+        return len(config_io.parse(config_path).model_warmup)
+    spec = config_io.read(source).replace(warmup=False)
+    (folder / "config.pbtxt").write_text(config_io.render(spec))
+    return len(config_io.to_model_config(spec).model_warmup)
 
 
 def main(argv: list[str] | None = None) -> int:

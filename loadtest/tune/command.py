@@ -84,6 +84,16 @@ def _delays(text: str) -> tuple[int | None, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of delays in us or 'off'") from None
 
 
+def _preferred(text: str) -> tuple[tuple[int, ...], ...]:
+    sets = []
+    for part in text.split("/"):
+        sizes = () if part in ("none", "-", "") else _ints(part)
+        if any(s < 1 for s in sizes):
+            raise argparse.ArgumentTypeError(f"{text!r}: preferred batch sizes must be >= 1")
+        sets.append(tuple(sorted(sizes)))
+    return tuple(sets)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     parser.add_argument("--slo-p99-ms", type=_positive(float), required=True, help="client-side p99 budget (ms)")
@@ -107,6 +117,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "0, 100, 500, 1000, 2000 and the served one)")
     parser.add_argument("--batch-sizes", type=_ints, metavar="LIST",
                         help="max_batch_size values to search, each at most what the export was checked for")
+    parser.add_argument("--preferred", type=_preferred, metavar="LIST",
+                        help="preferred batch size sets to search, '/'-separated, e.g. none/8/8,16 (default: none, "
+                             "the served sizes and sizes near the load)")
     parser.add_argument("--formats", type=lambda t: tuple(t.split(",")), metavar="LIST",
                         help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one "
                              "the server serves)")
@@ -142,7 +155,8 @@ def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
 
 
 def _axes(args: argparse.Namespace) -> dict[str, tuple]:
-    given = {"batcher": args.delays_us, "max_batch_size": args.batch_sizes, "format": args.formats}
+    given = {"batcher": args.delays_us, "max_batch_size": args.batch_sizes, "format": args.formats,
+             "preferred": args.preferred}
     return {axis: values for axis, values in given.items() if values}
 
 

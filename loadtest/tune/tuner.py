@@ -82,11 +82,14 @@ class Runner:
         self.options, self.endpoints, self.log = options, endpoints, log
         self.originals: dict[str, dict] = {}
         self.specs: dict[str, ModelSpec] = {}
+        self.serving: dict[str, Point] = {}
+        """Served model -> the point it serves now (its original config's point until one is loaded)."""
 
-    def spec_of(self, served: str) -> ModelSpec:
+    def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
         if served not in self.specs:
             self.originals[served] = apply.served_config(self.endpoints.http, served)
             self.specs[served] = served_spec(self.endpoints, served)
+            self.serving[served] = served_point(self.specs[served], fmt)
         return self.specs[served]
 
     def generator(self, spec: ModelSpec) -> str:
@@ -94,13 +97,16 @@ class Runner:
 
     def measure(self, point: Point) -> Measurement:
         served = point.served_model(self.options.model)
-        spec = self.spec_of(served)
+        spec = self.spec_of(served, point.format)
         generator = self.generator(spec)
-        try:
-            changed = point.changes().apply(spec)
-            apply.load(self.endpoints.http, served, changed)
-        except (ExportError, VariantError) as exc:
-            return Measurement.failed(generator, f"config not served: {exc}")
+        if self.serving.get(served) != point:  # loading restarts the instances: only when the config changes
+            try:
+                changed = point.changes().apply(spec)
+                self.serving.pop(served, None)
+                apply.load(self.endpoints.http, served, changed)
+                self.serving[served] = point
+            except (ExportError, VariantError) as exc:
+                return Measurement.failed(generator, f"config not served: {exc}")
         if generator == "perf_analyzer":
             return probe.with_perf_analyzer(self.endpoints, served, self.options.load, protocol=self.options.protocol,
                                             input_data=self.options.input_data, shapes=self.options.shapes or None,
