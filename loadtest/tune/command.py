@@ -19,11 +19,15 @@ Exit status: 0 a pick was written (or diffed); 1 no candidate met the SLO; 2 a b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
+from export.errors import UnknownModelError
 from loadtest.campaign import Slo
+from loadtest.drive import perf
+from loadtest.drive.payloads import real_samples
 from loadtest.drive import apply, target
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
@@ -185,9 +189,28 @@ def run(args: argparse.Namespace) -> int:
     return value if status == 0 else status
 
 
+def default_input_data(model: str, out: Path) -> Path | None:
+    """perf_analyzer's --input-data from the model's own sample data where the project has it (the built-in
+    models' real data: token ids a vocabulary knows, real scans); None: perf_analyzer's random data."""
+    try:
+        samples = real_samples(model, 64)
+    except (UnknownModelError, KeyError):
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return perf.write_input_data(out / "input_data.json", samples)
+    except ValueError:  # BYTES inputs: a pipeline, measured with Locust
+        return None
+
+
 def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.Namespace) -> int:
     if args.client_cpus:
         print(f"tune: generator on CPUs {_cpus(args.client_cpus)}, server on {_cpus(args.server_cpus) or 'all'}")
+    if options.input_data is None and not options.shapes:
+        data = default_input_data(options.model, out)
+        if data is not None:
+            options = dataclasses.replace(options, input_data=data)
+            print(f"tune: perf_analyzer sends {options.model}'s sample data ({data})")
     try:
         outcome = tune(options, endpoints)
     except TuneError as exc:
