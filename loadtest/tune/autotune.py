@@ -1,16 +1,12 @@
-"""Auto-tune: the variant with the highest throughput whose P99 and error rate meet the SLO, written into
-the model's serving settings through the same catalog and config generator that ``tritonkit export`` uses.
-
-The choice is recorded in ``export/tuned.toml`` (it overrides ``export/models.toml``), then the model is
-exported again so that every variant's ``config.pbtxt`` and manifest agree with it. ``--dry-run`` prints
-the ``config.pbtxt`` diff instead and writes nothing.
+"""A built-in model's tuned serving settings in ``export/tuned.toml``, which overrides ``export/models.toml``:
+the settings a pick changes (``tuned_settings``), the file's text (``render_tuned``), and what writing them
+does to every format's ``config.pbtxt`` (``plan``, ``config_diff``), computed without writing anything.
+``loadtest.tune.writer`` writes the file and re-exports the model.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import math
 import tempfile
 import tomllib
 from pathlib import Path
@@ -20,48 +16,7 @@ from export import catalog
 from export import config as config_io
 from export.changes import BATCHER_FIELDS, ServingChanges
 from export.spec import QUEUE_POLICY_FIELDS
-from loadtest.campaign import Slo
 from loadtest.errors import TuneError
-from loadtest.measure.results import CampaignResult
-
-
-@dataclasses.dataclass
-class Choice:
-    model: str
-    variant: str
-    throughput_rps: float
-    """Sum over the model's scenarios of successful requests per second."""
-    p99_ms: float
-    """Worst p99 over the model's scenarios."""
-    ranking: list[dict[str, Any]]
-    """Every variant: name, throughput, worst p99, error rate, whether it met the SLO."""
-
-
-def choose(result: CampaignResult, model: str, slo: Slo) -> Choice:
-    """The variant whose runs of ``model`` all met the SLO with the highest total throughput."""
-    by_variant: dict[str, list] = {}
-    for run in result.runs:
-        if run.model == model:
-            by_variant.setdefault(run.variant, []).append(run)
-    if not by_variant:
-        raise TuneError(f"the results have no run of model {model!r}")
-    ranking = []
-    for name, runs in by_variant.items():
-        p99s = [r.client.latency_ms.get("p99", math.nan) for r in runs]
-        ranking.append({
-            "variant": name,
-            "throughput_rps": round(sum(r.client.throughput_rps for r in runs), 1),
-            "p99_ms": max((p for p in p99s if not math.isnan(p)), default=math.nan),
-            "error_rate": max(r.client.error_rate for r in runs),
-            "meets_slo": all(r.passed for r in runs),
-        })
-    ranking.sort(key=lambda row: (not row["meets_slo"], -row["throughput_rps"]))
-    best = ranking[0]
-    if not best["meets_slo"]:
-        closest = min(ranking, key=lambda row: row["p99_ms"] if not math.isnan(row["p99_ms"]) else math.inf)
-        raise TuneError(f"model {model!r}: no variant meets p99 <= {slo.p99_ms:g} ms and error rate <= "
-                        f"{slo.max_error_rate:.3%}; the lowest p99 was {closest['variant']} at {closest['p99_ms']:.3f} ms")
-    return Choice(model, best["variant"], best["throughput_rps"], best["p99_ms"], ranking)
 
 
 def tuned_settings(changes: ServingChanges, entry: catalog.CatalogEntry) -> dict[str, Any]:
@@ -149,19 +104,3 @@ def plan(model: str, changes: ServingChanges, note: str, repository: Path, *, tu
         candidate.write_text(text)
         entry = catalog.load(catalog_path, candidate)[model]
     return text, entry, config_diff(entry, repository)
-
-
-def write(choice: Choice, changes: ServingChanges, repository: Path, note: str, *, dry_run: bool,
-          tuned_path: Path = catalog.TUNED, catalog_path: Path = catalog.CATALOG) -> str:
-    """Record the choice and re-export the model (or, with ``dry_run``, only compute the diff)."""
-    text, entry, diff = plan(choice.model, changes, note, repository, tuned_path=tuned_path,
-                             catalog_path=catalog_path)
-    if dry_run:
-        return diff
-    tuned_path.write_text(text)
-    from export.pipeline import export_entry  # torch
-
-    for done in export_entry(entry, repository):
-        if not done.result.ok:
-            raise TuneError(f"re-export of {done.spec.name} with the tuned settings failed: {done.result.summary()}")
-    return diff

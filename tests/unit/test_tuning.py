@@ -1,4 +1,4 @@
-"""SLO gate, auto-tune choice on recorded results, the tuned catalog overlay, and variant config overrides."""
+"""SLO gate on a recorded campaign, the tuned catalog overlay (export/tuned.toml), and candidate config overrides."""
 
 import copy
 import tomllib
@@ -57,26 +57,6 @@ def test_gate_best_variant_needs_one_passing_variant_per_scenario(recorded):
     assert failure.startswith("digits-grpc: no variant met the SLO; closest batch-1ms: p99 10.109 ms")
 
 
-def test_choose_takes_the_fastest_variant_within_budget(recorded):
-    choice = autotune.choose(with_budget(recorded, Slo(50.0)), "digits", Slo(50.0))
-    assert choice.variant == "batch-1ms" and choice.throughput_rps == pytest.approx(2596.5, abs=0.1)
-    assert [row["variant"] for row in choice.ranking] == ["batch-1ms", "plain"]
-
-
-def test_choose_skips_a_faster_variant_over_budget(recorded):
-    result = copy.deepcopy(recorded)
-    result.runs[0].client.requests *= 10  # plain now the fastest, but still over a 15 ms budget
-    choice = autotune.choose(with_budget(result, Slo(15.0)), "digits", Slo(15.0))
-    assert choice.variant == "batch-1ms"
-
-
-def test_choose_refuses_when_nothing_meets_the_budget(recorded):
-    with pytest.raises(autotune.TuneError, match="the lowest p99 was batch-1ms at 10.109 ms"):
-        autotune.choose(with_budget(recorded, Slo(5.0)), "digits", Slo(5.0))
-    with pytest.raises(autotune.TuneError, match="no run of model 'minilm'"):
-        autotune.choose(recorded, "minilm", Slo(5.0))
-
-
 def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
     # minilm: the catalog model with a queue policy
     base = catalog.load(catalog.CATALOG, None)["minilm"]
@@ -118,16 +98,17 @@ def test_tuned_file_rejects_untunable_keys_and_unknown_models(tmp_path):
         catalog.load(catalog.CATALOG, tuned)
 
 
-def test_dry_run_prints_the_config_diff_and_writes_nothing(tmp_path, recorded):
+def test_plan_diffs_every_format_and_writes_nothing(tmp_path):
     tuned = tmp_path / "tuned.toml"
-    choice = autotune.Choice("digits", "v", 1.0, 1.0, [])
     changes = ServingChanges(max_queue_delay_us=250, instances=1)
     before = {p: p.read_bytes() for p in (catalog.TUNED, *REPOSITORY.glob("digits*/config.pbtxt"))}
-    diff = autotune.write(choice, changes, REPOSITORY, "note", dry_run=True, tuned_path=tuned)
+    text, entry, diff = autotune.plan("digits", changes, "note", REPOSITORY, tuned_path=tuned)
     assert not tuned.exists() and not list(tmp_path.iterdir())
     assert {p: p.read_bytes() for p in before} == before  # nothing else was written either
     assert "-  max_queue_delay_microseconds: 1000" in diff and "+  max_queue_delay_microseconds: 250" in diff
     assert "-  count: 2" in diff and "+  count: 1" in diff
+    assert diff.count("+++ ") == len(entry.variants["cpu"])  # every format's config
+    assert tomllib.loads(text)["digits"]["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
 
 
 def digits_config_json() -> dict:
