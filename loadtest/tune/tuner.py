@@ -69,6 +69,12 @@ class Outcome:
 
 
 def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
+    config = apply.served_config(endpoints.http, model)
+    steps = (config.get("ensemble_scheduling") or {}).get("step")
+    if steps:
+        members = sorted({step["model_name"] for step in steps})
+        raise TuneError(f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
+                        f"tune its members ({', '.join(members)}) at the load the ensemble gives them")
     try:
         return apply.served_spec(endpoints.http, model)
     except ExportError as exc:
