@@ -90,6 +90,8 @@ class Runner:
         self.specs: dict[str, ModelSpec] = {}
         self.serving: dict[str, Point] = {}
         """Served model -> the point it serves now (its original config's point until one is loaded)."""
+        self.changed: set[str] = set()
+        """Served models loaded with another config: restored at the end."""
 
     def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
         if served not in self.specs:
@@ -109,6 +111,7 @@ class Runner:
             try:
                 changed = point.changes().apply(spec)
                 self.serving.pop(served, None)
+                self.changed.add(served)
                 apply.load(self.endpoints.http, served, changed)
                 self.serving[served] = point
             except (ExportError, VariantError) as exc:
@@ -137,7 +140,9 @@ class Runner:
         return served_point(changed, str(candidate.variant))
 
     def restore(self) -> None:
-        apply.restore(self.endpoints.http, self.originals)
+        """The configs served before the search, for every model it changed (a reload restarts instances)."""
+        apply.restore(self.endpoints.http, {m: c for m, c in self.originals.items() if m in self.changed})
+        self.changed.clear()
 
 
 def formats_served(endpoints: Endpoints, repository: Path, model: str) -> list[str]:
