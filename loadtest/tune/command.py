@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -217,7 +218,8 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
         print(f"tune: error: {exc}", file=sys.stderr)
         return 2
     sections: list[str] = []
-    extra: dict = {}
+    extra: dict = {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "cpus": {
+        "generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)}}
     if args.analyzer:
         side = compare.with_analyzer(outcome, endpoints, out / "analyzer")
         extra["analyzer"] = side.to_dict()

@@ -3,8 +3,9 @@
 A search walks a :class:`~loadtest.tune.space.SearchSpace` through a ``measure(point) -> Measurement``
 callable and keeps every :class:`Trial`. ``coordinate_descent`` (the default) starts at the served config
 and changes one setting at a time, keeping the best value of each before moving to the next, in passes,
-until a pass changes nothing or the budget runs out; it needs about the sum of the settings' value counts
-per pass where the grid needs their product. ``grid`` measures every point (for comparison and for
+until a pass changes nothing or the budget runs out, then walks once more from the best point it has not
+walked from; it needs about the sum of the settings' value counts per pass where the grid needs their
+product. ``grid`` measures every point (for comparison and for
 recording the data the unit tests replay). Both stop before a measurement that would run past the budget,
 then re-measure the leaders (``confirm``) so one lucky window does not decide.
 
@@ -74,14 +75,17 @@ class Trial:
 
 
 def score(trial: Trial, slo: Slo) -> tuple:
-    """Ordering key, larger is better: a trial meeting the SLO beats one that does not, then higher
-    throughput; among trials that miss it, the lower p99 (closer to the budget) is better, so the descent
-    can walk towards the feasible region. Unusable trials rank last."""
+    """Ordering key, larger is better: a trial meeting the SLO beats one that does not, then higher throughput.
+    A trial over its p99 budget counts its throughput scaled by (budget / p99)^2, so the search can walk from
+    a config that misses the budget towards one that meets it without giving up throughput for nothing.
+    Unusable trials (failed, generator saturated) rank last."""
     if not trial.usable:
         return (0, 0.0)
     if trial.meets(slo):
         return (2, trial.throughput)
-    return (1, -(trial.p99_ms if not math.isnan(trial.p99_ms) else math.inf))
+    p99 = trial.p99_ms if not math.isnan(trial.p99_ms) else math.inf
+    over = min(1.0, slo.p99_ms / p99) ** 2 if p99 > slo.p99_ms else 1.0
+    return (1, trial.throughput * over * (1.0 - trial.error_rate))
 
 
 @dataclasses.dataclass
@@ -185,35 +189,46 @@ class Search:
 
 
 def coordinate_descent(space: SearchSpace, start: Point, measure: Callable[[Point], Measurement], slo: Slo,
-                       budget: Budget, *, confirm: int = 2, max_passes: int = 4,
+                       budget: Budget, *, confirm: int = 2, restarts: int = 1, max_passes: int = 6,
                        log: Callable[[str], None] = lambda line: None) -> SearchResult:
     """Change one setting at a time from ``start``: along each axis in turn measure every value with the
-    others held at the best point so far, move to the best, and repeat the pass until it moves nothing."""
+    others held at the best point so far, move to the best, and repeat the pass until it moves nothing.
+    Then, ``restarts`` times, walk again from the best measured point that has a line not walked yet (on a
+    shared machine one noisy window can make a good neighbour look bad)."""
     search = Search(space, measure, slo, budget, log)
     first = search.trial(start)
+    walked: set[tuple[Point, str]] = set()
     current = start
     stopped = "converged"
-    for _ in range(max_passes):
-        moved = False
-        for axis in space.axes:
-            line = []
-            for value in space.values[axis]:
-                point = space.normalise(dataclasses.replace(current, **{axis: value}))
-                if point is None:
-                    continue
-                trial = search.trial(point)
-                if trial is None:
+    for attempt in range(restarts + 1):
+        for _ in range(max_passes):
+            moved = False
+            for axis in space.axes:
+                walked.add((current, axis))
+                line = [search.trials[current]]
+                for value in space.values[axis]:
+                    point = space.normalise(dataclasses.replace(current, **{axis: value}))
+                    if point is None:
+                        continue
+                    trial = search.trial(point)
+                    if trial is None:
+                        break
+                    line.append(trial)
+                best = search.best(line)
+                if best.point != current:
+                    current, moved = best.point, True
+                if search.out_of_budget:
                     break
-                line.append(trial)
-            best = search.best(line + [search.trials[current]])
-            if best.point != current:
-                current, moved = best.point, True
-            if search.out_of_budget:
+            if search.out_of_budget or not moved:
                 break
-        if search.out_of_budget or not moved:
+        if search.out_of_budget:
             break
-    else:
-        stopped = "pass limit"
+        ranked = sorted(search.trials.values(), key=lambda t: score(t, slo), reverse=True)
+        fresh = next((t.point for t in ranked if t.usable and any((t.point, a) not in walked for a in space.axes)),
+                     None)
+        if fresh is None or attempt == restarts:
+            break
+        current = fresh
     search.confirm(confirm)
     return search.result(first, "descent", stopped)
 
