@@ -105,28 +105,30 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
 
 
 def _single_model_repository(repository: Path, model: str, target: Path, keep_warmup: bool) -> int:
-    """``target/<model>/``: symlinks to the real entries, and the config as it is or without its warmup
-    (read back into a ``ModelSpec`` and written again by ``export.config``).
+    """``target/<model>/``: symlinks to the real entries, and the config with or without its warmup.
 
+    The config is parsed with ``export.config.parse`` and only ``model_warmup`` is cleared, so a hand-written
+    config (warmup samples of its own, fields a ``ModelSpec`` does not hold) keeps everything else.
     Returns how many ``model_warmup`` entries the written config has.
     """
+    from google.protobuf import text_format
+
     from export import config as config_io  # tritonclient's protobuf modules
 
     source = repository / model
     config_path = source / "config.pbtxt"
     if not config_path.is_file():
         raise FileNotFoundError(f"no {config_path}: run `make export`")
+    config = config_io.parse(config_path)
+    if not keep_warmup:
+        config.ClearField("model_warmup")
     folder = target / model
     folder.mkdir(parents=True)
     for entry in source.iterdir():
         if entry.name != "config.pbtxt":
             (folder / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
-    if keep_warmup:
-        (folder / "config.pbtxt").write_text(config_path.read_text())
-        return len(config_io.parse(config_path).model_warmup)
-    spec = config_io.read(source).replace(warmup=False)
-    (folder / "config.pbtxt").write_text(config_io.render(spec))
-    return len(config_io.to_model_config(spec).model_warmup)
+    (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
+    return len(config.model_warmup)
 
 
 def main(argv: list[str] | None = None) -> int:
