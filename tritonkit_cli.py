@@ -1,7 +1,7 @@
 """tritonkit: PyTorch models to Triton Inference Server, checked against eager PyTorch and proven under load.
 
-Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` (loadtest/),
-`demo` (the main job). Run `tritonkit COMMAND --help` for each.
+Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` and `tune`
+(loadtest/), `demo` (the main job). Run `tritonkit COMMAND --help` for each.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ EXIT_STATUS = """\
 exit status:
   0  done
   1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
-     scenario named), serve and demo (the server failed or left a process or /dev/shm region behind)
+     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or /dev/shm region behind)
   2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
   3  export: a format's toolchain is missing here (the other formats were exported);
-     loadtest: the server or Locust failed
+     loadtest, tune: the server, Locust or perf_analyzer failed
 """
 MAKE_TARGETS = (
     ("help", "grep -E '^[a-z-]+:.*## '", "list the make targets (their `## ` lines)"),
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from deploy import demo
     from export import cli as export_cli
     from loadtest import cli as loadtest_cli
+    from loadtest.tune import command as tune_cli
 
     parser = argparse.ArgumentParser(prog="tritonkit", description=__doc__, epilog=epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     export_cli.register(subparsers)
     deploy_cli.register(subparsers)
     loadtest_cli.register(subparsers)
+    tune_cli.register(subparsers)
     demo.register(subparsers)
     return parser
 

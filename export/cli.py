@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from export import catalog
+from export import catalog, recorded
 from export.errors import ExportError, SpecError
 from export.changes import ServingChanges
 from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
@@ -112,22 +112,51 @@ def requested_variants(args: argparse.Namespace) -> list[Variant] | None:
     return [Variant(f, p) for f, p in itertools.product(args.formats, args.precisions or ["fp32"])]
 
 
-def _entries(args: argparse.Namespace) -> list[tuple[catalog.CatalogEntry, object]]:
+def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.CatalogEntry, object, dict | None]]:
+    """(entry, the user's model or None, what to record in its manifest or None) for each model to export."""
     if args.model_file:
-        from export.usermodel import load_user_model
-
         if args.models:
             raise SpecError("give either built-in model names or --model-file, not both")
-        model = load_user_model(args.model_file, args.name, args.inputs or [], args.outputs or [])
-        entry = catalog.CatalogEntry(model.name, args.model_file, {"cpu": (Variant("torchscript"),), "gpu": ()},
-                                     {"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_us": 500}})
-        return [(entry, model)]
+        return [_user_entry(args.model_file, args.name, args.inputs or [], args.outputs or [], repository)]
     # Tuned settings belong to the built-in catalog; another catalog file stands alone.
     entries = catalog.load(args.catalog, catalog.TUNED if args.catalog == catalog.CATALOG else None)
-    unknown = [n for n in args.models if n not in entries]
-    if unknown:
-        raise SpecError(f"unknown models {unknown}; {args.catalog} lists {sorted(entries)}")
-    return [(entries[n], None) for n in args.models or entries]
+    found = []
+    for name in args.models:
+        if name in entries:
+            found.append((entries[name], None, None))
+            continue
+        previous = recorded.read(repository / name)  # a --model-file export, exported again by name
+        if previous is None:
+            raise SpecError(f"unknown model {name!r}: {args.catalog} lists {sorted(entries)}, and "
+                            f"{repository / name} holds no --model-file export")
+        inputs = [TensorSpec.parse(t) for t in previous["inputs"]]
+        found.append(_user_entry(previous["model_file"], name, inputs, previous["outputs"], repository))
+    return found or [(entries[n], None, None) for n in entries]
+
+
+def _user_entry(reference: str, name: str | None, inputs: list[TensorSpec], outputs: list[str],
+                repository: Path) -> tuple[catalog.CatalogEntry, object, dict]:
+    """A --model-file export. Its serving settings are those recorded by its last export (or ``tritonkit
+    tune``) of the same file, else the defaults; the serving flags given override them."""
+    from export.usermodel import load_user_model
+
+    path, _, factory = reference.rpartition(":")
+    if path.endswith(".py") and Path(path).is_file():
+        reference = f"{Path(path).resolve()}:{factory}"
+    model = load_user_model(reference, name, inputs, outputs)
+    previous = recorded.read(repository / model.name)
+    kept = previous if previous and previous.get("model_file") == reference else None
+    settings = dict(kept["settings"]) if kept else dict(recorded.DEFAULT_SETTINGS)
+    if kept:
+        print(f"{model.name}: serving settings from its last export" + (" (tuned)" if kept.get("tuned") else "")
+              + "; serving flags override them", flush=True)
+    record = {"model_file": reference, "name": model.name,
+              "inputs": [f"{t.name}:{t.datatype}:{','.join(map(str, t.dims))}" for t in model.inputs],
+              "outputs": [t.name for t in model.outputs]}
+    if kept and kept.get("tuned"):
+        record["tuned"] = kept["tuned"]
+    entry = catalog.CatalogEntry(model.name, reference, {"cpu": (Variant("torchscript"),), "gpu": ()}, settings)
+    return entry, model, record
 
 
 def run(args: argparse.Namespace) -> int:
@@ -146,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
         from export.pipeline import export_entry  # torch is imported only when there is work
 
         exported = set()
-        for entry, model in _entries(args):
-            done_all = export_entry(entry, repository, args.target, variants, args.force, model=model, **given)
+        for entry, model, record in _entries(args, repository):
+            done_all = export_entry(entry, repository, args.target, variants, args.force, model=model,
+                                    record=record, **given)
             for done in done_all:
                 statuses.append(done.result.status)
                 state = "up to date" if done.up_to_date else done.result.status

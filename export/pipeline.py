@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from export import config as config_io
-from export import formats, parity, zoo
+from export import formats, parity, recorded, zoo
 from export.catalog import CatalogEntry
 from export.errors import FormatUnavailable
 from export.result import ConversionResult
@@ -62,8 +62,10 @@ def builder_source(builder: str) -> str:
 
 
 def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None, force: bool = False,
-                 model: ZooModel | None = None, **overrides: Any) -> list[Export]:
-    """Export the entry's variants for ``target`` (or the ``variants`` given); one ``Export`` each."""
+                 model: ZooModel | None = None, record: dict | None = None, **overrides: Any) -> list[Export]:
+    """Export the entry's variants for ``target`` (or the ``variants`` given); one ``Export`` each.
+    ``record``: a ``--model-file`` export's arguments, kept in each manifest as ``export_args`` with the
+    serving settings it was exported with (``export.recorded``)."""
     variants = variants or entry.variants[target]
     for variant in variants:
         variant.check_target(target)
@@ -71,19 +73,22 @@ def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", var
     source = builder_source(entry.builder) if entry.builder in zoo.BUILDERS else entry.builder
     return [
         export_variant(model, entry.spec(model, variant, target, **overrides), variant, Path(repository), target,
-                       source, force)
+                       source, force, record)
         for variant in variants
     ]
 
 
 def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repository: Path, target: str = "cpu",
-                   source: str = "", force: bool = False) -> Export:
+                   source: str = "", force: bool = False, record: dict | None = None) -> Export:
     version_dir = repository / spec.name / str(spec.version)
     manifest_file = version_dir / "manifest.json"
     key = fingerprint(spec, variant, target, source)
     previous = _read_json(manifest_file)
     if (not force and previous.get("fingerprint") == key and (version_dir / variant.filename).exists()
             and (repository / spec.name / "config.pbtxt").exists()):
+        if record is not None and previous.get("export_args") != {**record, "settings": recorded.settings_of(spec)}:
+            previous["export_args"] = {**record, "settings": recorded.settings_of(spec)}
+            manifest_file.write_text(json.dumps(previous, indent=2) + "\n")
         return Export(spec, variant, ConversionResult(**previous["result"]), previous, up_to_date=True)
 
     if variant.precision not in model.tolerances:
@@ -99,6 +104,8 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
         result.seconds = round(time.perf_counter() - started, 2)
         manifest.update(fingerprint=key, source=source.splitlines()[0] if source else "", target=target,
                         result=dataclasses.asdict(result))
+        if record is not None:
+            manifest["export_args"] = {**record, "settings": recorded.settings_of(spec)}
         if result.ok:
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
             _publish(staging, version_dir)

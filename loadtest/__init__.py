@@ -9,8 +9,10 @@ Layers, each importing only the ones below it (``tests/unit/test_imports.py`` ch
     cli.py, execution.py   the command line and a campaign end to end: may import every layer
     studies/               bench (+ baselines/), overload (+ overload_report), soak, generation;
                            no study imports another
-    tune/                  autotune (choose, write), tuning (the campaign's [tune] step), analyzer
-    measure/               results, server_metrics, slo, report, run (one run, both sides), saturation
+    tune/                  command (tritonkit tune), space, search, tuner, writer, autotune, report, tuning
+                           (the campaign's [tune] step), analyzer, compare (Model Analyzer side by side)
+    measure/               results, server_metrics, slo, report, run (one run, both sides), probe (one
+                           measurement, saturation marked), saturation
                            (the searches the studies share), study_report, inprocess, first_request
     drive/                 payloads, users, locustfile, locust_main, latency, client_stats, runner
                            (Locust as a subprocess), perf, perf_windows, apply (model control), target

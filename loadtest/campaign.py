@@ -36,6 +36,8 @@ whose model it does not name runs as deployed). Example, with every key::
     [tune]
     models = ["digits"]       # write the best variant meeting the SLO into these models' configs
     analyzer = false          # also run Triton Model Analyzer and compare its pick under the same load
+    budget_s = 120            # the tuner's search (tritonkit tune's) at the model's first scenario's load; the
+                              # variants above are measured beside it as compared points
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from export.changes import ServingChanges
+from export.errors import SpecError
+from export.spec import QUEUE_POLICY_FIELDS
+from export.variants import Variant as ExportVariant
 from loadtest.errors import CampaignError
 
 PROTOCOLS = ("http", "grpc")
@@ -56,11 +62,7 @@ SHAPE_KEYS = {
 }
 OPTIONAL_SHAPE_KEYS = {"open": {"max_inflight"}}
 RETRY_KEYS = {"attempts", "backoff_ms"}
-TIMEOUT_ACTIONS = ("REJECT", "DELAY")
-QUEUE_POLICY_FIELDS = ("max_queue_size", "default_timeout_us", "timeout_action")
 GATES = ("every-run", "best-variant")
-FORMAT_SUFFIX = {("torchscript", "fp32"): "", ("torchscript", "fp16"): "_fp16", ("onnx", "fp32"): "_onnx",
-                 ("torch-tensorrt", "fp16"): "_trt_fp16", ("onnx", "fp16"): "_onnx_fp16"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,71 +149,57 @@ class Scenario:
 
 
 @dataclasses.dataclass(frozen=True)
-class Variant:
-    """Config changes applied through model control; unset fields keep the deployed value."""
+class Candidate:
+    """A config to serve and measure: which exported variant of a model serves it (format and precision,
+    ``export.variants.Variant``) and the serving changes made to that variant's config through model control
+    (``export.changes.ServingChanges``; unset fields keep the deployed value). A campaign's ``[[variants]]``
+    tables, the tuner's points and Model Analyzer's pick are all candidates."""
 
     name: str
     models: tuple[str, ...] = ()
     """Public models it applies to; empty = every scenario's model."""
-    format: str = "torchscript"
-    precision: str = "fp32"
-    """Format and precision pick the served variant (``digits_onnx``); it must be in the repository."""
-    dynamic_batching: bool | None = None
-    """False removes the dynamic batcher; True keeps or adds it."""
-    max_queue_delay_us: int | None = None
-    preferred_batch_sizes: tuple[int, ...] | None = None
-    instances: int | None = None
-    max_batch_size: int | None = None
-    warmup: bool | None = None
-    """False drops ``model_warmup``."""
-    max_queue_size: int | None = None
-    """Queue policy (``default_queue_policy``): requests beyond this many waiting are refused at once with
-    HTTP 503 / gRPC UNAVAILABLE; 0 = unbounded."""
-    default_timeout_us: int | None = None
-    """Queue policy: a request waiting longer than this gets ``timeout_action`` (REJECT: 503 / UNAVAILABLE);
-    0 = never. Setting both this and ``max_queue_size`` to 0 removes the queue policy."""
-    timeout_action: str | None = None
-    """Queue policy: ``REJECT`` or ``DELAY``."""
+    variant: ExportVariant = ExportVariant("torchscript")
+    """Format and precision pick the served model (``digits_onnx``); it must be in the repository."""
+    changes: ServingChanges = ServingChanges()
 
     def __post_init__(self) -> None:
-        where = f"variant {self.name!r}"
-        if (self.format, self.precision) not in FORMAT_SUFFIX:
-            raise CampaignError(f"{where}: format/precision {self.format}/{self.precision} is not one of "
-                                f"{['/'.join(k) for k in FORMAT_SUFFIX]}")
-        for field in ("max_queue_delay_us", "instances", "max_batch_size", "max_queue_size", "default_timeout_us"):
-            value = getattr(self, field)
-            low = 0 if field in ("max_queue_delay_us", "max_queue_size", "default_timeout_us") else 1
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-                raise CampaignError(f"{where}: {field}={value!r} is out of range (an integer >= {low})")
-        if self.timeout_action is not None and self.timeout_action not in TIMEOUT_ACTIONS:
-            raise CampaignError(f"{where}: timeout_action={self.timeout_action!r} is not one of {TIMEOUT_ACTIONS}")
-        if self.dynamic_batching is False and self.has_queue_policy_change:
-            raise CampaignError(f"{where}: a queue policy ({', '.join(QUEUE_POLICY_FIELDS)}) needs the dynamic "
-                                f"batcher, but dynamic_batching = false")
-        if self.preferred_batch_sizes is not None:
-            object.__setattr__(self, "preferred_batch_sizes", tuple(int(s) for s in self.preferred_batch_sizes))
-            if any(s < 1 for s in self.preferred_batch_sizes):
-                raise CampaignError(f"{where}: preferred_batch_sizes {list(self.preferred_batch_sizes)} must be >= 1")
         object.__setattr__(self, "models", tuple(self.models))
+        if not isinstance(self.variant, ExportVariant) or not isinstance(self.changes, ServingChanges):
+            raise CampaignError(f"candidate {self.name!r}: variant must be an export.variants.Variant and changes "
+                                f"an export.changes.ServingChanges")
+
+    @classmethod
+    def of(cls, name: str, models: tuple[str, ...] = (), format: str = "torchscript", precision: str = "fp32",
+           **changes: Any) -> "Candidate":
+        """From a campaign's ``[[variants]]`` table: ``format``/``precision`` and ``ServingChanges``' fields
+        (``max_queue_delay_us``, ``preferred_batch_sizes``, ``instances``, ``max_batch_size``, ``warmup``,
+        ``dynamic_batching``, ``max_queue_size``, ``default_timeout_us``, ``timeout_action``, ...)."""
+        where = f"variant {name!r}"
+        try:
+            variant = ExportVariant(format, precision)
+            if variant.format == "torch-tensorrt" and variant.precision != "fp16":
+                raise SpecError(f"format/precision {format}/{precision}: torch-tensorrt is exported as fp16 only")
+            serving = ServingChanges.from_dict(changes)
+        except SpecError as exc:
+            raise CampaignError(f"{where}: {exc}") from None
+        return cls(name, tuple(models), variant, serving)
 
     def applies_to(self, model: str) -> bool:
         return not self.models or model in self.models
 
     def served_model(self, model: str) -> str:
-        return model + FORMAT_SUFFIX[(self.format, self.precision)] if self.applies_to(model) else model
+        return self.variant.model_name(model) if self.applies_to(model) else model
 
     @property
     def has_queue_policy_change(self) -> bool:
-        return any(getattr(self, f) is not None for f in QUEUE_POLICY_FIELDS)
+        return any(getattr(self.changes, f) is not None for f in QUEUE_POLICY_FIELDS)
 
     @property
     def changes_config(self) -> bool:
-        return any(getattr(self, f) is not None for f in ("dynamic_batching", "max_queue_delay_us",
-                                                          "preferred_batch_sizes", "instances", "max_batch_size",
-                                                          "warmup", *QUEUE_POLICY_FIELDS))
+        return bool(self.changes)
 
 
-AS_DEPLOYED = Variant("as-deployed")
+AS_DEPLOYED = Candidate("as-deployed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,9 +207,11 @@ class Campaign:
     name: str
     slo: Slo
     scenarios: tuple[Scenario, ...]
-    variants: tuple[Variant, ...] = (AS_DEPLOYED,)
+    variants: tuple[Candidate, ...] = (AS_DEPLOYED,)
     tune_models: tuple[str, ...] = ()
     analyzer: bool = False
+    tune_budget_s: float = 120.0
+    """[tune] budget_s: wall-clock budget of the tuner's search per model."""
     path: Path | None = None
 
 
@@ -232,6 +222,19 @@ def _build(cls, where: str, table: dict[str, Any]):
         raise CampaignError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(fields)}")
     try:
         return cls(**table)
+    except TypeError as exc:
+        raise CampaignError(f"{where}: {exc}") from None
+
+
+def _variant(where: str, table: dict[str, Any]) -> Candidate:
+    known = {"name", "models", "format", "precision"} | {f.name for f in dataclasses.fields(ServingChanges)}
+    unknown = set(table) - known
+    if unknown:
+        raise CampaignError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    if "name" not in table:
+        raise CampaignError(f"{where}: needs a name")
+    try:
+        return Candidate.of(**table)
     except TypeError as exc:
         raise CampaignError(f"{where}: {exc}") from None
 
@@ -249,22 +252,25 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         raise CampaignError(f"{where}: needs an [slo] table and at least one [[scenarios]]")
     slo = _build(Slo, f"{where}: [slo]", raw["slo"])
     scenarios = tuple(_build(Scenario, f"{where}: scenario {i}", s) for i, s in enumerate(raw["scenarios"]))
-    variants = tuple(_build(Variant, f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) \
+    variants = tuple(_variant(f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) \
         or (AS_DEPLOYED,)
     for kind, items in (("scenario", scenarios), ("variant", variants)):
         names = [x.name for x in items]
         if len(set(names)) != len(names):
             raise CampaignError(f"{where}: {kind} names repeat: {names}")
     tune = raw.get("tune", {})
-    unknown = set(tune) - {"models", "analyzer"}
+    unknown = set(tune) - {"models", "analyzer", "budget_s"}
     if unknown:
         raise CampaignError(f"{where}: [tune]: unknown keys {sorted(unknown)}")
     tune_models = tuple(tune.get("models", ()))
     scenario_models = {s.model for s in scenarios}
     if set(tune_models) - scenario_models:
         raise CampaignError(f"{where}: [tune] models {sorted(set(tune_models) - scenario_models)} have no scenario")
+    budget = tune.get("budget_s", 120.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+        raise CampaignError(f"{where}: [tune] budget_s={budget!r} must be a number of seconds > 0")
     return Campaign(raw.get("name") or (path.stem if path else "campaign"), slo, scenarios, variants, tune_models,
-                    bool(tune.get("analyzer", False)), path)
+                    bool(tune.get("analyzer", False)), float(budget), path)
 
 
 def load(path: Path) -> Campaign:

@@ -17,3 +17,7 @@ class VariantError(LoadTestError):
 
 class RunError(LoadTestError):
     """Locust or the server failed during a run."""
+
+
+class TuneError(LoadTestError):
+    """A model cannot be tuned as asked, no config meets the SLO, or the pick cannot be written."""

@@ -17,9 +17,12 @@ import csv
 import dataclasses
 import io
 import json
+import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +82,27 @@ class PerfResult:
     rows: list[PerfRow]
     command: list[str]
     csv_text: str
+    output: str = ""
+    """What perf_analyzer printed (stdout and stderr)."""
+    cpu_s: float = 0.0
+    """CPU time perf_analyzer used, user + system, all its threads (the kernel's rusage of the child)."""
+    wall_s: float = 0.0
+    """How long it ran."""
+    request_rate: float | None = None
+    """The rate asked for (``--request-rate-range``); None in concurrency mode."""
+
+    @property
+    def sent_rate(self) -> float | None:
+        """Requests per second perf_analyzer sent ("Avg send request rate"), request-rate mode only."""
+        found = re.findall(r"Avg send request rate: ([0-9.]+)", self.output)
+        return float(found[-1]) if found else None
+
+    @property
+    def delayed_percent(self) -> float:
+        """Share of requests perf_analyzer sent late ("N% of the requests were delayed"): it could not keep
+        to the schedule of the rate asked for."""
+        found = re.findall(r"([0-9.]+)% of the requests were delayed", self.output)
+        return float(found[-1]) if found else 0.0
 
     @property
     def best(self) -> PerfRow:
@@ -90,22 +114,27 @@ class PerfResult:
 
 
 def parse_csv(text: str) -> list[PerfRow]:
-    """perf_analyzer's ``-f`` CSV (concurrency mode) -> one row per concurrency level, in file order.
+    """perf_analyzer's ``-f`` CSV -> one row per concurrency level (or request rate: ``concurrency`` 0 and
+    ``extra["Request Rate"]``), in file order.
 
     The CSV is one header line and one line per level; perf_analyzer may append blank lines or a
     second block (``--collect-metrics``) after a blank line, which is ignored.
     """
     block = text.strip().split("\n\n", 1)[0]
     reader = csv.DictReader(io.StringIO(block))
-    if not reader.fieldnames or "Concurrency" not in reader.fieldnames or "Inferences/Second" not in reader.fieldnames:
-        raise ValueError(f"not a perf_analyzer concurrency CSV; header: {reader.fieldnames}")
+    level = next((c for c in ("Concurrency", "Request Rate") if c in (reader.fieldnames or ())), None)
+    if level is None or "Inferences/Second" not in reader.fieldnames:
+        raise ValueError(f"not a perf_analyzer concurrency or request-rate CSV; header: {reader.fieldnames}")
     rows = []
     for record in reader:
-        if not record.get("Concurrency"):
+        if not record.get(level):
             continue
-        row = PerfRow(concurrency=int(float(record["Concurrency"])), throughput=float(record["Inferences/Second"]))
+        row = PerfRow(concurrency=int(float(record[level])) if level == "Concurrency" else 0,
+                      throughput=float(record["Inferences/Second"]))
+        if level == "Request Rate":
+            row.extra["Request Rate"] = float(record[level])
         for column, value in record.items():
-            if column in ("Concurrency", "Inferences/Second") or column is None or value in (None, ""):
+            if column in (level, "Inferences/Second") or column is None or value in (None, ""):
                 continue
             try:
                 number = float(value)
@@ -149,25 +178,32 @@ def write_input_data(path: Path, samples: list[dict[str, np.ndarray]]) -> Path:
 def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | tuple[int, int, int] = 1,
         batch_size: int = 1, input_data: Path | None = None, shapes: dict[str, list[int]] | None = None,
         measurement_ms: int = 3000, timeout_s: float = 180.0, stability_percentage: float = 20.0,
-        max_trials: int = 10, measurement_request_count: int | None = None, extra_args: tuple[str, ...] = (), binary: Path = PERF_ANALYZER) -> PerfResult:
+        max_trials: int = 10, measurement_request_count: int | None = None, extra_args: tuple[str, ...] = (),
+        binary: Path = PERF_ANALYZER, request_rate: float | None = None) -> PerfResult:
     """Run perf_analyzer once and parse its CSV.
 
     ``concurrency``: one level (``4``), or a range ``"1:8:1"`` / ``(1, 8, 1)`` passed as
-    ``--concurrency-range`` (one row per level). ``input_data``: a file from :func:`write_input_data`
-    (default: perf_analyzer's random data). ``shapes``: ``{"input_ids": [32]}`` for inputs with
-    variable dims when no input data gives the shape. ``stability_percentage``/``max_trials``: on a
-    shared CPU the default 10 % over 3 windows often never settles; a loose figure is still a
+    ``--concurrency-range`` (one row per level). ``request_rate``: an open-loop load of that many requests
+    per second (``--request-rate-range``) instead of a concurrency. ``input_data``: a file from
+    :func:`write_input_data` (default: perf_analyzer's random data). ``shapes``: ``{"input_ids": [32]}`` for
+    inputs with variable dims when no input data gives the shape. ``stability_percentage``/``max_trials``: on
+    a shared CPU the default 10 % over 3 windows often never settles; a loose figure is still a
     cross-check. ``measurement_request_count``: measure windows of that many requests
-    (``count_windows`` mode) instead of ``measurement_ms`` windows, for slow models.
+    (``count_windows`` mode) instead of ``measurement_ms`` windows, for slow models. The result carries
+    the CPU time perf_analyzer used, so a caller can tell whether the generator was the bottleneck.
     """
     if protocol not in ("grpc", "http"):
         raise ValueError(f"protocol {protocol!r} is not grpc or http")
+    if request_rate is not None and not request_rate > 0:
+        raise ValueError(f"request_rate {request_rate!r} must be > 0")
     if isinstance(concurrency, tuple):
         concurrency = ":".join(str(int(c)) for c in concurrency)
+    load = (["--request-rate-range", f"{request_rate:g}"] if request_rate is not None
+            else ["--concurrency-range", str(concurrency)])
     with tempfile.TemporaryDirectory(prefix="perf-") as tmp:
         csv_path = Path(tmp) / "perf.csv"
-        cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size),
-               "--concurrency-range", str(concurrency), "--measurement-interval", str(int(measurement_ms)),
+        cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size), *load,
+               "--measurement-interval", str(int(measurement_ms)),
                "--stability-percentage", f"{stability_percentage:g}", "--max-trials", str(int(max_trials)),
                "-f", str(csv_path)]
         if measurement_request_count:
@@ -178,24 +214,48 @@ def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | t
         for name, dims in (shapes or {}).items():
             cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
         cmd += list(extra_args)
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"")
-            out = out.decode(errors="replace") if isinstance(out, bytes) else out
-            raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(out)}") from None
-        except FileNotFoundError:
-            raise PerfAnalyzerError(f"no perf_analyzer at {binary}: run `make setup`") from None
-        output = proc.stdout + proc.stderr
-        if proc.returncode != 0 or not csv_path.exists():
+        log_path = Path(tmp) / "perf.log"
+        returncode, cpu_s, wall_s = _run_measured(cmd, log_path, timeout_s, binary)
+        output = log_path.read_text(errors="replace")
+        if returncode is None:
+            raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(output)}")
+        if returncode != 0 or not csv_path.exists():
             raise PerfAnalyzerError(
-                f"perf_analyzer exited with code {proc.returncode}: {' '.join(cmd)}\n{output_tail(output)}")
+                f"perf_analyzer exited with code {returncode}: {' '.join(cmd)}\n{output_tail(output)}")
         text = csv_path.read_text()
     try:
         rows = parse_csv(text)
     except ValueError as exc:
         raise PerfAnalyzerError(f"{exc}\n{output_tail(output)}") from None
-    return PerfResult(model, protocol, batch_size, rows, cmd, text)
+    return PerfResult(model, protocol, batch_size, rows, cmd, text, output, cpu_s, wall_s, request_rate)
+
+
+def _run_measured(cmd: list[str], log_path: Path, timeout_s: float, binary: Path) -> tuple[int | None, float, float]:
+    """(exit status or None after a timeout, CPU seconds, wall seconds) of ``cmd``; reaped with ``wait4`` so
+    the kernel's accounting of the child (every thread) comes back with its status."""
+    started = time.monotonic()
+    with open(log_path, "wb") as sink:
+        try:
+            proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise PerfAnalyzerError(f"no perf_analyzer at {binary}: run `make setup`") from None
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+                return proc.returncode, usage.ru_utime + usage.ru_stime, time.monotonic() - started
+            if time.monotonic() - started > timeout_s:
+                proc.kill()
+                _, _, usage = os.wait4(proc.pid, 0)
+                proc.returncode = -9
+                return None, usage.ru_utime + usage.ru_stime, time.monotonic() - started
+            time.sleep(0.02)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+        raise
 
 
 def output_tail(text: str, lines: int = 25) -> str:

@@ -107,16 +107,19 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
 def _single_model_repository(repository: Path, model: str, target: Path, keep_warmup: bool) -> int:
     """``target/<model>/``: symlinks to the real entries, and the config with or without its warmup.
 
+    The config is parsed with ``export.config.parse`` and only ``model_warmup`` is cleared, so a hand-written
+    config (warmup samples of its own, fields a ``ModelSpec`` does not hold) keeps everything else.
     Returns how many ``model_warmup`` entries the written config has.
     """
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+
+    from export import config as config_io  # tritonclient's protobuf modules
 
     source = repository / model
     config_path = source / "config.pbtxt"
     if not config_path.is_file():
         raise FileNotFoundError(f"no {config_path}: run `make export`")
-    config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
+    config = config_io.parse(config_path)
     if not keep_warmup:
         config.ClearField("model_warmup")
     folder = target / model

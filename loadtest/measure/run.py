@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadtest.campaign import Scenario, Slo, Variant
+from loadtest.campaign import Candidate, Scenario, Slo
 from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import run_locust
 from loadtest.drive.target import Endpoints
@@ -23,7 +23,7 @@ def measure_run(scenario: Scenario, served_model: str, endpoints: Endpoints, wor
     return client, server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
 
 
-def run_scenario(scenario: Scenario, variant: Variant, served_model: str, endpoints: Endpoints, work: Path,
+def run_scenario(scenario: Scenario, variant: Candidate, served_model: str, endpoints: Endpoints, work: Path,
                  budget: Slo, log=print) -> RunResult:
     client, server = measure_run(scenario, served_model, endpoints, work, f"{scenario.name}--{variant.name}", log)
     run = RunResult(scenario.name, variant.name, scenario.model, served_model, scenario.protocol,

@@ -40,7 +40,7 @@ import torch
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
 from export import catalog
-from loadtest.campaign import Scenario, Variant
+from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import apply, perf
 from loadtest.drive.payloads import real_batch, real_samples
 from loadtest.drive.runner import run_locust
@@ -273,7 +273,7 @@ def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dic
     # are loaded as explicit configs (a plain reload would keep serving the last override).
     tuned = apply.served_config(endpoints.http, model)
     out["tuned_source"] = tuned_source(model)
-    plain = apply.override(tuned, Variant("plain", dynamic_batching=False, instances=1, warmup=False))
+    plain = apply.override(tuned, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
     steps = [("triton_plain", plain, users), ("triton_tuned", tuned, users), ("one_user", tuned, 1)]
 
     def one(key: str, config: dict, n: int) -> dict:

@@ -34,7 +34,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Slo, Variant
+from export import config as config_io
+from export.spec import QueuePolicy
+from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply, target
 from loadtest.drive.client_stats import DROPPED, is_refusal
 from loadtest.errors import RunError
@@ -52,41 +54,31 @@ FACTORS = (1.0, 1.5, 2.0)
 
 # --- configs -------------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class QueuePolicy:
-    max_queue_size: int
-    default_timeout_us: int
-    timeout_action: str = "REJECT"
-
-    @property
-    def is_set(self) -> bool:
-        return bool(self.max_queue_size or self.default_timeout_us)
-
-    def text(self) -> str:
-        if not self.is_set:
-            return "none"
-        return (f"max_queue_size={self.max_queue_size}, default_timeout_us={self.default_timeout_us}, "
-                f"timeout_action={self.timeout_action}")
+def policy_text(policy: QueuePolicy) -> str:
+    if not policy.limits:
+        return "none"
+    return (f"max_queue_size={policy.max_queue_size}, default_timeout_us={policy.default_timeout_us}, "
+            f"timeout_action={policy.timeout_action}")
 
 
 def policy_of(config: dict[str, Any]) -> QueuePolicy:
-    """The ``default_queue_policy`` of a served config (Triton's JSON form)."""
-    policy = (config.get("dynamic_batching") or {}).get("default_queue_policy") or {}
-    return QueuePolicy(int(policy.get("max_queue_size", 0)), int(policy.get("default_timeout_microseconds", 0)),
-                       str(policy.get("timeout_action", "REJECT")))
+    """The queue policy of a served config (Triton's JSON form, read through ``export.config.from_json``);
+    ``QueuePolicy()`` (limits nothing) when it has none."""
+    batching = config_io.from_json(config).dynamic_batching
+    return (batching.queue_policy if batching is not None else None) or QueuePolicy()
 
 
 def with_overrides(policy: QueuePolicy, overrides: dict[str, int | None] | None) -> QueuePolicy:
     """``policy`` with each field of ``overrides`` that is not None in its place (a flag not given keeps the
     served value: ``--timeout-us 0`` alone removes only the timeout)."""
-    return dataclasses.replace(policy, **{k: v for k, v in (overrides or {}).items() if v is not None})
+    return policy.replace(**{k: v for k, v in (overrides or {}).items() if v is not None})
 
 
-def variants(model: str, policy: QueuePolicy, fmt: str = "torchscript") -> tuple[Variant, Variant]:
+def variants(model: str, policy: QueuePolicy, fmt: str = "torchscript") -> tuple[Candidate, Candidate]:
     """The config with ``policy`` and the same config with no queue policy (both otherwise as served)."""
-    return (Variant(WITH_POLICY, (model,), fmt, max_queue_size=policy.max_queue_size,
-                    default_timeout_us=policy.default_timeout_us, timeout_action=policy.timeout_action),
-            Variant(WITHOUT_POLICY, (model,), fmt, max_queue_size=0, default_timeout_us=0))
+    return (Candidate.of(WITH_POLICY, (model,), fmt, max_queue_size=policy.max_queue_size,
+                         default_timeout_us=policy.default_timeout_us, timeout_action=policy.timeout_action),
+            Candidate.of(WITHOUT_POLICY, (model,), fmt, max_queue_size=0, default_timeout_us=0))
 
 
 def default_budget_ms(model: str) -> float | None:
@@ -210,16 +202,16 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
     """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field)."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    served = Variant("x", (model,), fmt).served_model(model)
+    served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
     original = apply.served_config(endpoints.http, served)
     policy = with_overrides(policy or policy_of(original), overrides)
-    if not policy.is_set:
+    if not policy.limits:
         raise ValueError(f"{served} serves no queue policy: set one in export/models.toml (and re-export) or pass "
                          f"--max-queue-size / --timeout-us")
     with_policy, without_policy = variants(model, policy, fmt)
-    log(f"overload {served} over {protocol}: queue policy {policy.text()}; p99 budget {budget_ms:g} ms")
+    log(f"overload {served} over {protocol}: queue policy {policy_text(policy)}; p99 budget {budget_ms:g} ms")
     if saturation_rps:
         sat = Saturation(saturation_rps, 0)
         sat_dict = {**dataclasses.asdict(sat), "given": True}
@@ -257,7 +249,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
         apply.restore(endpoints.http, {served: original})
     return {
         "model": model, "served_model": served, "protocol": protocol, "budget_ms": budget_ms,
-        "started": started, "policy": policy.text(),
+        "started": started, "policy": policy_text(policy),
         "policy_values": dataclasses.asdict(policy), "saturation": sat_dict, "factors": list(factors),
         "duration_s": duration_s, "warmup_s": warmup_s, "max_inflight": max_inflight, "processes": processes,
         "rows": rows, "verdict": verdict(rows), "runs": [dataclasses.asdict(r) for r in runs],
@@ -314,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    served = Variant("x", (args.model,), args.format).served_model(args.model)
+    served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
     # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
     overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
     code, data = target.run_with_server(args, (served,), lambda endpoints, _server: measure(

@@ -50,7 +50,7 @@ import psutil
 
 from deploy.client import metrics, model_metric
 from export.errors import UnknownModelError
-from loadtest.campaign import Scenario, Variant
+from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import perf_windows, target
 from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.payloads import real_samples
@@ -268,7 +268,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
          sample_s: float = 5.0,
          warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
          max_inflight: int = 4096, search: dict | None = None, log=print) -> dict[str, Any]:
-    served = Variant("x", (model,), fmt).served_model(model)
+    served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.split_cpus and not (args.server_cpus or args.client_cpus):
         args.client_cpus, args.server_cpus = target.split_cpus()
-    served = Variant("x", (args.model,), args.format).served_model(args.model)
+    served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
     code, data = target.run_with_server(args, (served,), lambda endpoints, server: soak(
         args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol, fmt=args.format,
         generator=args.generator, minutes=args.minutes, fraction=args.fraction, window_s=args.window_s,

@@ -3,7 +3,7 @@
 Model Analyzer (MA) 1.44 lives in its own venv, ``.venv-analyzer`` (``deploy/setup.sh``), because it
 wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 binary) and, in local
 launch mode, starts our tritonserver through a wrapper script written here. The pick it returns can
-be compared with the project's own tuner and applied with :meth:`AnalyzerPick.apply_to`.
+be compared with the project's own tuner and applied as :meth:`AnalyzerPick.changes` (``ServingChanges``).
 
     python -m loadtest.tune.analyzer digits --budget-ms 5
 """
@@ -26,6 +26,8 @@ import yaml
 
 from deploy.server import (DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends,
                            free_ports)
+from export.changes import ServingChanges
+from loadtest.errors import TuneError
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
@@ -39,7 +41,7 @@ CONCURRENCIES = (1, 2, 4, 8)
 PERF_ANALYZER_FLAGS = {"stability-percentage": 50, "max-trials": 6}
 
 
-class AnalyzerError(RuntimeError):
+class AnalyzerError(TuneError):
     """Model Analyzer could not produce a pick; ``log_tail`` holds the end of its log."""
 
     def __init__(self, message: str, log_tail: str = ""):
@@ -78,27 +80,15 @@ class AnalyzerPick:
     throughput_infer_s: float
     p99_ms: float
 
-    def config_overrides(self) -> dict:
-        """The pick as a Triton model-config JSON fragment (the keys ``load_model(config=...)`` takes)."""
-        fragment: dict = {"max_batch_size": self.max_batch_size,
-                          "instance_group": [{"count": self.instance_count, "kind": "KIND_CPU"}]}
-        if self.dynamic_batching is not None:
-            fragment["dynamic_batching"] = {
-                "max_queue_delay_microseconds": self.dynamic_batching["max_queue_delay_us"],
-                "preferred_batch_size": list(self.dynamic_batching["preferred_batch_sizes"])}
-        return fragment
-
-    def apply_to(self, config: dict) -> dict:
-        """``config`` (from ``get_model_config``) with the pick merged in, ready for ``json.dumps``."""
-        merged = {k: v for k, v in config.items() if k not in ("instance_group", "dynamic_batching")}
-        if "dynamic_batching" in config and self.dynamic_batching is not None:
-            merged["dynamic_batching"] = dict(config["dynamic_batching"])
-        for key, value in self.config_overrides().items():
-            merged[key] = {**merged.get(key, {}), **value} if key == "dynamic_batching" else value
-        # Warmup batches above the new max_batch_size would make the load fail.
-        merged["model_warmup"] = [w for w in config.get("model_warmup", [])
-                                  if int(w.get("batch_size", 0)) <= self.max_batch_size]
-        return merged
+    def changes(self) -> ServingChanges:
+        """The pick as serving changes over the served config (applied through ``export.config``: the
+        warmup samples follow the new max_batch_size)."""
+        if self.dynamic_batching is None:
+            return ServingChanges(max_batch_size=self.max_batch_size, instances=self.instance_count,
+                                  dynamic_batching=False)
+        return ServingChanges(max_batch_size=self.max_batch_size, instances=self.instance_count,
+                              dynamic_batching=True, max_queue_delay_us=self.dynamic_batching["max_queue_delay_us"],
+                              preferred_batch_sizes=tuple(self.dynamic_batching["preferred_batch_sizes"]))
 
 
 # -- the pieces MA needs on disk -----------------------------------------------------------------
@@ -147,8 +137,11 @@ def stage_model(repository: Path, model: str, target: Path) -> Path:
 
 
 def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, server: Path, *,
-                    max_instances: int = 2, max_batch_size: int | None = None) -> dict:
-    """MA's profile config: local launch, CPU only, throughput under a p99 constraint, small brute search."""
+                    max_instances: int = 2, max_batch_size: int | None = None,
+                    max_batch_sizes: tuple[int, ...] = MAX_BATCH_SIZES, concurrency: tuple[int, ...] = CONCURRENCIES,
+                    request_rate: tuple[float, ...] = ()) -> dict:
+    """MA's profile config: local launch, CPU only, throughput under a p99 constraint, small brute search.
+    ``concurrency`` (or ``request_rate``, an open loop) is the load MA measures each config at."""
     http, grpc, metrics = free_ports(3)
     return {
         "model_repository": str(repository),
@@ -174,11 +167,11 @@ def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir:
             "objectives": {"perf_throughput": 10},
             "constraints": {"perf_latency_p99": {"max": p99_budget_ms}},
             "model_config_parameters": {
-                "max_batch_size": [max_batch_size] if max_batch_size else list(MAX_BATCH_SIZES),
+                "max_batch_size": [max_batch_size] if max_batch_size else list(max_batch_sizes),
                 "instance_group": [{"kind": "KIND_CPU", "count": list(range(1, max_instances + 1))}],
                 "dynamic_batching": {"max_queue_delay_microseconds": list(QUEUE_DELAYS_US)},
             },
-            "parameters": {"concurrency": list(CONCURRENCIES)},
+            "parameters": {"request_rate": list(request_rate)} if request_rate else {"concurrency": list(concurrency)},
         }},
     }
 
@@ -216,8 +209,9 @@ def _kill_family(proc: subprocess.Popen) -> None:
 
 
 def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *, max_instances: int = 2,
-            max_batch_size: int | None = None, timeout_s: float = 600) -> AnalyzerPick:
-    """Run ``model-analyzer profile`` on ``model`` and return the best config within the p99 budget."""
+            max_batch_size: int | None = None, timeout_s: float = 600, **search) -> AnalyzerPick:
+    """Run ``model-analyzer profile`` on ``model`` and return the best config within the p99 budget.
+    ``search``: ``analyzer_config``'s ``max_batch_sizes``, ``concurrency`` or ``request_rate``."""
     for tool in (ANALYZER_BIN, PERF_ANALYZER):
         if not tool.is_file():
             raise AnalyzerNotInstalled(f"{tool} is missing: run `bash deploy/setup.sh`")
@@ -226,7 +220,7 @@ def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *
     staged = stage_model(Path(repository).resolve(), model, out_dir / "model_repository")
     server = write_server_wrapper(out_dir / "tritonserver-wrapper.sh")
     config = analyzer_config(model, staged, p99_budget_ms, out_dir, server,
-                             max_instances=max_instances, max_batch_size=max_batch_size)
+                             max_instances=max_instances, max_batch_size=max_batch_size, **search)
     config_path = out_dir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # MA resumes from any checkpoint it finds: a new run must not mix in an earlier run's measurements.
@@ -274,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
           f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)")
-    print(json.dumps(pick.config_overrides(), indent=2))
+    print(json.dumps({k: v for k, v in dataclasses.asdict(pick.changes()).items() if v is not None}, indent=2))
     return 0
 
 
@@ -321,7 +315,7 @@ def measurements(path: Path, model: str | None = None) -> list[AnalyzerPick]:
                         model=model_name, config_name=variant,
                         max_batch_size=int(_field(config, "max_batch_size", 0)), instance_count=instances,
                         dynamic_batching=dynamic,
-                        concurrency=int(per_model["_model_specific_pa_params"]["concurrency-range"]),
+                        concurrency=int(per_model["_model_specific_pa_params"].get("concurrency-range") or 0),
                         throughput_infer_s=float(figures["perf_throughput"]),
                         p99_ms=float(figures["perf_latency_p99"])))
     return rows

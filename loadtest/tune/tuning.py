@@ -1,76 +1,85 @@
-"""The [tune] step of a campaign: our pick, written (or diffed), and Triton Model Analyzer's pick run under
-the same Locust load so the two can be compared on equal terms."""
+"""The [tune] step of a campaign: the tuner's search on each named model at its first scenario's load,
+with the campaign's hand-written variants measured beside it as compared points (the same generator, the
+same load), the pick written (or diffed) like ``tritonkit tune``, and Model Analyzer's pick when asked."""
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from pathlib import Path
+from typing import Any
 
-from loadtest.campaign import Campaign, Variant
+from loadtest.campaign import Campaign, Scenario
 from loadtest.drive import apply
+from loadtest.measure.probe import Load
 from loadtest.measure.results import CampaignResult
-from loadtest.measure.run import run_scenario
-from loadtest.tune import analyzer, autotune
+from loadtest.tune import compare, writer
+from loadtest.tune import report as tune_report
+from loadtest.tune.tuner import TuneError, TuneOptions
+from loadtest.tune.tuner import tune as search
+
+
+def load_of(scenario: Scenario) -> Load:
+    """The load the search runs at: the scenario's users (its peak for step and spike shapes) or its rate."""
+    shape = scenario.shape
+    if shape["kind"] == "open":
+        return Load(rate=float(shape["rate"]))
+    return Load(users=int(scenario.peak_users))
 
 
 def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repository: Path, out_dir: Path, *,
-         dry_run: bool, log=print) -> dict:
-    entry: dict = {}
+         dry_run: bool, log=print) -> dict[str, Any]:
+    entry: dict[str, Any] = {}
     result.tuning[model] = entry
+    scenario = next(s for s in campaign.scenarios if s.model == model)
+    options = TuneOptions(model=model, slo=campaign.slo, load=load_of(scenario), repository=Path(repository),
+                          budget_s=campaign.tune_budget_s, protocol=scenario.protocol,
+                          work=out_dir / "tune" / model / "runs")
+    compared = {v.name: v for v in campaign.variants if v.applies_to(model)}
     try:
-        choice = autotune.choose(result, model, campaign.slo)
-    except autotune.TuneError as exc:
-        entry["pick"] = "none"
-        entry["reason"] = str(exc)
+        outcome = search(options, endpoints, log=log, compare=compared)
+    except TuneError as exc:
+        entry.update(pick="none", reason=str(exc))
         log(f"tune {model}: {exc}")
-        if campaign.analyzer:  # its pick under the same load still tells what the budget would need
-            entry["analyzer"] = compare_with_analyzer(campaign, result, model, endpoints, repository, out_dir, log=log)
         return entry
-    variant = next(v for v in campaign.variants if v.name == choice.variant)
-    entry.update(pick=choice.variant, throughput_rps=choice.throughput_rps, p99_ms=round(choice.p99_ms, 3),
-                 reason=f"highest throughput of the {sum(r['meets_slo'] for r in choice.ranking)} variants "
-                        f"meeting p99 ≤ {campaign.slo.p99_ms:g} ms", ranking=choice.ranking)
-    if variant.served_model(model) != model:
-        entry["note"] = (f"the pick serves {variant.served_model(model)}: its batching and instance settings are "
-                         f"written for every format of {model}; clients call {variant.served_model(model)}")
-    note = (f"campaign {campaign.name!r}: {choice.variant} served {choice.throughput_rps:.0f} req/s "
-            f"at p99 {choice.p99_ms:.3f} ms (budget {campaign.slo.p99_ms:g} ms)"
-            + (f"; clients call {variant.served_model(model)}" if variant.served_model(model) != model else ""))
-    diff = autotune.write(choice, variant, repository, note, dry_run=dry_run)
-    entry["config_diff"] = diff or "(no change)"
-    entry["written"] = not dry_run
-    log(f"tune {model}: pick {choice.variant} ({choice.throughput_rps:.0f} req/s, p99 {choice.p99_ms:.3f} ms); "
-        + ("config diff (--dry-run, nothing written):" if dry_run else "written to export/tuned.toml and re-exported:"))
-    log(diff or "  (the repository config already has these settings)")
-    if not dry_run:
-        apply.load(endpoints.http, model)  # serve what was just written
+    sections: list[str] = []
+    best = outcome.best
+    entry.update(load=options.load.text(), generator=outcome.generator, strategy=outcome.result.strategy,
+                 measurements=outcome.result.measurements, grid_size=outcome.result.grid_size,
+                 candidates=[_row(t, options, name) for t, name in _named(outcome)])
+    if best is None:
+        entry.update(pick="none", reason=f"no candidate met p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}")
+        log(f"tune {model}: {entry['reason']}")
+    else:
+        name = next((n for n, t in outcome.compared if t is best), None)
+        entry.update(pick=name or best.point.label(), throughput=round(best.throughput, 1),
+                     p99_ms=round(best.p99_ms, 3),
+                     reason=f"highest throughput of the {sum(t.meets(campaign.slo) for t, _ in _named(outcome))} "
+                            f"candidates meeting p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}")
+        written = writer.write_pick(outcome, dry_run=dry_run, reload=lambda served: _reload(endpoints, served))
+        entry.update(written=not dry_run, config_diff=written.diff or "(no change)", files=written.files)
+        sections.append(written.markdown())
+        log(f"tune {model}: pick {entry['pick']} ({best.throughput:.0f} infer/s, p99 {best.p99_ms:.3f} ms); "
+            + ("config diff (dry run, nothing written):" if dry_run else "written and re-exported:"))
+        log(written.diff or "  (the repository already has these settings)")
     if campaign.analyzer:
-        entry["analyzer"] = compare_with_analyzer(campaign, result, model, endpoints, repository, out_dir, log=log)
+        side = compare.with_analyzer(outcome, endpoints, out_dir / "analyzer" / model, log=log)
+        entry["analyzer"] = side.to_dict()
+        sections.append(side.markdown())
+        log(side.text())
+    tune_report.write(outcome, out_dir / "tune" / model, sections=sections)
     return entry
 
 
-def compare_with_analyzer(campaign: Campaign, result: CampaignResult, model: str, endpoints, repository: Path,
-                          out_dir: Path, log=print) -> dict:
-    """Model Analyzer's pick for the same model and budget, then that config under the campaign's load."""
-    log(f"tune {model}: running Triton Model Analyzer (local launch mode, budget p99 <= {campaign.slo.p99_ms:g} ms)")
-    try:
-        pick = analyzer.profile(model, repository, campaign.slo.p99_ms, out_dir / "analyzer" / model)
-    except analyzer.AnalyzerError as exc:
-        log(f"tune {model}: Model Analyzer gave no pick: {str(exc).splitlines()[0]}")
-        return {"error": str(exc).splitlines()[0]}
-    outcome = {key: value for key, value in dataclasses.asdict(pick).items() if not isinstance(value, (list, dict))}
-    outcome["dynamic_batching"] = pick.dynamic_batching
-    label = Variant("model-analyzer")
-    original = apply.served_config(endpoints.http, model)
-    apply.load(endpoints.http, model, pick.apply_to(original))
-    try:
-        for scenario in (s for s in campaign.scenarios if s.model == model):
-            run = run_scenario(scenario, label, model, endpoints, out_dir / "runs", campaign.slo, log)
-            result.runs.append(run)
-            outcome.setdefault("under_locust", []).append({
-                "scenario": scenario.name, "throughput_rps": round(run.client.throughput_rps, 1),
-                "p99_ms": round(run.client.latency_ms.get("p99", math.nan), 3), "meets_slo": run.passed})
-    finally:
-        apply.restore(endpoints.http, {model: original})
-    return outcome
+def _named(outcome):
+    names = {id(t): n for n, t in outcome.compared}
+    trials, _ = tune_report.all_trials(outcome)
+    return [(t, names.get(id(t), "")) for t in trials]
+
+
+def _row(trial, options: TuneOptions, name: str) -> dict[str, Any]:
+    return {"#": trial.order, "config": trial.point.label(), "variant": name,
+            "throughput": round(trial.throughput, 1), "p99_ms": round(trial.p99_ms, 3) if trial.p99_ms == trial.p99_ms
+            else None, "meets_slo": trial.meets(options.slo), "why not": "; ".join(trial.violations(options.slo))}
+
+
+def _reload(endpoints, served: str) -> None:
+    apply.load(endpoints.http, served)

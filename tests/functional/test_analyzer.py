@@ -8,6 +8,8 @@ import psutil
 import pytest
 
 from deploy.client import connect, infer
+from loadtest.campaign import Candidate
+from loadtest.drive import apply
 from loadtest.tune import analyzer
 from tests.conftest import server_config, start_or_fail
 
@@ -23,7 +25,7 @@ def test_recorded_pick_loads_into_the_served_model(repository):
     server = start_or_fail(server_config(repository, load_models=("digits",)))
     try:
         client = connect("http", server.config.http_url)
-        merged = pick.apply_to(client.get_model_config("digits"))
+        merged = apply.override(client.get_model_config("digits"), Candidate("model-analyzer", changes=pick.changes()))
         client.load_model("digits", config=json.dumps(merged))
         served = client.get_model_config("digits")
         assert served["max_batch_size"] == pick.max_batch_size

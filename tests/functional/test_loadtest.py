@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import tritonclient.http as httpclient
 
+from export import catalog
 from loadtest import campaign as campaign_io
 from loadtest.drive.target import Endpoints
 from loadtest.execution import execute
@@ -52,6 +53,7 @@ CAMPAIGN = textwrap.dedent("""
 
     [tune]
     models = ["digits"]
+    budget_s = 15
 """)
 
 
@@ -63,24 +65,22 @@ def digits_config(server) -> dict:
         client.close()
 
 
-TUNED = Path(__file__).resolve().parents[2] / "export" / "tuned.toml"
+def written_files(repository: Path) -> dict[Path, bytes]:
+    """What a [tune] step may write: export/tuned.toml and every digits format's config.pbtxt."""
+    return {p: p.read_bytes() for p in (catalog.TUNED, *sorted(repository.glob("digits*/config.pbtxt")))}
 
 
 @pytest.fixture(scope="module")
-def tuned_before() -> bytes:
-    return TUNED.read_bytes()
-
-
-@pytest.fixture(scope="module")
-def campaign_run(server, repository, tmp_path_factory, tuned_before):
+def campaign_run(server, repository, tmp_path_factory):
     out = tmp_path_factory.mktemp("reports") / "functional"
     before = digits_config(server)
+    files = written_files(repository)
     status = execute(campaign_io.parse(CAMPAIGN), Endpoints.of(server), repository, out, dry_run=True)
-    return status, out, before
+    return status, out, before, files
 
 
 def test_campaign_passes_and_writes_the_report(campaign_run):
-    status, out, _ = campaign_run
+    status, out, _, _ = campaign_run
     assert status == 0
     for name in ("index.html", "summary.md", "results.json", "runs.csv", "timeline.csv",
                  "plots/latency_vs_throughput.png", "plots/percentiles.png", "plots/batch_sizes.png",
@@ -93,7 +93,7 @@ def test_campaign_passes_and_writes_the_report(campaign_run):
 
 
 def test_client_counts_agree_with_the_servers_counters(campaign_run):
-    _, out, _ = campaign_run
+    _, out, _, _ = campaign_run
     result = CampaignResult.load(out / "results.json")
     for run in result.runs:
         c, s = run.client, run.server
@@ -111,27 +111,30 @@ def test_client_counts_agree_with_the_servers_counters(campaign_run):
 
 
 def test_open_loop_holds_its_rate_across_two_processes(campaign_run):
-    _, out, _ = campaign_run
+    _, out, _, _ = campaign_run
     result = CampaignResult.load(out / "results.json")
     for run in (r for r in result.runs if r.shape["kind"] == "open"):
         assert 0.6 * 80 < run.client.throughput_rps < 1.4 * 80, run.client.throughput_rps
 
 
 def test_the_variant_was_served_and_the_config_restored(server, campaign_run):
-    _, out, before = campaign_run
+    _, out, before, _ = campaign_run
     result = CampaignResult.load(out / "results.json")
     one = [r for r in result.runs if r.variant == "one-instance"]
     assert one and all(r.served_model == "digits" for r in one)
     assert digits_config(server) == before
 
 
-def test_tuning_picked_a_variant_and_wrote_nothing(campaign_run, tuned_before):
-    _, out, _ = campaign_run
+def test_tuning_searched_compared_the_variants_and_wrote_nothing(campaign_run, repository):
+    _, out, _, files = campaign_run
     tuning = CampaignResult.load(out / "results.json").tuning["digits"]
-    assert tuning["pick"] in ("as-deployed", "one-instance")
-    assert TUNED.read_bytes() == tuned_before, "a --dry-run changed export/tuned.toml"
-    assert not list(TUNED.parent.glob(".tuned.toml*")), "the dry run left its candidate file behind"
+    assert tuning["generator"] == "perf_analyzer" and tuning["load"].startswith("4 users")
+    assert {"as-deployed", "one-instance"} <= {c["variant"] for c in tuning["candidates"]}  # compared points
+    assert tuning["pick"] != "none" and tuning["written"] is False
+    assert written_files(repository) == files  # the dry run left tuned.toml and the configs byte-identical
+    assert not list(catalog.TUNED.parent.glob(".tuned.toml*")), "the dry run left its candidate file behind"
     assert "Tuning" in (out / "summary.md").read_text()
+    assert (out / "tune" / "digits" / "tune.png").stat().st_size > 0
 
 
 def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from deploy.server import LocalServer
-from loadtest.campaign import Variant
+from export.spec import QueuePolicy
+from loadtest.campaign import Candidate
 from loadtest.drive import apply
 from loadtest.drive.target import Endpoints
 from loadtest.studies import overload
@@ -23,7 +24,7 @@ def digits_server(repository, tmp_path_factory):
     server = LocalServer(server_config(repo, load_models=("digits",))).start()
     endpoints = Endpoints.of(server)
     # Requests linger in the queue (a 20 ms batching window, one instance), so a queue of one overflows at once.
-    slow = Variant("slow-batcher", ("digits",), max_queue_delay_us=20000, instances=1)
+    slow = Candidate.of("slow-batcher", ("digits",), max_queue_delay_us=20000, instances=1)
     apply.apply(endpoints.http, slow, "digits")
     yield server, endpoints
     assert not server.stop()
@@ -41,7 +42,7 @@ def test_a_full_queue_refuses_with_the_retryable_status(digits_server, tmp_path,
     before = apply.served_config(endpoints.http, "digits")
     data = overload.measure("digits", endpoints, tmp_path, protocol=protocol, budget_ms=10_000.0, duration_s=4,
                             warmup_s=1, factors=(1.0,), saturation_rps=400, max_inflight=2048,
-                            policy=overload.QueuePolicy(max_queue_size=1, default_timeout_us=0), log=lambda *_: None)
+                            policy=QueuePolicy(max_queue_size=1, default_timeout_us=0), log=lambda *_: None)
     with_policy, without = _check(data["rows"])
     assert with_policy["refused"] > 0 and with_policy["refusal_rate"] > 0
     assert set(with_policy["refusal_statuses"]) == {RETRYABLE[protocol]}

@@ -11,7 +11,7 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import infer
 from export.zoo import efficientnet, minilm
-from loadtest.campaign import Variant
+from loadtest.campaign import Candidate
 from loadtest.drive import apply
 from tests.conftest import infer_concurrently
 
@@ -148,7 +148,7 @@ def test_a_member_models_queue_refusal_reaches_the_ensemble_client_as_retryable(
     http = server.config.http_url
     before = apply.served_config(http, "efficientnet_lite0")
     # Requests linger in the queue (a 50 ms batching window, one instance), so a queue of one overflows at once.
-    tiny = Variant("tiny-queue", ("efficientnet_lite0",), max_queue_delay_us=50000, instances=1, max_queue_size=1,
+    tiny = Candidate.of("tiny-queue", ("efficientnet_lite0",), max_queue_delay_us=50000, instances=1, max_queue_size=1,
                    default_timeout_us=0)
     apply.apply(http, tiny, "efficientnet_lite0")
     try:

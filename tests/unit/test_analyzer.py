@@ -11,6 +11,11 @@ import psutil
 import pytest
 import yaml
 
+from tests.served import served_config
+from export import config as config_io
+from export.changes import ServingChanges
+from loadtest.campaign import Candidate
+from loadtest.drive import apply
 from loadtest.tune import analyzer
 from loadtest.tune.analyzer import (AnalyzerFailed, AnalyzerNotInstalled, AnalyzerPick, AnalyzerTimeout,
                                NoConfigMeetsBudget, measurements, pick_from_results)
@@ -72,29 +77,22 @@ PICK = AnalyzerPick(model="digits", config_name="digits_config_2", max_batch_siz
                     concurrency=4, throughput_infer_s=2000.0, p99_ms=4.0)
 
 
-def test_config_overrides_is_a_triton_config_fragment():
-    assert PICK.config_overrides() == {
-        "max_batch_size": 8,
-        "instance_group": [{"count": 2, "kind": "KIND_CPU"}],
-        "dynamic_batching": {"max_queue_delay_microseconds": 500, "preferred_batch_size": []},
-    }
+def test_the_pick_is_serving_changes():
+    assert PICK.changes() == ServingChanges(max_batch_size=8, instances=2, dynamic_batching=True,
+                                            max_queue_delay_us=500, preferred_batch_sizes=())
     no_batching = AnalyzerPick(**{**PICK.__dict__, "dynamic_batching": None})
-    assert "dynamic_batching" not in no_batching.config_overrides()
+    assert no_batching.changes() == ServingChanges(max_batch_size=8, instances=2, dynamic_batching=False)
 
 
-def test_apply_to_a_served_config_keeps_the_rest_and_drops_big_warmups():
-    served = {"name": "digits", "platform": "pytorch_libtorch", "max_batch_size": 64,
-              "input": [{"name": "PIXELS", "data_type": "TYPE_FP32", "dims": ["64"]}],
-              "instance_group": [{"name": "digits", "kind": "KIND_CPU", "count": 2, "gpus": []}],
-              "dynamic_batching": {"preferred_batch_size": [8, 16, 32, 64], "max_queue_delay_microseconds": "1000",
-                                   "preserve_ordering": False},
-              "model_warmup": [{"name": "b1", "batch_size": 1}, {"name": "b64", "batch_size": 64}]}
-    merged = PICK.apply_to(served)
-    assert merged["input"] == served["input"] and merged["max_batch_size"] == 8
+def test_the_pick_applied_to_a_served_config_keeps_the_rest_and_its_warmup_follows():
+    served = served_config("digits")
+    merged = apply.override(served, Candidate("model-analyzer", changes=PICK.changes()))
+    assert config_io.from_json(merged).inputs == config_io.from_json(served).inputs
+    assert merged["max_batch_size"] == 8
     assert merged["instance_group"] == [{"count": 2, "kind": "KIND_CPU"}]
-    assert merged["dynamic_batching"] == {"preferred_batch_size": [], "max_queue_delay_microseconds": 500,
-                                          "preserve_ordering": False}
-    assert [w["name"] for w in merged["model_warmup"]] == ["b1"]
+    assert int(merged["dynamic_batching"]["max_queue_delay_microseconds"]) == 500
+    assert "preferred_batch_size" not in merged["dynamic_batching"]  # none: the batcher sends what has queued
+    assert [w["batch_size"] for w in merged["model_warmup"]] == [1, 8]  # the batch-64 sample would fail the load
     json.dumps(merged)  # what load_model(config=...) takes
 
 

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from loadtest.campaign import Variant
+from loadtest.campaign import Candidate
+from tests.served import served_config
 from loadtest.drive import apply
 from loadtest.studies import bench
 
@@ -128,12 +129,7 @@ def test_perf_levels_double_up_to_the_users():
     assert bench.perf_levels(1) == [1]
 
 
-DEPLOYED = {
-    "name": "digits", "max_batch_size": 64,
-    "instance_group": [{"name": "digits_0", "kind": "KIND_CPU", "count": 2}],
-    "dynamic_batching": {"preferred_batch_size": [8, 16, 32, 64], "max_queue_delay_microseconds": 1000},
-    "model_warmup": [{"name": "b1", "batch_size": 1}, {"name": "b64", "batch_size": 64}],
-}
+DEPLOYED = served_config("digits")
 
 
 def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
@@ -146,7 +142,7 @@ def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
 
 
 def test_describe_says_instances_batching_and_warmup():
-    plain = apply.override(DEPLOYED, Variant("plain", dynamic_batching=False, warmup=False))
+    plain = apply.override(DEPLOYED, Candidate.of("plain", dynamic_batching=False, warmup=False))
     assert bench.describe(plain) == "2 instances, no dynamic batching, 0 warmup samples"
     assert bench.describe(DEPLOYED) == ("2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), "
                                         "2 warmup samples")

@@ -47,8 +47,10 @@ def test_parse_a_recorded_verbose_csv_keeps_the_extra_columns():
 def test_parse_ignores_a_trailing_metrics_block_and_refuses_other_files():
     text = (PERF_DATA / "digits_grpc_b1_c1-4.csv").read_text() + "\n\nConcurrency,Avg GPU Utilization\n1,gpu0:0;\n"
     assert len(perf.parse_csv(text)) == 2
-    with pytest.raises(ValueError, match="not a perf_analyzer concurrency CSV"):
-        perf.parse_csv("Request Rate,Inferences/Second\n10,10\n")
+    with pytest.raises(ValueError, match="not a perf_analyzer concurrency or request-rate CSV"):
+        perf.parse_csv("Batch,Inferences/Second\n10,10\n")
+    (rate,) = perf.parse_csv("Request Rate,Inferences/Second,p99 latency\n800,795.5,2500\n")
+    assert rate.concurrency == 0 and rate.extra["Request Rate"] == 800 and rate.p99_ms == 2.5
     with pytest.raises(ValueError, match="no rows"):
         perf.parse_csv("Concurrency,Inferences/Second\n")
 

@@ -33,8 +33,9 @@ def test_the_documented_example_parses_with_every_key():
     (scenario,) = parsed.scenarios
     assert scenario.shape == {"kind": "users", "users": 32} and scenario.peak_users == 32
     (variant,) = parsed.variants
-    assert variant.preferred_batch_sizes == (16, 32) and variant.changes_config
-    assert parsed.tune_models == ("digits",) and parsed.analyzer is False
+    assert variant.changes.preferred_batch_sizes == (16, 32) and variant.changes_config
+    assert variant.changes.max_queue_size == 64 and variant.has_queue_policy_change
+    assert parsed.tune_models == ("digits",) and parsed.analyzer is False and parsed.tune_budget_s == 120
 
 
 @pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
@@ -51,10 +52,10 @@ def test_no_variants_means_the_deployed_config():
 
 
 def test_format_and_precision_pick_the_served_variant():
-    onnx = campaign.Variant("onnx", models=("digits",), format="onnx")
+    onnx = campaign.Candidate.of("onnx", models=("digits",), format="onnx")
     assert onnx.served_model("digits") == "digits_onnx"
     assert onnx.served_model("minilm") == "minilm"  # not one of its models
-    assert campaign.Variant("h", precision="fp16").served_model("minilm") == "minilm_fp16"
+    assert campaign.Candidate.of("h", precision="fp16").served_model("minilm") == "minilm_fp16"
 
 
 @pytest.mark.parametrize("change, message", [
@@ -85,7 +86,7 @@ def test_bad_scenarios_name_the_value(change, message):
     (MINIMAL.replace("p99_ms = 5", "p99_ms = 0"), "p99_ms=0"),
     (MINIMAL.replace("p99_ms = 5", "p99_ms = 5\ngate = 'some'"), "gate='some'"),
     (MINIMAL + "[[variants]]\nname = 'v'\ninstances = 0\n", "instances=0"),
-    (MINIMAL + "[[variants]]\nname = 'v'\nformat = 'tflite'\n", "format/precision tflite/fp32"),
+    (MINIMAL + "[[variants]]\nname = 'v'\nformat = 'tflite'\n", "format 'tflite' is not one of"),
     (MINIMAL + "[[variants]]\nname = 'v'\n[[variants]]\nname = 'v'\n", "variant names repeat"),
     (MINIMAL + "[tune]\nmodels = ['minilm']\n", "\\['minilm'\\] have no scenario"),
     (MINIMAL + "[extra]\n", "unknown top-level keys"),

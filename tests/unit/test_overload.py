@@ -16,14 +16,15 @@ from loadtest.errors import CampaignError, VariantError
 from loadtest.measure import saturation
 from loadtest.measure.results import RunResult, ServerStats
 from loadtest.studies import overload, overload_report, soak
+from export.spec import QueuePolicy
+from tests.served import served_config
 from tests.unit.test_campaign import MINIMAL
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
 BASE = MINIMAL.replace('shape = { kind = "users", users = 4 }', 'shape = { kind = "open", rate = 100 }')
-CONFIG = {"name": "digits", "max_batch_size": 64,
-          "dynamic_batching": {"preferred_batch_size": [8], "max_queue_delay_microseconds": 1000,
-                               "priority_levels": 0, "default_priority_level": 0, "priority_queue_policy": {}},
-          "instance_group": [{"count": 2, "kind": "KIND_CPU"}]}
+# digits as the server serves it, with no batching delay (a queue policy with a delay stalls Triton 2.51).
+CONFIG = served_config("digits")
+CONFIG["dynamic_batching"].update(max_queue_delay_microseconds=0, preferred_batch_size=[8])
 
 
 def parse(scenario_extra: str = "", variant: str = "") -> campaign.Campaign:
@@ -37,7 +38,8 @@ def parse(scenario_extra: str = "", variant: str = "") -> campaign.Campaign:
 
 def test_queue_policy_keys_parse_and_change_the_config():
     (variant,) = parse(variant='max_queue_size = 16\ndefault_timeout_us = 8000\ntimeout_action = "REJECT"\n').variants
-    assert (variant.max_queue_size, variant.default_timeout_us, variant.timeout_action) == (16, 8000, "REJECT")
+    changes = variant.changes
+    assert (changes.max_queue_size, changes.default_timeout_us, changes.timeout_action) == (16, 8000, "REJECT")
     assert variant.changes_config and variant.has_queue_policy_change
 
 
@@ -47,7 +49,7 @@ def test_queue_policy_keys_parse_and_change_the_config():
     ("max_queue_size = true\n", "max_queue_size=True is out of range"),
     ("default_timeout_us = -5\n", "default_timeout_us=-5 is out of range"),
     ('timeout_action = "DROP"\n', "timeout_action='DROP' is not one of"),
-    ("dynamic_batching = false\nmax_queue_size = 4\n", "needs the dynamic batcher"),
+    ("dynamic_batching = false\nmax_queue_size = 4\n", "change the dynamic batcher, but dynamic_batching=False"),
     ("priority_levels = 2\n", "unknown keys ['priority_levels']"),
 ])
 def test_bad_queue_policy_values_name_the_value(variant, message):
@@ -81,35 +83,34 @@ def test_bad_retry_names_the_value(retry, message):
 # --- applying the queue policy -------------------------------------------------------------------
 
 def test_override_writes_and_removes_the_queue_policy():
-    with_policy = apply.override(CONFIG, campaign.Variant("p", max_queue_size=16, default_timeout_us=8000))
-    policy = with_policy["dynamic_batching"]["default_queue_policy"]
-    assert policy == {"max_queue_size": 16, "default_timeout_microseconds": 8000, "timeout_action": "REJECT"}
+    with_policy = apply.override(CONFIG, campaign.Candidate.of("p", max_queue_size=16, default_timeout_us=8000))
+    assert overload.policy_of(with_policy) == QueuePolicy(16, 8000, "REJECT")
     assert with_policy["dynamic_batching"]["preferred_batch_size"] == [8]  # the rest is kept
     assert "default_queue_policy" not in CONFIG["dynamic_batching"]  # the input is not changed
-    only_size = apply.override(with_policy, campaign.Variant("q", max_queue_size=4))
-    assert only_size["dynamic_batching"]["default_queue_policy"]["default_timeout_microseconds"] == 8000
+    only_size = apply.override(with_policy, campaign.Candidate.of("q", max_queue_size=4))
+    assert overload.policy_of(only_size) == QueuePolicy(4, 8000)
     # Triton's JSON may carry the uint64 timeout as a string
     served = {**with_policy, "dynamic_batching": {**with_policy["dynamic_batching"], "default_queue_policy": {
         "max_queue_size": 16, "default_timeout_microseconds": "8000", "timeout_action": "REJECT"}}}
-    none = apply.override(served, campaign.Variant("n", max_queue_size=0, default_timeout_us=0))
+    assert overload.policy_of(served) == QueuePolicy(16, 8000)
+    none = apply.override(served, campaign.Candidate.of("n", max_queue_size=0, default_timeout_us=0))
     assert "default_queue_policy" not in none["dynamic_batching"]
-    assert overload.policy_of(none) == overload.QueuePolicy(0, 0) and not overload.policy_of(none).is_set
+    assert overload.policy_of(none) == QueuePolicy() and not overload.policy_of(none).limits
 
 
-def test_a_queue_policy_without_a_batcher_is_refused():
+def test_a_queue_policy_without_a_batcher_gets_one_or_is_refused():
     plain = {k: v for k, v in CONFIG.items() if k != "dynamic_batching"}
-    added = apply.override(plain, campaign.Variant("p", max_queue_size=8))
+    added = apply.override(plain, campaign.Candidate.of("p", max_queue_size=8))
     assert added["dynamic_batching"]["default_queue_policy"]["max_queue_size"] == 8
-    with pytest.raises(VariantError, match="max_batch_size > 0"):
-        apply.override({**plain, "max_batch_size": 0}, campaign.Variant("p", max_queue_size=8))
+    with pytest.raises(VariantError, match="dynamic batching needs max_batch_size > 0"):
+        apply.override(plain, campaign.Candidate.of("p", max_batch_size=0, max_queue_size=8))
 
 
 def test_each_policy_flag_replaces_only_its_own_field():
-    served = overload.QueuePolicy(128, 200000)
-    assert overload.with_overrides(served, {"max_queue_size": None, "default_timeout_us": 0}) == \
-        overload.QueuePolicy(128, 0)
+    served = QueuePolicy(128, 200000)
+    assert overload.with_overrides(served, {"max_queue_size": None, "default_timeout_us": 0}) == QueuePolicy(128, 0)
     assert overload.with_overrides(served, {"max_queue_size": 4, "default_timeout_us": None}) == \
-        overload.QueuePolicy(4, 200000)
+        QueuePolicy(4, 200000)
     assert overload.with_overrides(served, None) == served
     assert overload.main(["--timeout-us", "-1"]) == 2
 
@@ -141,11 +142,11 @@ def test_server_cpus_need_a_local_server():
 
 
 def test_the_overload_variants_keep_the_policy_and_drop_it():
-    policy = overload.QueuePolicy(16, 8000)
+    policy = QueuePolicy(16, 8000)
     with_policy, without = overload.variants("digits", policy, "onnx")
     assert with_policy.served_model("digits") == without.served_model("digits") == "digits_onnx"
     assert overload.policy_of(apply.override(CONFIG, with_policy)) == policy
-    assert not overload.policy_of(apply.override(apply.override(CONFIG, with_policy), without)).is_set
+    assert not overload.policy_of(apply.override(apply.override(CONFIG, with_policy), without)).limits
 
 
 # --- refusals in the client's counts -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""SLO gate, auto-tune choice on recorded results, the tuned catalog overlay, and variant config overrides."""
+"""SLO gate on a recorded campaign, the tuned catalog overlay (export/tuned.toml), and candidate config overrides."""
 
 import copy
 import tomllib
@@ -9,7 +9,8 @@ from google.protobuf import json_format
 
 from export import catalog
 from export import config as config_io
-from loadtest.campaign import Slo, Variant
+from export.changes import ServingChanges
+from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply
 from loadtest.errors import VariantError
 from loadtest.measure import slo
@@ -56,52 +57,32 @@ def test_gate_best_variant_needs_one_passing_variant_per_scenario(recorded):
     assert failure.startswith("digits-grpc: no variant met the SLO; closest batch-1ms: p99 10.109 ms")
 
 
-def test_choose_takes_the_fastest_variant_within_budget(recorded):
-    choice = autotune.choose(with_budget(recorded, Slo(50.0)), "digits", Slo(50.0))
-    assert choice.variant == "batch-1ms" and choice.throughput_rps == pytest.approx(2596.5, abs=0.1)
-    assert [row["variant"] for row in choice.ranking] == ["batch-1ms", "plain"]
-
-
-def test_choose_skips_a_faster_variant_over_budget(recorded):
-    result = copy.deepcopy(recorded)
-    result.runs[0].client.requests *= 10  # plain now the fastest, but still over a 15 ms budget
-    choice = autotune.choose(with_budget(result, Slo(15.0)), "digits", Slo(15.0))
-    assert choice.variant == "batch-1ms"
-
-
-def test_choose_refuses_when_nothing_meets_the_budget(recorded):
-    with pytest.raises(autotune.TuneError, match="the lowest p99 was batch-1ms at 10.109 ms"):
-        autotune.choose(with_budget(recorded, Slo(5.0)), "digits", Slo(5.0))
-    with pytest.raises(autotune.TuneError, match="no run of model 'minilm'"):
-        autotune.choose(recorded, "minilm", Slo(5.0))
-
-
 def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
     # minilm: the catalog model with a queue policy
     base = catalog.load(catalog.CATALOG, None)["minilm"]
-    variant = Variant("v", max_queue_delay_us=500, preferred_batch_sizes=(4, 16), instances=1, max_batch_size=16)
-    settings = autotune.tuned_settings(variant, base)
+    changes = ServingChanges(max_queue_delay_us=0, preferred_batch_sizes=(4, 16), instances=1, max_batch_size=16)
+    settings = autotune.tuned_settings(changes, base)
     text = autotune.render_tuned({"minilm": {"note": "why \"this\"", **settings}})
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(text)
     assert tomllib.loads(text)["minilm"]["note"] == 'why "this"'
     entry = catalog.load(catalog.CATALOG, tuned)["minilm"]
     # The variant's batching values replace the catalog's; the rest (the queue policy) is kept.
-    assert entry.settings["dynamic_batching"] == {**base.settings["dynamic_batching"], "max_queue_delay_us": 500,
+    assert entry.settings["dynamic_batching"] == {**base.settings["dynamic_batching"], "max_queue_delay_us": 0,
                                                   "preferred_batch_sizes": [4, 16]}
     assert entry.settings["dynamic_batching"]["max_queue_size"] == base.settings["dynamic_batching"]["max_queue_size"]
     assert entry.settings["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
     assert entry.settings["max_batch_size"] == 16
-    off = autotune.tuned_settings(Variant("off", dynamic_batching=False), base)
+    off = autotune.tuned_settings(ServingChanges(dynamic_batching=False), base)
     tuned.write_text(autotune.render_tuned({"minilm": off}))
     assert "dynamic_batching" not in catalog.load(catalog.CATALOG, tuned)["minilm"].settings
 
 
 def test_a_tuned_queue_policy_reaches_the_catalog(tmp_path):
     base = catalog.load(catalog.CATALOG, None)["digits"]
-    variant = Variant("policy", max_queue_size=48, default_timeout_us=9000, timeout_action="REJECT")
+    changes = ServingChanges(max_queue_size=48, default_timeout_us=9000, timeout_action="REJECT")
     tuned = tmp_path / "tuned.toml"
-    tuned.write_text(autotune.render_tuned({"digits": autotune.tuned_settings(variant, base)}))
+    tuned.write_text(autotune.render_tuned({"digits": autotune.tuned_settings(changes, base)}))
     batching = catalog.load(catalog.CATALOG, tuned)["digits"].settings["dynamic_batching"]
     assert (batching["max_queue_size"], batching["default_timeout_us"], batching["timeout_action"]) == (48, 9000, "REJECT")
     assert batching["max_queue_delay_us"] == base.settings["dynamic_batching"]["max_queue_delay_us"]
@@ -117,14 +98,17 @@ def test_tuned_file_rejects_untunable_keys_and_unknown_models(tmp_path):
         catalog.load(catalog.CATALOG, tuned)
 
 
-def test_dry_run_prints_the_config_diff_and_writes_nothing(tmp_path, recorded):
+def test_plan_diffs_every_format_and_writes_nothing(tmp_path):
     tuned = tmp_path / "tuned.toml"
-    choice = autotune.Choice("digits", "v", 1.0, 1.0, [])
-    variant = Variant("v", max_queue_delay_us=250, instances=1)
-    diff = autotune.write(choice, variant, REPOSITORY, "note", dry_run=True, tuned_path=tuned)
+    changes = ServingChanges(max_queue_delay_us=250, instances=1)
+    before = {p: p.read_bytes() for p in (catalog.TUNED, *REPOSITORY.glob("digits*/config.pbtxt"))}
+    text, entry, diff = autotune.plan("digits", changes, "note", REPOSITORY, tuned_path=tuned)
     assert not tuned.exists() and not list(tmp_path.iterdir())
+    assert {p: p.read_bytes() for p in before} == before  # nothing else was written either
     assert "-  max_queue_delay_microseconds: 1000" in diff and "+  max_queue_delay_microseconds: 250" in diff
     assert "-  count: 2" in diff and "+  count: 1" in diff
+    assert diff.count("+++ ") == len(entry.variants["cpu"])  # every format's config
+    assert tomllib.loads(text)["digits"]["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
 
 
 def digits_config_json() -> dict:
@@ -135,19 +119,20 @@ def digits_config_json() -> dict:
 
 def test_override_changes_only_what_the_variant_says():
     config = digits_config_json()
-    plain = apply.override(config, Variant("plain", dynamic_batching=False, instances=1, warmup=False))
+    plain = apply.override(config, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
     assert "dynamic_batching" not in plain and "model_warmup" not in plain
     assert plain["instance_group"][0]["count"] == 1 and plain["input"] == config["input"]
-    tuned = apply.override(config, Variant("t", max_queue_delay_us=300, preferred_batch_sizes=(8,), max_batch_size=16))
-    assert tuned["dynamic_batching"]["max_queue_delay_microseconds"] == 300
+    tuned = apply.override(config, Candidate.of("t", max_queue_delay_us=300, preferred_batch_sizes=(8,),
+                                                max_batch_size=16))
+    assert int(tuned["dynamic_batching"]["max_queue_delay_microseconds"]) == 300
     assert tuned["dynamic_batching"]["preferred_batch_size"] == [8]
-    assert all(w["batch_size"] <= 16 for w in tuned["model_warmup"])  # the batch-64 warmup would fail the load
+    assert [w["batch_size"] for w in tuned["model_warmup"]] == [1, 16]  # the batch-64 warmup would fail the load
     assert config == digits_config_json()  # the input is not modified
 
 
 def test_override_refuses_impossible_combinations():
     config = digits_config_json()
-    with pytest.raises(VariantError, match=r"preferred_batch_sizes \[64\] exceed max_batch_size=32"):
-        apply.override(config, Variant("v", max_batch_size=32))
-    with pytest.raises(VariantError, match="needs max_batch_size > 0"):
-        apply.override({**config, "max_batch_size": 0}, Variant("v", max_queue_delay_us=10))
+    with pytest.raises(VariantError, match=r"variant 'v'.*preferred_batch_sizes \[64\] exceed max_batch_size=32"):
+        apply.override(config, Candidate.of("v", max_batch_size=32))
+    with pytest.raises(VariantError, match="variant 'v'.*dynamic batching needs max_batch_size > 0"):
+        apply.override(config, Candidate.of("v", max_batch_size=0, max_queue_delay_us=10))

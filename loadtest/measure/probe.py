@@ -1,0 +1,223 @@
+"""One measurement of one served config at one load, by a generator that is checked for keeping up.
+
+Tensor models are measured with ``perf_analyzer`` (C++, gRPC by default): ``--concurrency-range N`` for a
+closed loop of N users, ``--request-rate-range R`` for an open loop. Pipelines (ensembles, Python models)
+and streams (decoupled models) are measured with Locust, with one process per client CPU. Triton's own
+counters are read around each run for the error rate, the queue/compute split and the batch sizes.
+
+A run whose generator was the bottleneck is marked ``saturated`` and must not be used to rank configs:
+its CPU use reached ``CPU_LIMIT`` of the CPUs it may use (from the kernel's accounting of the child), or
+in an open loop it did not send the rate asked for (perf_analyzer's "Avg send request rate" or its
+delayed requests; Locust's offered count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from loadtest.campaign import Scenario
+from loadtest.drive import perf
+from loadtest.drive.target import Endpoints
+from loadtest.errors import LoadTestError
+from loadtest.measure import server_metrics
+from loadtest.measure.run import measure_run
+
+CPU_LIMIT = 0.9
+"""A generator using this share of its CPUs (or more) is taken to be the bottleneck."""
+RATE_SHORTFALL = 0.95
+"""Open loop: sending less than this share of the rate asked for means the generator fell behind."""
+DELAYED_LIMIT_PERCENT = 5.0
+"""Open loop: perf_analyzer sending more than this share of requests late fell behind its schedule."""
+GENERATORS = ("perf_analyzer", "locust")
+TENSOR_PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "tensorrt_plan", "tensorflow_savedmodel")
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """The load a config is measured at: a closed loop of ``users`` or an open loop of ``rate`` req/s."""
+
+    users: int | None = None
+    rate: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.users is None) == (self.rate is None):
+            raise LoadTestError("give either users (closed loop) or rate (open loop), not both or neither")
+        if self.users is not None and (isinstance(self.users, bool) or not isinstance(self.users, int)
+                                       or self.users < 1):
+            raise LoadTestError(f"users={self.users!r} must be an integer >= 1")
+        if self.rate is not None and not self.rate > 0:
+            raise LoadTestError(f"rate={self.rate!r} must be > 0 requests per second")
+
+    def text(self) -> str:
+        return f"{self.users} users (closed loop)" if self.users else f"{self.rate:g} req/s (open loop)"
+
+    def shape(self) -> dict[str, Any]:
+        """The campaign shape of this load (for Locust)."""
+        return {"kind": "users", "users": self.users} if self.users else {"kind": "open", "rate": self.rate}
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What one run of the generator measured; latencies of successful requests, client side."""
+
+    throughput: float
+    """Successful inferences per second (items; requests for batch-1 clients)."""
+    p50_ms: float
+    p99_ms: float
+    error_rate: float
+    """Failed / handled requests, from Triton's counters (and the client's, for Locust)."""
+    generator: str
+    generator_cpu: float = math.nan
+    """CPU time the generator used / (its wall time x the CPUs it may use): 1.0 is all of them."""
+    offered_rate: float | None = None
+    """Open loop: the rate asked for."""
+    sent_rate: float | None = None
+    """Open loop: the rate the generator sent."""
+    saturated: str = ""
+    """Why the generator was the bottleneck; "" when it kept up."""
+    error: str = ""
+    """The measurement failed (the config did not load, the generator failed): the first line of why."""
+    server: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Triton's view over the run: ``queue_ms``, ``compute_ms`` (mean per request), ``avg_batch``, ``requests``."""
+
+    @property
+    def usable(self) -> bool:
+        return not self.error and not self.saturated
+
+    @property
+    def not_usable_reason(self) -> str:
+        if self.error:
+            return f"failed: {self.error}"
+        return f"generator saturated: {self.saturated}" if self.saturated else ""
+
+    @classmethod
+    def failed(cls, generator: str, error: str) -> "Measurement":
+        return cls(0.0, math.nan, math.nan, 0.0, generator, error=error.strip().splitlines()[0] if error.strip()
+                   else "failed")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "Measurement":
+        return cls(**raw)
+
+
+def saturation(cpu_fraction: float, load: Load, sent_rate: float | None = None, delayed_percent: float = 0.0) -> str:
+    """Why a generator run cannot be trusted to rank configs ("" when it kept up)."""
+    reasons = []
+    if not math.isnan(cpu_fraction) and cpu_fraction >= CPU_LIMIT:
+        reasons.append(f"its CPU at {cpu_fraction:.0%} of its cores")
+    if load.rate is not None:
+        if sent_rate is not None and sent_rate < RATE_SHORTFALL * load.rate:
+            reasons.append(f"sent {sent_rate:.1f} of {load.rate:g} req/s asked")
+        if delayed_percent > DELAYED_LIMIT_PERCENT:
+            reasons.append(f"{delayed_percent:.1f}% of requests sent late")
+    return "; ".join(reasons)
+
+
+def generator_for(platform: str, decoupled: bool, datatypes: list[str]) -> str:
+    """perf_analyzer for a tensor model with numeric inputs; Locust for pipelines, Python models and streams."""
+    if platform in TENSOR_PLATFORMS and not decoupled and "BYTES" not in datatypes:
+        return "perf_analyzer"
+    return "locust"
+
+
+def client_cpus() -> frozenset[int]:
+    """The CPUs this process (and the generators it starts) may run on."""
+    return frozenset(os.sched_getaffinity(0))
+
+
+def _server_view(stats) -> dict[str, float]:
+    b = stats.breakdown_ms
+    compute = sum(b.get(k, 0.0) for k in ("compute_input", "compute_infer", "compute_output"))
+    return {"queue_ms": round(b.get("queue", math.nan), 4), "compute_ms": round(compute, 4),
+            "request_ms": round(b.get("request", math.nan), 4), "avg_batch": round(stats.avg_batch, 3),
+            "requests": stats.requests, "failures": stats.failures}
+
+
+def with_perf_analyzer(endpoints: Endpoints, served_model: str, load: Load, *, protocol: str = "grpc",
+                       input_data: Path | None = None, shapes: dict[str, list[int]] | None = None,
+                       measurement_ms: int = 2000, max_trials: int = 5, timeout_s: float = 120) -> Measurement:
+    """perf_analyzer at ``load`` against ``served_model``: one stable window (loosely: a shared CPU is never
+    steady to 10 %), Triton's counters read around it."""
+    before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
+    # Open loop: asynchronous requests, or each of perf_analyzer's threads waits for its answer and the
+    # schedule slips (it reports the delayed share). A shared CPU is never steady to perf_analyzer's 10 %:
+    # 50 % over its windows, and once more accepting any spread before giving up.
+    extra = ("--async",) if load.rate is not None else ()
+    try:
+        for stability in (50, 100):
+            try:
+                result = perf.run(served_model, endpoints.url(protocol), protocol, concurrency=load.users or 1,
+                                  request_rate=load.rate, input_data=input_data, shapes=shapes,
+                                  measurement_ms=measurement_ms, stability_percentage=stability,
+                                  max_trials=max_trials, timeout_s=timeout_s, extra_args=extra)
+                break
+            except perf.PerfAnalyzerError as exc:
+                if stability == 100 or "stable measurement" not in str(exc):
+                    raise
+    except perf.PerfAnalyzerError as exc:
+        after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
+        failed = Measurement.failed("perf_analyzer", _perf_reason(str(exc)))
+        stats = server_metrics.delta(before, after, math.nan)
+        handled = stats.requests + stats.failures
+        failed.error_rate = stats.failures / handled if handled else 0.0
+        failed.server = _server_view(stats)
+        return failed
+    after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
+    row = result.rows[0]
+    stats = server_metrics.delta(before, after, row.avg_ms if row.avg_ms is not None else math.nan)
+    handled = stats.requests + stats.failures
+    cpu = result.cpu_s / result.wall_s / len(client_cpus()) if result.wall_s > 0 else math.nan
+    sent = result.sent_rate
+    return Measurement(
+        throughput=row.throughput, p50_ms=_ms(row.p50_ms), p99_ms=_ms(row.p99_ms),
+        error_rate=stats.failures / handled if handled else 0.0, generator="perf_analyzer",
+        generator_cpu=round(cpu, 3), offered_rate=load.rate, sent_rate=sent,
+        saturated=saturation(cpu, load, sent, result.delayed_percent), server=_server_view(stats))
+
+
+def _perf_reason(message: str) -> str:
+    """The line of perf_analyzer's output that says what went wrong, else the first line of the error."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if any(word in line.lower() for word in ("error", "failed", "unable", "invalid")):
+            return line[:300]
+    return lines[0][:300] if lines else "perf_analyzer failed"
+
+
+def _ms(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
+def with_locust(endpoints: Endpoints, model: str, served_model: str, load: Load, work: Path, label: str, *,
+                protocol: str = "grpc", duration_s: float = 10.0, processes: int | None = None,
+                log=print) -> Measurement:
+    """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise."""
+    processes = processes or max(1, len(client_cpus()))
+    scenario = Scenario(name=label, model=model, protocol=protocol, shape=load.shape(), duration_s=duration_s,
+                        warmup_s=min(2.0, duration_s / 4), processes=processes)
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    try:
+        client, stats = measure_run(scenario, served_model, endpoints, work, label, log=log)
+    except LoadTestError as exc:
+        return Measurement.failed("locust", str(exc))
+    wall = time.monotonic() - started
+    usage_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (usage_after.ru_utime + usage_after.ru_stime) - (usage_before.ru_utime + usage_before.ru_stime)
+    # Each Locust process is one Python thread of work: it saturates at one core.
+    cpu = cpu_s / wall / min(processes, len(client_cpus())) if wall > 0 else math.nan
+    sent = client.requests / client.duration_s if load.rate is not None and client.duration_s > 0 else None
+    return Measurement(
+        throughput=client.throughput_rps, p50_ms=client.latency_ms.get("p50", math.nan),
+        p99_ms=client.latency_ms.get("p99", math.nan), error_rate=client.error_rate, generator="locust",
+        generator_cpu=round(cpu, 3), offered_rate=load.rate, sent_rate=sent,
+        saturated=saturation(cpu, load, sent), server=_server_view(stats))

@@ -1,0 +1,275 @@
+"""`tritonkit tune NAME`: search a served model's batching, instances, max batch size and exported formats
+for the highest throughput that meets a p99 budget at a given load, and write the pick.
+
+The load is a closed loop of `--users N` or an open loop of `--rate R` requests per second, made by
+perf_analyzer (C++ gRPC) for tensor models and by Locust for pipelines and streams; a local server is
+started with the model's formats (or `--http-url` names a running one) and, by default, the server and the
+generator run on separate halves of the CPUs. Each candidate is applied through model control; the
+served configs are restored afterwards. Every candidate tried is printed and kept in
+`reports/tune/NAME/` (results.json, summary.md, tune.png).
+
+The pick is written through the config generator: `export/tuned.toml` (then re-exported) for a model of
+export/models.toml, the model's own `config.pbtxt` (and its manifest's export arguments) for a model
+exported with `--model-file`. `--dry-run` prints the diff and writes no config.
+
+Exit status: 0 a pick was written (or diffed); 1 no candidate met the SLO; 2 a bad argument or model;
+3 the server or the load generator failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from export.errors import UnknownModelError
+from loadtest.campaign import Slo
+from loadtest.drive import perf
+from loadtest.drive.payloads import real_samples
+from loadtest.drive import apply, target
+from loadtest.drive.target import Endpoints
+from loadtest.errors import LoadTestError
+from loadtest.measure.probe import Load
+from loadtest.tune import compare, search, writer
+from loadtest.tune import report as tune_report
+from loadtest.tune.space import Point, formats_in
+from loadtest.tune.tuner import TuneError, TuneOptions, tune
+
+REPORTS = Path("reports") / "tune"
+EXAMPLES = """\
+examples:
+  tritonkit tune digits --slo-p99-ms 5 --users 16
+  tritonkit tune digits --slo-p99-ms 5 --users 16 --analyzer       also Model Analyzer's pick, same load
+  tritonkit tune scorer --slo-p99-ms 20 --rate 500 --budget-s 60 --dry-run
+  tritonkit tune minilm --slo-p99-ms 400 --users 8 --shape input_ids:32 --shape attention_mask:32
+"""
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+    return parse
+
+
+def _shape(text: str) -> tuple[str, list[int]]:
+    name, sep, dims = text.partition(":")
+    try:
+        values = [int(d) for d in dims.split(",")] if sep and dims else None
+    except ValueError:
+        values = None
+    if not name or not values or any(d < 1 for d in values):
+        raise argparse.ArgumentTypeError(f"--shape {text!r} is not NAME:D1,D2,... (dims >= 1)")
+    return name, values
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: values must be >= 0")
+    return values
+
+
+def _delays(text: str) -> tuple[int | None, ...]:
+    parts = text.split(",")
+    try:
+        return tuple(None if p == "off" else _ints(p)[0] for p in parts)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of delays in us or 'off'") from None
+
+
+def _preferred(text: str) -> tuple[tuple[int, ...], ...]:
+    sets = []
+    for part in text.split("/"):
+        sizes = () if part in ("none", "-", "") else _ints(part)
+        if any(s < 1 for s in sizes):
+            raise argparse.ArgumentTypeError(f"{text!r}: preferred batch sizes must be >= 1")
+        sets.append(tuple(sorted(sizes)))
+    return tuple(sets)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
+    parser.add_argument("--slo-p99-ms", type=_positive(float), required=True, help="client-side p99 budget (ms)")
+    load = parser.add_mutually_exclusive_group(required=True)
+    load.add_argument("--users", type=_positive(int), help="closed loop: this many clients, each waits for its answer")
+    load.add_argument("--rate", type=_positive(float), help="open loop: this many requests per second")
+    parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
+    parser.add_argument("--budget-s", type=_positive(float), default=300.0,
+                        help="wall-clock budget of the search (default 300)")
+    parser.add_argument("--analyzer", action="store_true",
+                        help="also run Triton Model Analyzer on the model with the same budget, then measure both "
+                             "picks under the same load and print them side by side")
+    parser.add_argument("--dry-run", action="store_true", help="print the config diff of the pick; write no config")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    parser.add_argument("--strategy", choices=search.STRATEGIES, default="descent",
+                        help="descent: one setting at a time (default); grid: every combination")
+    parser.add_argument("--max-instances", type=_positive(int), default=4, help="instance counts 1..N (default 4)")
+    parser.add_argument("--measurement-ms", type=_positive(int), default=2000, help="perf_analyzer window (ms)")
+    parser.add_argument("--delays-us", type=_delays, metavar="LIST",
+                        help="batching delays to search, e.g. off,0,500 (off: no dynamic batcher; default off and "
+                             "0, 100, 500, 1000, 2000 and the served one)")
+    parser.add_argument("--batch-sizes", type=_ints, metavar="LIST",
+                        help="max_batch_size values to search, each at most what the export was checked for")
+    parser.add_argument("--preferred", type=_preferred, metavar="LIST",
+                        help="preferred batch size sets to search, '/'-separated, e.g. none/8/8,16 (default: none, "
+                             "the served sizes and sizes near the load)")
+    parser.add_argument("--formats", type=lambda t: tuple(t.split(",")), metavar="LIST",
+                        help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one "
+                             "the server serves)")
+    parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
+    payload = parser.add_argument_group("payloads")
+    payload.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME:D1,D2",
+                         help="the shape of an input with a dynamic dim (perf_analyzer's spelling; repeatable)")
+    payload.add_argument("--input-data", type=Path, metavar="FILE.json",
+                         help="perf_analyzer's input-data JSON to send instead of random data")
+    target.add_server_arguments(parser)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "tune", help="search batching, instances, max batch size and formats for the best config within a p99 "
+                     "budget, and write it", description=__doc__, epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
+    if args.input_data is not None and not args.input_data.is_file():
+        raise TuneError(f"--input-data {str(args.input_data)!r} does not exist")
+    if not 0 <= args.max_error_rate < 1:
+        raise TuneError(f"--max-error-rate {args.max_error_rate} must be in [0, 1)")
+    return TuneOptions(model=args.model, slo=Slo(args.slo_p99_ms, args.max_error_rate),
+                       load=Load(users=args.users, rate=args.rate), repository=Path(args.repository).resolve(),
+                       budget_s=args.budget_s, protocol=args.protocol, strategy=args.strategy,
+                       max_instances=args.max_instances, measurement_ms=args.measurement_ms,
+                       input_data=args.input_data.resolve() if args.input_data else None,
+                       shapes=dict(args.shape), work=out / "runs", axes=_axes(args))
+
+
+def _axes(args: argparse.Namespace) -> dict[str, tuple]:
+    given = {"batcher": args.delays_us, "max_batch_size": args.batch_sizes, "format": args.formats,
+             "preferred": args.preferred}
+    return {axis: values for axis, values in given.items() if values}
+
+
+def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
+    """The model and its exported formats; a pipeline calls other models, so then the whole repository."""
+    names = [Point(fmt, None, (), 1, 0).served_model(model) for fmt in formats_in(repository, model)] or [model]
+    config = repository / model / "config.pbtxt"
+    if config.is_file() and ("ensemble" in config.read_text() or 'backend: "python"' in config.read_text()):
+        return ("*",)
+    return tuple(names)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = args.out or REPORTS / args.model
+    try:
+        options = options_from(args, out)
+        if not (options.repository / args.model / "config.pbtxt").is_file() and not args.http_url:
+            raise TuneError(f"model {args.model!r} is not in {options.repository} (no {args.model}/config.pbtxt)")
+    except (TuneError, LoadTestError, ValueError) as exc:
+        print(f"tune: error: {exc}", file=sys.stderr)
+        return 2
+    if not args.http_url and not args.server_cpus and not args.client_cpus:
+        args.client_cpus, args.server_cpus = target.split_cpus()
+    status, value = target.run_with_server(args, models_to_load(options.repository, args.model),
+                                           lambda endpoints, _server: _tune(options, endpoints, out, args))
+    return value if status == 0 else status
+
+
+def default_input_data(model: str, out: Path) -> Path | None:
+    """perf_analyzer's --input-data from the model's own sample data where the project has it (the built-in
+    models' real data: token ids a vocabulary knows, real scans); None: perf_analyzer's random data."""
+    try:
+        samples = real_samples(model, 64)
+    except (UnknownModelError, KeyError):
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return perf.write_input_data(out / "input_data.json", samples)
+    except ValueError:  # BYTES inputs: a pipeline, measured with Locust
+        return None
+
+
+def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.Namespace) -> int:
+    if args.client_cpus:
+        print(f"tune: generator on CPUs {_cpus(args.client_cpus)}, server on {_cpus(args.server_cpus) or 'all'}")
+    if options.input_data is None and not options.shapes:
+        data = default_input_data(options.model, out)
+        if data is not None:
+            options = dataclasses.replace(options, input_data=data)
+            print(f"tune: perf_analyzer sends {options.model}'s sample data ({data})")
+    try:
+        outcome = tune(options, endpoints)
+    except TuneError as exc:
+        print(f"tune: error: {exc}", file=sys.stderr)
+        return 2
+    sections: list[str] = []
+    extra: dict = {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "cpus": {
+        "generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)}}
+    if args.analyzer:
+        side = compare.with_analyzer(outcome, endpoints, out / "analyzer")
+        extra["analyzer"] = side.to_dict()
+        sections.append(side.markdown())
+        print(side.text())
+    rows = tune_report.table_rows(*_table_input(outcome))
+    print()
+    print(tune_report.text_table(rows))
+    best = outcome.best
+    if best is None:
+        summary = tune_report.write(outcome, out, extra=extra, sections=sections)
+        print(f"\ntune {options.model}: no candidate met p99 <= {options.slo.p99_ms:g} ms at {options.load.text()}; "
+              f"report: {summary}", file=sys.stderr)
+        return 1
+    print(f"\ntune {options.model}: pick #{best.order} {best.point.label()}: {best.throughput:.1f} infer/s, "
+          f"p99 {best.p99_ms:.3f} ms (start #{outcome.result.start.order}: {outcome.result.start.throughput:.1f} "
+          f"infer/s, p99 {outcome.result.start.p99_ms:.3f} ms)")
+    try:
+        written = writer.write_pick(outcome, dry_run=args.dry_run, reload=lambda name: _reload(endpoints, name))
+    except LoadTestError as exc:
+        print(f"tune: error: {exc}", file=sys.stderr)
+        return 2
+    extra["written"] = written.to_dict()
+    sections.append(written.markdown())
+    print(written.text())
+    summary = tune_report.write(outcome, out, extra=extra, sections=sections)
+    print(f"report: {summary} (plot {out / 'tune.png'}, results {out / 'results.json'})")
+    return 0
+
+
+def _reload(endpoints: Endpoints, model: str) -> None:
+    apply.load(endpoints.http, model)
+
+
+def _table_input(outcome):
+    trials, names = tune_report.all_trials(outcome)
+    return trials, outcome.options.slo, outcome.best, names
+
+
+def _cpus(cpus) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.tune", description=__doc__, epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

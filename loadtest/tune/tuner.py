@@ -1,0 +1,244 @@
+"""The tuner end to end against a running server: the space from the served config, each point applied
+through model control and measured, the served configs restored, the outcome for the report and the writer.
+
+``tune(options, endpoints)`` is what ``tritonkit tune`` and a campaign's ``[tune]`` step call. Nothing is
+written to the repository here: ``loadtest.tune.autotune`` writes the pick (or prints its diff).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Callable
+
+from export.errors import ExportError
+from export.spec import ModelSpec
+from loadtest.campaign import Candidate, Slo
+from loadtest.drive import apply
+from loadtest.drive.target import Endpoints
+from loadtest.errors import TuneError, VariantError
+from loadtest.measure import probe
+from loadtest.measure.probe import Load, Measurement
+from loadtest.tune import search as search_io
+from loadtest.tune.space import Point, SearchSpace, checked_max_batch_size, formats_in, served_point, space_for
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneOptions:
+    model: str
+    """The public model name (its formats are ``<model>_onnx``, ``<model>_fp16``, ... beside it)."""
+    slo: Slo
+    load: Load
+    repository: Path
+    budget_s: float = 300.0
+    """Wall-clock budget of the search (the confirmation re-measurements included)."""
+    protocol: str = "grpc"
+    strategy: str = "descent"
+    max_instances: int = 4
+    measurement_ms: int = 2000
+    """perf_analyzer's window; Locust runs ``locust_duration_s`` per point."""
+    locust_duration_s: float = 10.0
+    confirm: int = 2
+    input_data: Path | None = None
+    """perf_analyzer ``--input-data`` JSON; None: perf_analyzer's random data (``shapes`` for dynamic dims)."""
+    shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    axes: dict[str, tuple] = dataclasses.field(default_factory=dict)
+    """Values to search on some axes instead of the generated ones (``batcher``: delays, None = off;
+    ``max_batch_size``; ``format``); each checked against the model's limits."""
+    work: Path | None = None
+    """Where Locust runs keep their files."""
+
+
+@dataclasses.dataclass
+class Outcome:
+    options: TuneOptions
+    result: search_io.SearchResult
+    space: SearchSpace
+    generator: str
+    limit: int
+    """The largest max_batch_size searched (what the export was checked for)."""
+    served: dict[str, dict]
+    """Served model -> its config (JSON) before the search; restored after it."""
+    compared: list[tuple[str, search_io.Trial]] = dataclasses.field(default_factory=list)
+    """Named points measured beside the search (a campaign's variants, Model Analyzer's pick)."""
+
+    @property
+    def best(self) -> search_io.Trial | None:
+        return self.result.best
+
+
+def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
+    config = apply.served_config(endpoints.http, model)
+    steps = (config.get("ensemble_scheduling") or {}).get("step")
+    if steps:
+        members = sorted({step["model_name"] for step in steps})
+        raise TuneError(f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
+                        f"tune its members ({', '.join(members)}) at the load the ensemble gives them")
+    try:
+        return apply.served_spec(endpoints.http, model)
+    except ExportError as exc:
+        raise TuneError(f"model {model!r}: its served config cannot be tuned: {exc}") from None
+
+
+class Runner:
+    """Applies points to the server and measures them; remembers the configs it changed to restore them."""
+
+    def __init__(self, options: TuneOptions, endpoints: Endpoints, log: Callable[[str], None] = print):
+        self.options, self.endpoints, self.log = options, endpoints, log
+        self.originals: dict[str, dict] = {}
+        self.specs: dict[str, ModelSpec] = {}
+        self.serving: dict[str, Point] = {}
+        """Served model -> the point it serves now (its original config's point until one is loaded)."""
+        self.changed: set[str] = set()
+        """Served models loaded with another config: restored at the end."""
+
+    def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
+        if served not in self.specs:
+            self.originals[served] = apply.served_config(self.endpoints.http, served)
+            self.specs[served] = served_spec(self.endpoints, served)
+            self.serving[served] = served_point(self.specs[served], fmt)
+        return self.specs[served]
+
+    def generator(self, spec: ModelSpec) -> str:
+        return probe.generator_for(spec.platform, spec.decoupled, [t.datatype for t in spec.inputs])
+
+    def measure(self, point: Point) -> Measurement:
+        served = point.served_model(self.options.model)
+        spec = self.spec_of(served, point.format)
+        generator = self.generator(spec)
+        if self.serving.get(served) != point:  # loading restarts the instances: only when the config changes
+            try:
+                changed = point.changes().apply(spec)
+                self.serving.pop(served, None)
+                self.changed.add(served)
+                apply.load(self.endpoints.http, served, changed)
+                self.serving[served] = point
+            except (ExportError, VariantError) as exc:
+                return Measurement.failed(generator, f"config not served: {exc}")
+        if generator == "perf_analyzer":
+            return probe.with_perf_analyzer(self.endpoints, served, self.options.load, protocol=self.options.protocol,
+                                            input_data=self.options.input_data, shapes=self.options.shapes or None,
+                                            measurement_ms=self.options.measurement_ms)
+        work = self.options.work or Path("reports") / "tune" / self.options.model / "runs"
+        work.mkdir(parents=True, exist_ok=True)
+        label = point.label().replace(" ", "").replace("/", "-").replace(",", "_")
+        return probe.with_locust(self.endpoints, self.options.model, served, self.options.load, work, label,
+                                 protocol=self.options.protocol, duration_s=self.options.locust_duration_s,
+                                 log=lambda *_: None)
+
+    def point_of(self, candidate: Candidate) -> Point | None:
+        """A candidate (served variant + serving changes) as a fully specified point, or None when the format
+        it asks for is not served."""
+        served = candidate.served_model(self.options.model)
+        if served not in apply.ready_models(self.endpoints.http):
+            return None
+        try:
+            changed = candidate.changes.apply(self.spec_of(served))
+        except ExportError:
+            return None
+        return served_point(changed, str(candidate.variant))
+
+    def restore(self) -> None:
+        """The configs served before the search, for every model it changed (a reload restarts instances)."""
+        apply.restore(self.endpoints.http, {m: c for m, c in self.originals.items() if m in self.changed})
+        self.changed.clear()
+
+
+def formats_served(endpoints: Endpoints, repository: Path, model: str) -> list[str]:
+    """The exported formats of ``model`` in the repository that the server has ready (the public one first)."""
+    ready = apply.ready_models(endpoints.http)
+    found = [fmt for fmt in formats_in(repository, model) if Point(fmt, None, (), 1, 0).served_model(model) in ready]
+    if not found and model in ready:
+        found = ["torchscript/fp32"]
+    return found
+
+
+def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple[SearchSpace, Point, int, str]:
+    if options.model not in apply.ready_models(endpoints.http):
+        raise TuneError(f"model {options.model!r} is not served at {endpoints.http} (is it in {options.repository}?)")
+    spec = runner.spec_of(options.model)
+    folder = Path(options.repository) / options.model
+    limit = checked_max_batch_size(folder, spec) if folder.is_dir() else spec.max_batch_size
+    formats = formats_served(endpoints, options.repository, options.model)
+    space, start = space_for(spec, limit, formats, users=options.load.users, max_instances=options.max_instances)
+    if options.axes:
+        space = restricted(space, options.axes, limit, formats)
+    return space, start, limit, runner.generator(spec)
+
+
+def restricted(space: SearchSpace, axes: dict[str, tuple], limit: int, formats: list[str]) -> SearchSpace:
+    """``space`` with the given axes' values in place of the generated ones."""
+    for axis, values in axes.items():
+        if axis not in space.values:
+            raise TuneError(f"no axis {axis!r} to restrict; axes: {list(space.values)}")
+        if not values:
+            raise TuneError(f"axis {axis!r}: no values given")
+    if any(size > limit or size < 0 for size in axes.get("max_batch_size", ())):
+        raise TuneError(f"max batch sizes {list(axes['max_batch_size'])} must be in 0..{limit} (what the export "
+                        f"was checked for)")
+    missing = [f for f in axes.get("format", ()) if f not in formats]
+    if missing:
+        raise TuneError(f"formats {missing} are not served; served: {formats}")
+    delays = [d for d in axes.get("batcher", ()) if d is not None]
+    if delays and space.delay_needs_no_policy and any(delays):
+        raise TuneError("the model has a queue policy: only a batching delay of 0 is offered (a delay with a "
+                        "policy stalls Triton 2.51's batcher)")
+    return dataclasses.replace(space, values={**space.values, **{a: tuple(v) for a, v in axes.items()}})
+
+
+def tune(options: TuneOptions, endpoints: Endpoints, *, log: Callable[[str], None] = print,
+         compare: dict[str, Candidate] | None = None) -> Outcome:
+    """Search ``options.model``'s configs at ``options.load`` and return every trial; the served configs are
+    restored afterwards. ``compare``: named candidates (a campaign's variants) measured beside the search by
+    the same generator at the same load; they may win."""
+    runner = Runner(options, endpoints, log)
+    try:
+        space, start, limit, generator = prepare(options, endpoints, runner)
+        log(f"tune {options.model}: {options.strategy} over {space.grid_size()} configs "
+            f"({', '.join(f'{a} {len(v)}' for a, v in space.values.items())}), budget {options.budget_s:g} s, "
+            f"{options.load.text()}, {generator}; SLO p99 <= {options.slo.p99_ms:g} ms, errors <= "
+            f"{options.slo.max_error_rate:.2%}; max_batch_size <= {limit} (checked by its export)")
+        budget = search_io.Budget(options.budget_s)
+        result = search_io.run(options.strategy, space, start, runner.measure, options.slo, budget,
+                               confirm=options.confirm, log=log)
+        outcome = Outcome(options, result, space, generator, limit, {})
+        for name, candidate in (compare or {}).items():
+            point = runner.point_of(candidate)
+            if point is None:
+                log(f"  ({name}: {candidate.served_model(options.model)} is not served; not compared)")
+                continue
+            trial = next((t for t in result.trials if t.point == point), None)
+            if trial is None:
+                trial = search_io.Trial(point, [runner.measure(point)], order=len(result.trials) + len(outcome.compared) + 1)
+                log(search_io._line(trial, options.slo, trial.order) + f" ({name})")
+            outcome.compared.append((name, trial))
+        pool = [t for t in [*result.trials, *(t for _, t in outcome.compared)] if t.meets(options.slo)]
+        result.best = max(pool, key=lambda t: t.throughput) if pool else None
+    finally:
+        runner.restore()
+    outcome.served = dict(runner.originals)
+    return outcome
+
+
+def measure_side_by_side(options: TuneOptions, endpoints: Endpoints, points: dict[str, Point], rounds: int = 2,
+                         log: Callable[[str], None] = print) -> dict[str, search_io.Trial]:
+    """Each named point measured ``rounds`` times, interleaved (a, b, a, b), at the same load: the fair
+    comparison of two picks on a shared machine."""
+    runner = Runner(options, endpoints, log)
+    trials = {name: search_io.Trial(point, [], order=i + 1) for i, (name, point) in enumerate(points.items())}
+    try:
+        for _ in range(rounds):
+            for name, trial in trials.items():
+                trial.measurements.append(runner.measure(trial.point))
+                log(search_io._line(trial, options.slo, trial.order) + f" ({name})")
+    finally:
+        runner.restore()
+    return trials
+
+
+def throughput_text(trial: search_io.Trial | None) -> str:
+    if trial is None:
+        return "-"
+    return f"{trial.throughput:.1f} infer/s, p99 {trial.p99_ms:.3f} ms" if not math.isnan(trial.p99_ms) else "-"
+

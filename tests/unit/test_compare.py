@@ -1,0 +1,39 @@
+"""loadtest.tune.compare without running Model Analyzer: its pick as a point, and the side-by-side table."""
+
+import math
+
+from loadtest.measure.probe import Measurement
+from loadtest.tune import compare
+from loadtest.tune.analyzer import AnalyzerPick
+from loadtest.tune.search import Trial
+from loadtest.tune.space import Point
+
+PICK = AnalyzerPick(model="digits", config_name="digits_config_2", max_batch_size=8, instance_count=2,
+                    dynamic_batching={"max_queue_delay_us": 500, "preferred_batch_sizes": [8, 4]},
+                    concurrency=16, throughput_infer_s=3188.0, p99_ms=4.72)
+
+
+def run(throughput: float, p99: float) -> Measurement:
+    return Measurement(throughput, p99 / 2, p99, 0.0, "perf_analyzer", 0.3)
+
+
+def test_the_pick_is_a_point_of_the_public_format():
+    assert compare.point_of(PICK) == Point("torchscript/fp32", 500, (4, 8), 2, 8)
+    unbatched = AnalyzerPick(**{**PICK.__dict__, "dynamic_batching": None})
+    assert compare.point_of(unbatched).batcher is None
+
+
+def test_side_by_side_shows_both_picks_each_run_and_the_ratio():
+    ours = Trial(Point("torchscript/fp32", 0, (), 2, 64), [run(8000, 4.0), run(8400, 4.4)], order=1)
+    theirs = Trial(compare.point_of(PICK), [run(4000, 4.6), run(4200, 4.9)], order=2)
+    side = compare.SideBySide(ours, theirs, PICK.__dict__, slo_p99_ms=5.0)
+    assert math.isclose(side.ratio(), 8200 / 4100)
+    text = side.text()
+    assert "tritonkit tune" in text and "Model Analyzer" in text and "8000 / 8400" in text and "2.00x" in text
+    assert "3188.0 infer/s" in text  # MA's own figure, beside ours
+    assert side.to_dict()["ratio"] == 2.0 and "| pick |" in side.markdown()
+
+
+def test_no_pick_says_why():
+    side = compare.SideBySide(None, None, None, error="no config meets p99 <= 5 ms", slo_p99_ms=5.0)
+    assert "no config meets" in side.text() and math.isnan(side.ratio()) and side.to_dict()["ratio"] is None

@@ -1,0 +1,90 @@
+"""loadtest.measure.probe without a server: when a generator run is marked saturated, which generator a
+model gets, the load's checks, and the CPU time perf_analyzer's run reports."""
+
+import math
+import stat
+import sys
+
+import pytest
+
+from loadtest.drive import perf
+from loadtest.errors import LoadTestError
+from loadtest.measure import probe
+from loadtest.measure.probe import Load, Measurement
+
+
+def test_a_generator_at_its_cpu_limit_is_saturated():
+    assert probe.saturation(0.3, Load(users=16)) == ""
+    assert probe.saturation(0.95, Load(users=16)) == "its CPU at 95% of its cores"
+    assert probe.saturation(math.nan, Load(users=16)) == ""  # not measured: no claim either way
+
+
+def test_an_open_loop_that_did_not_send_its_rate_is_saturated():
+    load = Load(rate=3000)
+    assert probe.saturation(0.2, load, sent_rate=2990.0) == ""
+    assert probe.saturation(0.2, load, sent_rate=1300.0) == "sent 1300.0 of 3000 req/s asked"
+    assert "100.0% of requests sent late" in probe.saturation(0.2, load, sent_rate=2999.0, delayed_percent=100.0)
+    both = probe.saturation(0.99, load, sent_rate=1000.0)
+    assert "CPU at 99%" in both and "sent 1000.0" in both
+
+
+def test_a_saturated_or_failed_measurement_is_not_usable():
+    good = Measurement(5000, 1.0, 3.0, 0.0, "perf_analyzer", 0.4)
+    assert good.usable and good.not_usable_reason == ""
+    hot = Measurement(5000, 1.0, 3.0, 0.0, "perf_analyzer", 0.97, saturated="its CPU at 97% of its cores")
+    assert not hot.usable and hot.not_usable_reason == "generator saturated: its CPU at 97% of its cores"
+    failed = Measurement.failed("perf_analyzer", "Failed to obtain stable measurement.\nmore")
+    assert not failed.usable and failed.error == "Failed to obtain stable measurement."
+    assert Measurement.from_dict(hot.to_dict()) == hot
+
+
+def test_tensor_models_get_perf_analyzer_and_pipelines_and_streams_locust():
+    assert probe.generator_for("pytorch_libtorch", False, ["FP32"]) == "perf_analyzer"
+    assert probe.generator_for("onnxruntime_onnx", False, ["INT64", "INT64"]) == "perf_analyzer"
+    assert probe.generator_for("ensemble", False, ["BYTES"]) == "locust"
+    assert probe.generator_for("python", True, ["BYTES"]) == "locust"
+    assert probe.generator_for("pytorch_libtorch", False, ["BYTES"]) == "locust"
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({}, "either users"), ({"users": 4, "rate": 10.0}, "either users"), ({"users": 0}, "users=0"),
+    ({"users": True}, "users=True"), ({"rate": -1.0}, "rate=-1.0"),
+])
+def test_a_load_needs_exactly_one_of_users_or_rate(kwargs, message):
+    with pytest.raises(LoadTestError, match=message.replace("(", r"\(")):
+        Load(**kwargs)
+    assert Load(users=16).shape() == {"kind": "users", "users": 16}
+    assert Load(rate=800.0).shape() == {"kind": "open", "rate": 800.0}
+
+
+SENT = """\
+Request Rate: 3000 inference requests per seconds
+  Pass [1] throughput: 1298.67 infer/sec. Avg latency: 2540 usec (std 1107 usec).
+  Client:
+    Request count: 3894
+    Throughput: 1298.97 infer/sec
+    Avg send request rate: 1300.02 infer/sec
+[WARNING] Perf Analyzer was not able to keep up with the desired request rate. 100.00% of the requests were delayed.
+"""
+
+
+def test_perf_analyzer_runs_report_their_cpu_time_sent_rate_and_delays(tmp_path):
+    csv_text = "Request Rate,Inferences/Second,p99 latency\n3000,1298.97,9638\n"
+    binary = tmp_path / "perf_analyzer"
+    # Burns CPU for a moment (so its rusage is > 0), prints perf_analyzer's summary and writes the -f CSV.
+    binary.write_text(f"#!{sys.executable}\n"
+                      "import sys, time\n"
+                      "end = time.process_time() + 0.2\n"
+                      "while time.process_time() < end: pass\n"
+                      f"print({SENT!r})\n"
+                      "args = sys.argv\n"
+                      f"open(args[args.index('-f') + 1], 'w').write({csv_text!r})\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+    result = perf.run("digits", "127.0.0.1:1", request_rate=3000, binary=binary)
+    assert "--request-rate-range" in result.command and "3000" in result.command
+    assert "--concurrency-range" not in result.command
+    assert result.cpu_s >= 0.15 and result.wall_s >= result.cpu_s * 0.5
+    assert result.sent_rate == pytest.approx(1300.02) and result.delayed_percent == pytest.approx(100.0)
+    assert result.rows[0].throughput == pytest.approx(1298.97) and result.rows[0].p99_ms == pytest.approx(9.638)
+    with pytest.raises(ValueError, match="request_rate"):
+        perf.run("digits", "127.0.0.1:1", request_rate=0, binary=binary)
