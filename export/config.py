@@ -25,7 +25,7 @@ def to_model_config(spec: ModelSpec) -> mc.ModelConfig:
     for tensor in spec.inputs:
         config.input.append(mc.ModelInput(
             name=tensor.name, data_type=mc.DataType.Value(tensor.config_datatype), dims=tensor.dims,
-            optional=tensor.optional,
+            optional=tensor.optional, format=mc.ModelInput.Format.Value(tensor.format),
         ))
     for index, tensor in enumerate(spec.outputs):
         config.output.append(mc.ModelOutput(

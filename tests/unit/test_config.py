@@ -100,3 +100,23 @@ def test_a_queue_policy_with_a_batching_delay_warns():
         warnings.simplefilter("error")
         DynamicBatching(max_queue_delay_us=100)  # no policy: the delay is fine
         DynamicBatching(max_queue_delay_us=0, max_queue_size=8)
+
+
+def test_an_image_input_layout_lands_in_the_config(tmp_path):
+    spec = ModelSpec(name="cnn", inputs=(TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),),
+                     outputs=(TensorSpec("logits", "FP32", (1000,)),), max_batch_size=8)
+    config = to_model_config(spec)
+    assert config.input[0].format == mc.ModelInput.FORMAT_NCHW
+    assert "format: FORMAT_NCHW" in render(spec)
+    assert parse(write(spec, tmp_path)) == config
+    assert "format" not in render(make_spec())  # FORMAT_NONE is protobuf's default: not written
+
+
+def test_the_image_models_declare_nchw_in_every_variant():
+    for name in ("efficientnet_lite0", "resnet50"):
+        entry = catalog.entry(name)
+        model = zoo.build(entry.builder)
+        for target in ("cpu", "gpu"):
+            for variant in entry.variants[target]:
+                config = to_model_config(entry.spec(model, variant, target))
+                assert [i.format for i in config.input] == [mc.ModelInput.FORMAT_NCHW], (config.name, target)
