@@ -197,11 +197,15 @@ def payload_for(repository: Path, model: str, input_data: Path | None = None,
         dtype = np.object_ if datatype == "STRING" else triton_to_np_dtype(datatype)
         given = entry.get(tensor.name)
         if given is not None:
-            content = given.get("content", given.get("b64")) if isinstance(given, dict) else given
-            shape = given.get("shape") if isinstance(given, dict) else None
-            if datatype == "STRING":
-                content = [c.encode() if isinstance(c, str) else c for c in content]
-            array = np.array(content, dtype=dtype).reshape(shape or [d if d > 0 else -1 for d in tensor.dims])
+            try:  # {"content": [...], "shape": [...]} or a flat list in the config's dims
+                content = given["content"] if isinstance(given, dict) else given
+                shape = given.get("shape") if isinstance(given, dict) else None
+                if datatype == "STRING":
+                    content = [c.encode() if isinstance(c, str) else c for c in content]
+                array = np.array(content, dtype=dtype).reshape(shape or [d if d > 0 else -1 for d in tensor.dims])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise PayloadError(f"--input-data {input_data}: input {tensor.name!r} is not {datatype} data of "
+                                   f"its shape ({type(exc).__name__}: {exc})") from None
         elif tensor.optional:
             continue
         elif input_data is not None:

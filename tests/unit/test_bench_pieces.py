@@ -311,6 +311,12 @@ def test_a_model_without_a_payload_is_one_clear_error(tmp_path):
     data.write_text('{"data": [{}]}')
     with pytest.raises(PayloadError, match="no data for input 'TEXT'"):
         payload_for(repo, "m", data)
+    data.write_text('{"data": [{"TEXT": {"b64": "aGk="}}]}')
+    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
+        payload_for(repo, "m", data)
+    data.write_text('{"data": [{"TEXT": {"content": ["a", "b"], "shape": [3]}}]}')
+    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
+        payload_for(repo, "m", data)
     with pytest.raises(PayloadError, match="decoupled"):
         from deploy.server import DEFAULT_REPOSITORY
 
