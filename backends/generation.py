@@ -1,6 +1,7 @@
 """Text-generation helpers shared by model_repository/text_generator and its tests (no Triton import).
 
-* :func:`parse_request` checks one request's raw inputs and tokenises the prompt, raising
+* :func:`parse_request` checks one request's raw inputs and tokenises the prompt (with ``CHAT`` true,
+  the prompt formatted by the model's chat template, :mod:`backends.chat`), raising
   :class:`GenerationInputError` with a message that names the problem;
 * :class:`TokenStreamer` turns generated token ids into text pieces that are always complete UTF-8
   characters (a byte-level BPE token can end in the middle of one);
@@ -67,6 +68,8 @@ class ParsedRequest:
     max_tokens: int
     temperature: float
     stop: str
+    stop_ids: frozenset[int] = EOS_IDS
+    """Token ids that end this stream (not sent): end of sequence, or with ``CHAT`` the template's end of turn."""
 
 
 def _single(array, name: str):
@@ -92,8 +95,23 @@ def _text(value, name: str, max_bytes: int | None = None) -> str:
         raise GenerationInputError(f"{name} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
 
 
-def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits()) -> ParsedRequest:
-    """Raw input arrays (``None`` where absent) -> a checked, tokenised request."""
+def _chat_flag(chat) -> bool:
+    """The optional ``CHAT`` BOOL [1] input -> bool; anything but one boolean is refused."""
+    if chat is None:
+        return False
+    array = np.asarray(chat)
+    if array.dtype != np.bool_:
+        raise GenerationInputError(f"CHAT must be BOOL (true or false), got {array.dtype}")
+    return bool(_single(array, "CHAT"))
+
+
+def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits(),
+                  chat=None, template=None) -> ParsedRequest:
+    """Raw input arrays (``None`` where absent) -> a checked, tokenised request.
+
+    ``template`` (a :class:`backends.chat.ChatTemplate`, or ``None`` for a model without one) formats the
+    prompt when ``chat`` is true; the stream then ends at the template's end-of-turn token.
+    """
     if prompt is None:
         raise GenerationInputError("PROMPT is missing")
     text = _text(_single(prompt, "PROMPT"), "PROMPT", limits.max_prompt_bytes)  # size checked before decoding
@@ -110,13 +128,24 @@ def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, li
     if not math.isfinite(temp) or temp < 0:
         raise GenerationInputError(f"TEMPERATURE must be a finite number >= 0 (0 = greedy), got {temp}")
     stop_text = "" if stop is None else _text(_single(stop, "STOP"), "STOP", limits.max_stop_bytes)
+    stop_ids = EOS_IDS
+    if _chat_flag(chat):
+        if template is None:
+            raise GenerationInputError("CHAT is true but this model has no chat template (chat_template.json)")
+        from backends.chat import ChatTemplateError
+
+        try:
+            text = template.render(text)
+        except ChatTemplateError as exc:
+            raise GenerationInputError(f"CHAT: {exc}") from None
+        stop_ids = template.stop_ids
     ids = tokenizer.encode(text).ids
     if not ids:
         raise GenerationInputError("PROMPT is empty after tokenisation")
     if len(ids) > limits.max_prompt_tokens:
         raise GenerationInputError(f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} "
                                    f"(MAX_PROMPT_TOKENS)")
-    return ParsedRequest(ids, count, temp, stop_text)
+    return ParsedRequest(ids, count, temp, stop_text, stop_ids)
 
 
 def _byte_decoder() -> dict[str, int]:

@@ -115,15 +115,17 @@ def _text_generator(server: LocalServer) -> None:
     import json
     import urllib.request
 
-    prompt = "The capital of France is"
+    question, max_tokens = "What is the capital of France?", 64
     print(f"\n== text_generator: SmolLM2-135M-Instruct, greedy, streamed over HTTP generate_stream (server-sent events)")
+    print("  CHAT=true: the question goes through the model's own chat template (from its GGUF); the answer "
+          "ends at the template's end-of-turn token")
     request = urllib.request.Request(
         f"http://{server.config.http_url}/v2/models/text_generator/generate_stream",
-        data=json.dumps({"PROMPT": prompt, "MAX_TOKENS": 24, "TEMPERATURE": 0.0}).encode(),
+        data=json.dumps({"PROMPT": question, "MAX_TOKENS": max_tokens, "TEMPERATURE": 0.0, "CHAT": True}).encode(),
         headers={"Content-Type": "application/json"},
     )
     started, first, pieces = time.perf_counter(), None, []
-    print(f"  {prompt}", end="", flush=True)
+    print(f"  Q: {question}\n  A: ", end="", flush=True)
     with urllib.request.urlopen(request, timeout=120) as response:
         for line in response:
             if not line.startswith(b"data:"):
@@ -137,7 +139,7 @@ def _text_generator(server: LocalServer) -> None:
             pieces.append(piece)
             print(piece, end="", flush=True)
     elapsed = time.perf_counter() - started
-    print(f"\n  {len(pieces)} pieces; first after {(first - started) * 1e3:.0f} ms, "
+    print(f"\n  {len(pieces)} pieces (MAX_TOKENS {max_tokens}); first after {(first - started) * 1e3:.0f} ms, "
           f"{len(pieces) / elapsed:.1f} pieces/s")
 
 

@@ -104,8 +104,14 @@ class ServingChanges:
         values: dict[str, Any] = {}
         if self.max_batch_size is not None:
             values["max_batch_size"] = self.max_batch_size
+            if spec.warmup_samples:  # a hand-written sample larger than the new limit would fail the load
+                kept = tuple(s for s in spec.warmup_samples if _batch_size(s) <= max(self.max_batch_size, 1))
+                values["warmup_samples"] = kept
+                values["warmup"] = spec.warmup and bool(kept)
         if self.warmup is not None:
             values["warmup"] = self.warmup
+            if not self.warmup:
+                values["warmup_samples"] = ()
         if self.dynamic_batching is False:
             values["dynamic_batching"] = None
         elif self.dynamic_batching or any(getattr(self, f) is not None for f in BATCHER_FIELDS):
@@ -133,3 +139,11 @@ def apply_changes(spec: ModelSpec, changes: ServingChanges | dict[str, Any]) -> 
     if isinstance(changes, dict):
         changes = ServingChanges.from_dict(changes)
     return changes.apply(spec)
+
+
+def _batch_size(sample: str) -> int:
+    """The ``batch_size`` of one hand-written warmup sample (protobuf text)."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    return text_format.Parse(sample, mc.ModelWarmup()).batch_size or 1

@@ -32,6 +32,9 @@ examples:
                                                 an empty volume: Python models and ensembles, then exports
   tritonkit export --model-file my_model.py:build --name mlp \\
       --input features:FP32:16 --output scores --max-batch-size 32
+  tritonkit export --model-file my_cnn.py:build --name cnn \\
+      --input image:FP32:3,224,224:NCHW --output logits
+                                                an image model: image clients read the layout from its config
 
 Each variant is converted in a staging folder, reloaded, and compared with the eager FP32 model on
 random inputs at batch sizes 1, 3, 8 and the maximum, and on real data (top-1 agreement or cosine);
@@ -72,8 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     user = parser.add_argument_group("your own model")
     user.add_argument("--model-file", metavar="FILE.py:FACTORY", help="a function returning an nn.Module")
     user.add_argument("--name", help="model name in the repository")
-    user.add_argument("--input", action="append", dest="inputs", type=_tensor, metavar="NAME:DTYPE:DIMS",
-                      help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order)")
+    user.add_argument("--input", action="append", dest="inputs", type=_tensor, metavar="NAME:DTYPE:DIMS[:FORMAT]",
+                      help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order); "
+                           "FORMAT NCHW or NHWC declares an image input's layout, e.g. image:FP32:3,224,224:NCHW")
     user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help="output name (repeatable)")
     serving = parser.add_argument_group("serving settings (override the catalog)")
     serving.add_argument("--max-batch-size", type=int, help="largest batch; 0 disables batching")

@@ -46,7 +46,7 @@ def to_model_config(spec: ModelSpec) -> mc.ModelConfig:
     for tensor in spec.inputs:
         config.input.append(mc.ModelInput(
             name=tensor.name, data_type=mc.DataType.Value(tensor.config_datatype), dims=tensor.dims,
-            optional=tensor.optional,
+            optional=tensor.optional, format=mc.ModelInput.Format.Value(tensor.format),
         ))
     for index, tensor in enumerate(spec.outputs):
         config.output.append(mc.ModelOutput(
@@ -83,7 +83,10 @@ def to_json(spec: ModelSpec) -> dict[str, Any]:
 
 
 def _warmup(spec: ModelSpec) -> list[mc.ModelWarmup]:
-    """One warmup sample at batch 1 and one at the largest batch, so both code paths are compiled."""
+    """The spec's hand-written samples; else one at batch 1 and one at the largest batch, so both code paths
+    are compiled."""
+    if spec.warmup_samples:
+        return [text_format.Parse(sample, mc.ModelWarmup()) for sample in spec.warmup_samples]
     sizes = sorted({1, spec.max_batch_size}) if spec.max_batch_size else [1]
     samples = []
     for size in sizes:
@@ -295,7 +298,7 @@ def _spec_of(config: mc.ModelConfig, labels: tuple[str, ...], description: str, 
             raise ConfigError(f"model {config.name!r}: version_policy {config.version_policy.WhichOneof('policy_choice')}"
                               " cannot be represented by a ModelSpec (only latest N)", field="version_policy")
         latest = config.version_policy.latest.num_versions
-    return ModelSpec(
+    spec = ModelSpec(
         name=config.name,
         inputs=tuple(_tensor(t, t.optional) for t in config.input),
         outputs=tuple(_tensor(t) for t in config.output),
@@ -315,11 +318,17 @@ def _spec_of(config: mc.ModelConfig, labels: tuple[str, ...], description: str, 
         version=version,
         description=description,
     )
+    given = list(config.model_warmup)
+    if given and given != _warmup(spec):  # written by hand: kept as they are
+        spec = spec.replace(warmup_samples=tuple(text_format.MessageToString(w, as_one_line=True) for w in given))
+    return spec
 
 
 def _tensor(tensor: mc.ModelInput | mc.ModelOutput, optional: bool = False) -> TensorSpec:
     datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
-    return TensorSpec(tensor.name, "BYTES" if datatype == "STRING" else datatype, tuple(tensor.dims), optional)
+    layout = mc.ModelInput.Format.Name(tensor.format) if isinstance(tensor, mc.ModelInput) else "FORMAT_NONE"
+    return TensorSpec(tensor.name, "BYTES" if datatype == "STRING" else datatype, tuple(tensor.dims), optional,
+                      format=layout)
 
 
 def _first_difference(given: Message, made: Message, prefix: str = "") -> str:

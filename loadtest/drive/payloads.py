@@ -47,6 +47,9 @@ PROMPTS = (
     "Translate to French: good morning",
     "The best way to learn a new language is",
 )
+CHAT_PROMPTS = frozenset({"Write a haiku about the sea.", "Explain in one sentence why the sky is blue.",
+                          "Translate to French: good morning"})
+"""The instructions among ``PROMPTS``: sent with ``CHAT`` true (the model's chat template); the others raw."""
 PHOTOS = ("coffee", "chelsea", "astronaut", "rocket", "cat")
 STEP_MODELS = ("smollm2_prefill", "smollm2_decode", "smollm2_tiny_prefill", "smollm2_tiny_decode")
 MINILM_SEQ_LEN = 32
@@ -119,7 +122,8 @@ BUILDERS = {
     "text_embedder": lambda: [{"TEXT": _bytes([s])} for s in SENTENCES],
     # Decoupled and unbatched: shape [1], no batch dimension.
     "text_generator": lambda: [{"PROMPT": _bytes([p])[0], "MAX_TOKENS": np.array([16], dtype=np.int32),
-                                "TEMPERATURE": np.array([0.0], dtype=np.float32)} for p in PROMPTS],
+                                "TEMPERATURE": np.array([0.0], dtype=np.float32),
+                                "CHAT": np.array([p in CHAT_PROMPTS])} for p in PROMPTS],
 }
 
 

@@ -1,19 +1,28 @@
 """First-request latency after the server reports ready, against the steady median: what warmup buys.
 
 :func:`measure` starts the local ``tritonserver`` (``deploy.server.LocalServer``, explicit mode, free
-ports) serving one model, with the model's ``model_warmup`` entries as configured or removed,
-sends one request the moment the server reports ready and times it, then sends ``steady_requests``
-sequential requests for the steady median, and stops the server (raising if anything was left).
+ports) serving one model, or one ensemble with every model its steps call, with their
+``model_warmup`` entries as configured or removed, sends one request the moment the server reports
+ready and times it, then sends ``steady_requests`` sequential requests for the steady median, and
+stops the server (raising if anything was left).
 
-How warmup is removed: the server is given a throw-away repository holding only ``<model>/``, whose
-entries (version folders, label files) are symlinks to the real ones and whose ``config.pbtxt`` is
-the real config re-written through protobuf with ``model_warmup`` cleared. Both cases (warmup on
-and off) run through the same throw-away repository, so the only difference between them is that
-field: the server loads the model at start and reports ready after loading, in both. (Loading with
-``load_model(model, config=<json>)`` after a start with no model would also drop the warmup, but the
-server would then be "ready" before the model is loaded, which is not the moment this measures.)
+How warmup is removed: the server is given a throw-away repository holding only the model (and an
+ensemble's members), whose entries (version folders, label files, ``warmup/`` data) are symlinks to
+the real ones and whose ``config.pbtxt`` files are the real configs re-written through protobuf with
+``model_warmup`` cleared in every one of them. Both cases (warmup on and off) run through the same
+throw-away repository, so the only difference between them is that field: the server loads the
+models at start and reports ready after loading, in both. (Loading with ``load_model(model,
+config=<json>)`` after a start with no model would also drop the warmup, but the server would then
+be "ready" before the model is loaded, which is not the moment this measures.)
 
-Run: ``python -m loadtest.measure.first_request --model digits [--warmup on|off|both] [--steady 200]``.
+Payloads: a built-in model or pipeline gets its load-test payload (``loadtest.drive.payloads``, real data);
+any other model a perf_analyzer ``--input-data`` JSON file (its first entry), or, when all its inputs
+are numeric, one batch-1 request made from its config (random floats, zeros for integers and BOOL,
+8 for a dynamic dim: what Triton's own warmup sends).
+
+Run: ``python -m loadtest.measure.first_request --model digits [--warmup on|off|both] [--steady 200]``;
+pipelines too (``--model image_classifier text_embedder``: one after the other); a model of your own:
+``--model mine --repository DIR [--input-data FILE]``.
 """
 
 from __future__ import annotations
@@ -32,16 +41,17 @@ import numpy as np
 
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
-from loadtest.drive.payloads import real_batch
+from export import config as config_io
+from loadtest.drive.payloads import BUILDERS, base_model, real_batch
 
 
 @dataclasses.dataclass
 class FirstRequest:
     model: str
     warmup: bool
-    """Whether the served config kept its ``model_warmup`` entries."""
+    """Whether the served configs kept their ``model_warmup`` entries."""
     warmup_entries: int
-    """How many ``model_warmup`` entries the served config had (0 when warmup is off)."""
+    """How many ``model_warmup`` entries the served configs had in all (0 when warmup is off)."""
     protocol: str
     ready_s: float
     """From starting the process to the server reporting ready (includes the warmup)."""
@@ -52,6 +62,8 @@ class FirstRequest:
     steady_requests: int
     ratio: float
     """first_ms / steady_p50_ms."""
+    served: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Every model the server loaded (the model, and an ensemble's members) -> its ``model_warmup`` entries."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -59,16 +71,17 @@ class FirstRequest:
 
 def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup: bool,
             steady_requests: int = 200, protocol: str = "grpc", ready_timeout_s: float = 420.0) -> FirstRequest:
-    """Start a server for ``model`` alone, time the first request after ready, then the steady p50."""
+    """Start a server for ``model`` (and an ensemble's members) alone, time the first request after ready,
+    then the steady p50."""
     if steady_requests < 1:
         raise ValueError("steady_requests must be >= 1")
     tmp = Path(tempfile.mkdtemp(prefix="tritonkit-first-request-"))
     try:
-        entries = _single_model_repository(Path(repository), model, tmp / "repo", keep_warmup=warmup)
+        served = _serving_repository(Path(repository), model, tmp / "repo", keep_warmup=warmup)
         http, grpc, metrics = free_ports(3)
         config = ServerConfig(model_repository=tmp / "repo", http_port=http, grpc_port=grpc, metrics_port=metrics,
-                              model_control_mode="explicit", load_models=(model,), ready_timeout_s=ready_timeout_s,
-                              exit_timeout_s=10)
+                              model_control_mode="explicit", load_models=tuple(served),
+                              ready_timeout_s=ready_timeout_s, exit_timeout_s=10)
         server = LocalServer(config)
         started = time.monotonic()
         server.start()  # returns once /v2/health/ready answers 200 (polled every 0.2 s)
@@ -98,63 +111,165 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
         shutil.rmtree(tmp, ignore_errors=True)  # symlinks are removed, never followed
     ordered = sorted(times)
     p50 = statistics.median(times)
-    return FirstRequest(model=model, warmup=warmup, warmup_entries=entries, protocol=protocol, ready_s=ready_s,
-                        first_ms=first_ms, steady_p50_ms=p50,
+    return FirstRequest(model=model, warmup=warmup, warmup_entries=sum(served.values()), protocol=protocol,
+                        ready_s=ready_s, first_ms=first_ms, steady_p50_ms=p50,
                         steady_p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-                        steady_requests=steady_requests, ratio=first_ms / p50 if p50 > 0 else float("inf"))
+                        steady_requests=steady_requests, ratio=first_ms / p50 if p50 > 0 else float("inf"),
+                        served=served)
 
 
-def _single_model_repository(repository: Path, model: str, target: Path, keep_warmup: bool) -> int:
-    """``target/<model>/``: symlinks to the real entries, and the config with or without its warmup.
+def read_config(repository: Path, model: str):
+    """``<repository>/<model>/config.pbtxt`` as Triton's ``ModelConfig``, parsed with ``export.config.parse`` so a
+    hand-written config (warmup samples of its own, fields a ``ModelSpec`` does not hold) keeps every field."""
+    path = Path(repository) / model / "config.pbtxt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}: run `make export`, or give the --repository that holds {model!r}")
+    return config_io.parse(path)
 
-    The config is parsed with ``export.config.parse`` and only ``model_warmup`` is cleared, so a hand-written
-    config (warmup samples of its own, fields a ``ModelSpec`` does not hold) keeps everything else.
-    Returns how many ``model_warmup`` entries the written config has.
-    """
+
+def members(repository: Path, model: str) -> list[str]:
+    """``model`` and, for an ensemble, every model its steps call (nested ensembles too), each once, the
+    model first."""
+    order, todo = [], [model]
+    while todo:
+        name = todo.pop(0)
+        if name not in order:
+            order.append(name)
+            todo.extend(step.model_name for step in read_config(repository, name).ensemble_scheduling.step)
+    return order
+
+
+def _serving_repository(repository: Path, model: str, target: Path, keep_warmup: bool) -> dict[str, int]:
+    """``target/<name>/`` for the model and its members: symlinks to the real entries, and each config with
+    or without its warmup. Returns each served model's ``model_warmup`` entries, the model first."""
     from google.protobuf import text_format
 
-    from export import config as config_io  # tritonclient's protobuf modules
+    served = {}
+    for name in members(repository, model):
+        config = read_config(repository, name)
+        if not keep_warmup:
+            config.ClearField("model_warmup")
+        folder = target / name
+        folder.mkdir(parents=True)
+        for entry in (repository / name).iterdir():
+            if entry.name != "config.pbtxt":
+                (folder / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
+        (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
+        served[name] = len(config.model_warmup)
+    return served
 
-    source = repository / model
-    config_path = source / "config.pbtxt"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"no {config_path}: run `make export`")
-    config = config_io.parse(config_path)
-    if not keep_warmup:
-        config.ClearField("model_warmup")
-    folder = target / model
-    folder.mkdir(parents=True)
-    for entry in source.iterdir():
-        if entry.name != "config.pbtxt":
-            (folder / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
-    (folder / "config.pbtxt").write_text(text_format.MessageToString(config))
-    return len(config.model_warmup)
+
+class PayloadError(ValueError):
+    """No request can be made for the model; the message says what to give instead."""
+
+
+def payload_for(repository: Path, model: str, input_data: Path | None = None,
+                seq_len: int = 32) -> dict[str, np.ndarray]:
+    """One request's inputs: the built-in payload, the first entry of a perf_analyzer ``--input-data`` file, or
+    one made from the config (numeric inputs only)."""
+    from tritonclient.grpc import model_config_pb2 as mc
+    from tritonclient.utils import triton_to_np_dtype
+
+    config = read_config(repository, model)
+    if config.model_transaction_policy.decoupled:
+        raise PayloadError(f"{model} is decoupled (streaming): time its first response with "
+                           f"`python -m loadtest.studies.generation` (make bench-generation)")
+    batched = config.max_batch_size > 0
+    if input_data is None:
+        if base_model(model) in BUILDERS:
+            return real_batch(model, 1, seq_len)
+    entry = {}
+    if input_data is not None:
+        try:
+            entry = json.loads(Path(input_data).read_text())["data"][0]
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise PayloadError(f"--input-data {input_data}: not a perf_analyzer input-data file with an entry "
+                               f"({type(exc).__name__}: {exc})") from None
+    payload = {}
+    rng = np.random.default_rng(0)
+    for tensor in config.input:
+        datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
+        dtype = np.object_ if datatype == "STRING" else triton_to_np_dtype(datatype)
+        given = entry.get(tensor.name)
+        if given is not None:
+            try:  # {"content": [...], "shape": [...]} or a flat list in the config's dims
+                content = given["content"] if isinstance(given, dict) else given
+                shape = given.get("shape") if isinstance(given, dict) else None
+                if datatype == "STRING":
+                    content = [c.encode() if isinstance(c, str) else c for c in content]
+                array = np.array(content, dtype=dtype).reshape(shape or [d if d > 0 else -1 for d in tensor.dims])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise PayloadError(f"--input-data {input_data}: input {tensor.name!r} is not {datatype} data of "
+                                   f"its shape ({type(exc).__name__}: {exc})") from None
+        elif tensor.optional:
+            continue
+        elif input_data is not None:
+            raise PayloadError(f"--input-data {input_data}: no data for input {tensor.name!r}")
+        elif datatype == "STRING":
+            raise PayloadError(f"{model}: input {tensor.name!r} is BYTES; give a request with --input-data FILE "
+                               f"(perf_analyzer's input-data JSON)")
+        else:
+            shape = [8 if d == -1 else d for d in tensor.dims]
+            array = (rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
+                     else np.zeros(shape, dtype=dtype))
+        payload[tensor.name] = array[None] if batched else array
+    return payload
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.first_request", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="digits or minilm (real payloads)")
+    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.first_request", description=__doc__.split("\n")[0],
+                                     epilog="examples:\n  python -m loadtest.measure.first_request --model digits\n"
+                                            "  python -m loadtest.measure.first_request --model image_classifier text_embedder\n"
+                                            "  python -m loadtest.measure.first_request --model text_embedder --warmup off\n"
+                                            "  python -m loadtest.measure.first_request --model mine --repository DIR "
+                                            "--input-data request.json",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, nargs="+", metavar="MODEL",
+                        help="any served model or ensemble (an ensemble's members are served with it); "
+                             "several: one after another, a server of its own each")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--warmup", choices=("on", "off", "both"), default="both")
     parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
+    parser.add_argument("--input-data", type=Path, metavar="FILE",
+                        help="perf_analyzer input-data JSON; its first entry is the request (default: the built-in "
+                             "payload, or one made from the config)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.steady < 1:
+        parser.error(f"--steady must be at least 1, got {args.steady}")
+    try:  # every payload first: a model without one stops the run before any server starts
+        payloads = {m: payload_for(args.repository, m, args.input_data, args.seq_len) for m in args.model}
+    except (FileNotFoundError, PayloadError) as exc:
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
 
-    payload = real_batch(args.model, 1, args.seq_len)
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.warmup]
-    results = [measure(args.repository, args.model, payload, w, args.steady, args.protocol) for w in modes]
+    everything = []
+    for model, payload in payloads.items():
+        results = [measure(args.repository, model, payload, w, args.steady, args.protocol) for w in modes]
+        everything.extend(results)
+        if not args.json:
+            print(table(results, args.protocol, args.steady), flush=True)
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
-        return 0
-    print(f"{args.model}: first request after ready vs steady median ({args.protocol}, batch 1, "
-          f"{args.steady} sequential requests)")
-    print("| warmup | ready s | first ms | steady p50 ms | first / p50 |\n|---|---|---|---|---|")
-    for r in results:
-        label = f"on ({r.warmup_entries} entries)" if r.warmup else "off"
-        print(f"| {label} | {r.ready_s:.1f} | {r.first_ms:.2f} | {r.steady_p50_ms:.2f} | {r.ratio:.1f}x |")
+        print(json.dumps([r.to_dict() for r in everything], indent=2))
     return 0
+
+
+def table(results: list[FirstRequest], protocol: str, steady: int) -> str:
+    served = results[0].served
+    members_note = f", served with {', '.join(list(served)[1:])}" if len(served) > 1 else ""
+    lines = [f"{results[0].model}: first request after ready vs steady median ({protocol}, batch 1, "
+             f"{steady} sequential requests{members_note})",
+             "| warmup | ready s | first ms | steady p50 ms | first / p50 |", "|---|---|---|---|---|"]
+    for r in results:
+        label = "off"
+        if r.warmup:
+            per_model = ", ".join(f"{name} {n}" for name, n in r.served.items() if n) or "none configured"
+            label = f"on ({r.warmup_entries} entries: {per_model})" if len(r.served) > 1 else \
+                f"on ({r.warmup_entries} entries)"
+        lines.append(f"| {label} | {r.ready_s:.1f} | {r.first_ms:.2f} | {r.steady_p50_ms:.2f} | {r.ratio:.1f}x |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

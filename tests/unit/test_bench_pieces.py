@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from loadtest.drive import perf
-from loadtest.measure.first_request import _single_model_repository
+from loadtest.measure.first_request import PayloadError, _serving_repository, members, payload_for
 from loadtest.measure.inprocess import limit, model_spec
 from loadtest.studies.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
 
@@ -256,11 +256,72 @@ def test_the_first_request_repository_drops_only_the_warmup(tmp_path):
         'dynamic_batching { max_queue_delay_microseconds: 100 }\n'
         'model_warmup { name: "w1" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 2 '
         'zero_data: true } } }\n')
-    assert _single_model_repository(tmp_path / "src", "m", tmp_path / "on", keep_warmup=True) == 1
-    assert _single_model_repository(tmp_path / "src", "m", tmp_path / "off", keep_warmup=False) == 0
+    assert _serving_repository(tmp_path / "src", "m", tmp_path / "on", keep_warmup=True) == {"m": 1}
+    assert _serving_repository(tmp_path / "src", "m", tmp_path / "off", keep_warmup=False) == {"m": 0}
     off = tmp_path / "off" / "m"
     text = (off / "config.pbtxt").read_text()
     assert "model_warmup" not in text and "max_queue_delay_microseconds: 100" in text
     assert "model_warmup" in (tmp_path / "on" / "m" / "config.pbtxt").read_text()
     assert (off / "1").is_symlink() and (off / "1" / "model.pt").read_bytes() == b"weights"
     assert (off / "labels.txt").read_text() == "a\nb\n"
+
+
+def test_an_ensemble_is_served_with_its_members_each_without_its_warmup(tmp_path):
+    from deploy.server import DEFAULT_REPOSITORY
+
+    assert members(DEFAULT_REPOSITORY, "image_classifier") == ["image_classifier", "preprocess", "efficientnet_lite0",
+                                                                "postprocess"]
+    assert members(DEFAULT_REPOSITORY, "text_embedder") == ["text_embedder", "tokenize", "minilm"]
+    on = _serving_repository(DEFAULT_REPOSITORY, "image_classifier", tmp_path / "on", keep_warmup=True)
+    off = _serving_repository(DEFAULT_REPOSITORY, "image_classifier", tmp_path / "off", keep_warmup=False)
+    assert list(on) == list(off) == members(DEFAULT_REPOSITORY, "image_classifier")
+    assert on["image_classifier"] == 0 and all(on[m] > 0 for m in ("preprocess", "efficientnet_lite0", "postprocess"))
+    assert set(off.values()) == {0}
+    for name in off:
+        assert "model_warmup" not in (tmp_path / "off" / name / "config.pbtxt").read_text()
+    assert (tmp_path / "off" / "preprocess" / "1").is_symlink()
+
+
+def _model(tmp_path, config: str):
+    (tmp_path / "m").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n' + config)
+    return tmp_path
+
+
+def test_a_payload_for_a_model_of_ones_own(tmp_path):
+    repo = _model(tmp_path, 'max_batch_size: 4\ninput { name: "x" data_type: TYPE_FP32 dims: [3, -1] }\n'
+                            'input { name: "n" data_type: TYPE_INT64 dims: 1 }\n'
+                            'input { name: "o" data_type: TYPE_FP32 dims: 1 optional: true }\n'
+                            'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
+    made = payload_for(repo, "m")
+    assert set(made) == {"x", "n"} and made["x"].shape == (1, 3, 8) and made["x"].dtype == np.float32
+    assert made["n"].shape == (1, 1) and not made["n"].any()
+    data = tmp_path / "input.json"
+    data.write_text('{"data": [{"x": {"content": [1, 2, 3, 4, 5, 6], "shape": [3, 2]}, "n": [7]}]}')
+    given = payload_for(repo, "m", data)
+    assert given["x"].tolist() == [[[1, 2], [3, 4], [5, 6]]] and given["n"].tolist() == [[7]]
+
+
+def test_a_model_without_a_payload_is_one_clear_error(tmp_path):
+    repo = _model(tmp_path, 'max_batch_size: 0\ninput { name: "TEXT" data_type: TYPE_STRING dims: 1 }\n'
+                            'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
+    with pytest.raises(PayloadError, match="'TEXT' is BYTES; give a request with --input-data"):
+        payload_for(repo, "m")
+    data = tmp_path / "input.json"
+    data.write_text('{"data": [{"TEXT": ["hello"]}]}')
+    assert payload_for(repo, "m", data)["TEXT"].tolist() == [b"hello"]
+    data.write_text('{"data": [{}]}')
+    with pytest.raises(PayloadError, match="no data for input 'TEXT'"):
+        payload_for(repo, "m", data)
+    data.write_text('{"data": [{"TEXT": {"b64": "aGk="}}]}')
+    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
+        payload_for(repo, "m", data)
+    data.write_text('{"data": [{"TEXT": {"content": ["a", "b"], "shape": [3]}}]}')
+    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
+        payload_for(repo, "m", data)
+    with pytest.raises(PayloadError, match="decoupled"):
+        from deploy.server import DEFAULT_REPOSITORY
+
+        payload_for(DEFAULT_REPOSITORY, "text_generator")
+    with pytest.raises(FileNotFoundError, match="no .*nope/config.pbtxt"):
+        payload_for(tmp_path, "nope")

@@ -11,6 +11,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from export import catalog, zoo
 from export.config import (HEADER, as_served, from_json, from_model_config, parse, read, render, to_json, to_model_config,
                            without_server_defaults, write)
+from export.changes import ServingChanges
 from export.errors import ConfigError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, QueuePolicyWarning, TensorSpec
 from export.variants import TARGETS
@@ -140,7 +141,7 @@ def test_hand_written_python_models_are_specs():
     text_generator = from_model_config(parse(REPOSITORY / "text_generator" / "config.pbtxt"))
     assert text_generator.platform == "python" and text_generator.decoupled
     assert text_generator.latest_versions is None and not text_generator.warmup
-    assert [t.name for t in text_generator.inputs if t.optional] == ["TEMPERATURE", "STOP"]
+    assert [t.name for t in text_generator.inputs if t.optional] == ["TEMPERATURE", "STOP", "CHAT"]
     assert dict(text_generator.parameters)["STEP_MODE"] == "inprocess"
     postprocess = from_model_config(parse(REPOSITORY / "postprocess" / "config.pbtxt"))
     assert postprocess.dynamic_batching == DynamicBatching(max_queue_delay_us=500)
@@ -165,7 +166,6 @@ BASE = ('name: "m" platform: "pytorch_libtorch" max_batch_size: 4 '
         'input { name: "x" data_type: TYPE_FP32 dims: 4 } output { name: "y" data_type: TYPE_FP32 dims: 2 } ')
 UNREPRESENTABLE = [
     ('input { name: "x" data_type: TYPE_FP32 dims: 4 reshape { shape: 2 shape: 2 } }', "input[0].reshape"),
-    ('input { name: "x" data_type: TYPE_FP32 dims: 4 format: FORMAT_NCHW }', "input[0].format"),
     ('output { name: "z" data_type: TYPE_FP32 dims: 1 label_filename: "more.txt" }', "output[1].label_filename"),
     ('instance_group { count: 1 kind: KIND_GPU gpus: 1 }', "instance_group[0].gpus"),
     ('sequence_batching { }', "sequence_batching"),
@@ -173,8 +173,6 @@ UNREPRESENTABLE = [
     ('dynamic_batching { default_queue_policy { timeout_action: DELAY } }', "dynamic_batching.default_queue_policy"),
     ('version_policy { all { } }', "version_policy"),
     ('response_cache { enable: true }', "response_cache"),
-    ('model_warmup { name: "mine" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
-     'zero_data: true } } }', "model_warmup[0].name"),
     ('optimization { graph { level: 1 } }', "optimization"),
 ]
 
@@ -291,3 +289,46 @@ def test_a_queue_policy_with_a_batching_delay_warns():
         warnings.simplefilter("error")
         DynamicBatching(max_queue_delay_us=100)  # no policy: the delay is fine
         DynamicBatching(max_queue_delay_us=0, queue_policy=QueuePolicy(max_queue_size=8))
+
+
+def test_an_image_input_layout_lands_in_the_config(tmp_path):
+    spec = ModelSpec(name="cnn", inputs=(TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),),
+                     outputs=(TensorSpec("logits", "FP32", (1000,)),), max_batch_size=8)
+    config = to_model_config(spec)
+    assert config.input[0].format == mc.ModelInput.FORMAT_NCHW
+    assert "format: FORMAT_NCHW" in render(spec)
+    assert parse(write(spec, tmp_path)) == config
+    assert "format" not in render(make_spec())  # FORMAT_NONE is protobuf's default: not written
+
+
+def test_the_image_models_declare_nchw_in_every_variant():
+    for name in ("efficientnet_lite0", "resnet50"):
+        entry = catalog.entry(name)
+        model = zoo.build(entry.builder)
+        for target in ("cpu", "gpu"):
+            for variant in entry.variants[target]:
+                config = to_model_config(entry.spec(model, variant, target))
+                assert [i.format for i in config.input] == [mc.ModelInput.FORMAT_NCHW], (config.name, target)
+
+
+HAND_WARMUP = ('model_warmup { name: "real_1" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
+               'input_data_file: "x.bin" } } } '
+               'model_warmup { name: "real_4" batch_size: 4 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
+               'input_data_file: "x4.bin" } } }')
+
+
+def test_hand_written_warmup_samples_are_kept_verbatim():
+    config = text_format.Parse(BASE + HAND_WARMUP, mc.ModelConfig())
+    spec = from_model_config(config)
+    assert spec.warmup and len(spec.warmup_samples) == 2
+    assert to_model_config(spec) == config
+    generated = to_model_config(spec.replace(warmup_samples=()))
+    assert from_model_config(generated).warmup_samples == ()  # the generator's own samples are not "hand-written"
+
+
+def test_serving_changes_keep_the_hand_written_samples_that_still_fit():
+    spec = from_model_config(text_format.Parse(BASE + HAND_WARMUP, mc.ModelConfig()))
+    smaller = ServingChanges(max_batch_size=2).apply(spec)
+    assert [w.name for w in to_model_config(smaller).model_warmup] == ["real_1"]
+    off = ServingChanges(warmup=False).apply(spec)
+    assert not off.warmup and off.warmup_samples == () and not to_model_config(off).model_warmup

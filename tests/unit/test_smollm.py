@@ -24,19 +24,9 @@ def traced_steps():
 @pytest.fixture(scope="module")
 def hf_model():
     """transformers' own Llama with the same dequantised weights (GGUF loading needs accelerate, absent here)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.smollm_reference import transformers_llama
 
-    s = smollm.SMOLLM2_135M
-    config = LlamaConfig(vocab_size=s.vocab_size, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
-                         num_hidden_layers=s.num_layers, num_attention_heads=s.num_heads,
-                         num_key_value_heads=s.num_kv_heads, head_dim=s.head_dim, rms_norm_eps=s.rms_norm_eps,
-                         rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta},
-                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    model = LlamaForCausalLM(config).eval()
-    state = {f"model.{k}": v for k, v in smollm.load_llama().state_dict().items()}
-    state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    model.load_state_dict(state, strict=False)
-    return model
+    return transformers_llama()
 
 
 def test_traced_greedy_equals_transformers_generate(traced_steps, hf_model):
@@ -61,3 +51,28 @@ def test_the_capital_of_france_is_paris(traced_steps):
     ids, mask = smollm.encode_batch(["The capital of France is"])
     text = smollm.tokenizer().decode(smollm.greedy(*traced_steps, ids, mask, max_new_tokens=3)[0])
     assert text.strip().startswith("Paris"), text
+
+
+def test_chat_greedy_equals_transformers_generate_and_ends_at_the_end_of_turn(traced_steps, hf_model):
+    """CHAT: the templated prompt (as text_generator tokenises it), answered until the template's end of turn."""
+    import numpy as np
+
+    from backends.chat import ChatTemplate
+    from backends.generation import parse_request
+
+    template = ChatTemplate.from_gguf(smollm.gguf_path())
+    parsed = parse_request(smollm.tokenizer(), np.array([b"What is the capital of France?"], dtype=np.object_),
+                           np.array([48], dtype=np.int32), chat=np.array([True]), template=template)
+    ids = torch.tensor([parsed.prompt_ids])
+    mask = torch.ones_like(ids)
+    stop = sorted(parsed.stop_ids)
+    ours = smollm.greedy(*traced_steps, ids, mask, max_new_tokens=parsed.max_tokens)[0]
+    ended = [i for i, t in enumerate(ours) if t in stop]
+    assert ended, f"no end of turn in {parsed.max_tokens} tokens: {smollm.tokenizer().decode(ours)!r}"
+    with torch.no_grad():
+        theirs = hf_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=parsed.max_tokens,
+                                   do_sample=False, eos_token_id=stop)[0, ids.shape[1]:].tolist()
+    answer = smollm.tokenizer().decode(ours[:ended[0]])
+    print(f"\nCHAT answer ({ended[0]} tokens, then {template.end_of_turn_token}): {answer!r}")
+    assert ours[:ended[0] + 1] == theirs, (answer, smollm.tokenizer().decode(theirs))
+    assert "Paris" in answer

@@ -95,3 +95,24 @@ def test_labels_get_their_file_and_decoupled_needs_a_python_model():
         spec(decoupled=True)
     with pytest.raises(SpecError, match="latest_versions=0"):
         spec(latest_versions=0)
+
+
+def test_an_image_input_declares_its_layout():
+    assert TensorSpec.parse("image:FP32:3,224,224:NCHW").format == "FORMAT_NCHW"
+    assert TensorSpec.parse("image:uint8:224,224,3:format_nhwc").format == "FORMAT_NHWC"
+    assert TensorSpec.parse("image:FP32:3,224,224").format == "FORMAT_NONE"
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda: TensorSpec("image", "FP32", (3, 224, 224), format="NCHW"), "'NCHW' is not one of"),
+    (lambda: TensorSpec("PIXELS", "FP32", (64,), format="FORMAT_NCHW"), r"3 dims .* not dims \[64\]"),
+    (lambda: TensorSpec("clip", "FP32", (8, 3, 224, 224), format="FORMAT_NCHW"), r"not dims \[8, 3, 224, 224\]"),
+    (lambda: TensorSpec("IMAGE", "BYTES", (1, 1, 1), format="FORMAT_NHWC"), "numeric datatype, not BYTES"),
+    (lambda: TensorSpec.parse("image:FP32:3,224,224:CHW"), "'FORMAT_CHW'"),
+    (lambda: ModelSpec(name="m", inputs=(PIXELS,),
+                       outputs=(TensorSpec("mask", "FP32", (1, 224, 224), format="FORMAT_NCHW"),)),
+     r"outputs \['mask'\] have a format"),
+])
+def test_a_format_outside_a_3_dim_numeric_input_is_refused(make, named):
+    with pytest.raises(SpecError, match=named):
+        make()

@@ -9,6 +9,10 @@ caches, runs ONE decode step for all running streams, sends each stream's new te
 response (``TEXT`` BYTES [1], complete UTF-8 characters only) and retires the streams that hit end
 of sequence, ``STOP``, ``MAX_TOKENS`` or a cancellation; then the final flag goes out.
 
+Optional ``CHAT`` BOOL [1] (default false): true makes ``PROMPT`` a user message, formatted with the
+model's own chat template (``chat_template.json`` beside ``tokenizer.json``, written from the GGUF by
+``python -m backends.chat``), and the stream then ends at the template's end-of-turn token.
+
 Config parameters: ``PREFILL_MODEL`` / ``DECODE_MODEL`` (the step models, by name, in this
 repository), ``STEP_MODE`` (``inprocess``: the steps' TorchScript files run inside this process;
 ``bls``: each step is a BLS request to the served step model), ``MAX_BATCH``, ``MAX_PREFILL_TOKENS``,
@@ -38,8 +42,9 @@ import numpy as np
 import torch
 import triton_python_backend_utils as pb_utils
 
-from backends.generation import (EOS_IDS, GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer,
-                                 choose_tokens, parse_request)
+from backends import chat
+from backends.generation import (GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, choose_tokens,
+                                 parse_request)
 from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
 
 CANCEL_CHECK_S = 0.05
@@ -73,7 +78,7 @@ class Stream:
     def take(self, token: int) -> None:
         """Account one generated token: stream its text, decide whether the stream is finished."""
         self.generated += 1
-        if token in EOS_IDS:
+        if token in self.parsed.stop_ids:
             self.finish("eos")
             return
         self.send_text(self.stop.push(self.streamer.push(token)))
@@ -174,6 +179,15 @@ class TritonPythonModel:
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(model_dir / args["model_version"] / "tokenizer.json"))
+        self.chat = None  # CHAT requests are refused without a template
+        template_file = model_dir / args["model_version"] / chat.FILE_NAME
+        if template_file.is_file():
+            try:
+                self.chat = chat.ChatTemplate.load(template_file)
+                self.chat.check_tokenizer(self.tokenizer)
+                self.chat.render("warm")  # compile once, before the first request
+            except chat.ChatTemplateError as exc:
+                raise pb_utils.TritonModelException(f"{self.name}: {exc}") from None
         self.token_bytes = TokenBytes(self.tokenizer)
         self.generator = torch.Generator(device=self.device).manual_seed(0)
         if flag(params.get("WARMUP", "true")):
@@ -236,7 +250,7 @@ class TritonPythonModel:
 
             try:
                 parsed = parse_request(self.tokenizer, raw("PROMPT"), raw("MAX_TOKENS"), raw("TEMPERATURE"),
-                                       raw("STOP"), self.limits)
+                                       raw("STOP"), self.limits, chat=raw("CHAT"), template=self.chat)
             except GenerationInputError as exc:
                 request.get_response_sender().send(
                     pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)),
