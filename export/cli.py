@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from export import catalog
-from export.errors import ExportError, SpecError
+from export.errors import ExportError, RepositoryNotWritable, SpecError
 from export.spec import PRECISIONS, DynamicBatching, InstanceGroup, TensorSpec
 from export.variants import FORMATS, TARGETS, Variant
 
@@ -33,8 +35,18 @@ examples:
 Each variant is converted in a staging folder, reloaded, and compared with the eager FP32 model on
 random inputs at batch sizes 1, 3, 8 and the maximum, and on real data (top-1 agreement or cosine);
 only one that passes replaces <repository>/<model>/<version>/ (model file + manifest.json) and
-config.pbtxt. Unchanged exports are skipped. Exit status: 0 all done, 1 a check or conversion failed,
-2 bad arguments, 3 a format's toolchain is missing here (the other formats were still exported).
+config.pbtxt. Unchanged exports are skipped.
+
+Required and optional variants: on --target cpu every variant is required; on --target gpu only the
+TorchScript ones are, and Torch-TensorRT and ONNX (CUDA / TensorRT providers) are optional, since
+they depend on how the image was built. An optional variant that is skipped or fails prints
+"optional:" on its line and does not change the exit status; with --seed-from (a container filling
+its volume) a folder it left from an earlier run is removed, so the server never loads a stale one.
+Variants named with --format, and every variant under --require-all, are required.
+
+Exit status: 0 every required variant done, 1 a required check or conversion failed, 2 bad
+arguments or a repository this user cannot write, 3 a required format's toolchain is missing here
+(the other formats were still exported). With --seed-from, .export-complete is written on 0 only.
 """
 
 
@@ -57,6 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
                         help="with --format: precisions to export (repeatable; default fp32)")
     parser.add_argument("--force", action="store_true", help="export even when up to date")
+    parser.add_argument("--require-all", action="store_true",
+                        help="every variant is required: a skipped or failed optional one fails the run")
     parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
                         help="first copy this repository's committed models (Python models, ensembles) into "
                              "--repository; how the containers fill an empty volume")
@@ -125,14 +139,28 @@ def _entries(args: argparse.Namespace) -> list[tuple[catalog.CatalogEntry, objec
     return [(entries[n], None) for n in args.models or entries]
 
 
+def ensure_writable(repository: Path) -> None:
+    """Fail at once, naming the fix, when this user cannot write the repository (a volume it does not own)."""
+    try:
+        repository.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=".write-check-", dir=repository):
+            pass
+    except OSError as exc:
+        raise RepositoryNotWritable(
+            f"{repository} is not writable by uid {os.getuid()} gid {os.getgid()} ({exc.strerror or exc}); the "
+            f"volume must be writable by this user (the images run as uid/gid 1000). On Kubernetes many CSI drivers "
+            f"do not apply fsGroup to ReadWriteMany volumes: use a StorageClass whose volumes gid 1000 can write "
+            f"(docs/production.md, Storage)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     repository = args.repository or Path(os.environ.get("MODEL_REPOSITORY", DEFAULT_REPOSITORY))
-    statuses = []
+    outcomes = []  # (Export, required)
     try:
+        ensure_writable(repository)
         if args.seed_from:
             from export.seed import COMPLETE_MARKER, seed
 
-            repository.mkdir(parents=True, exist_ok=True)
             (repository / COMPLETE_MARKER).unlink(missing_ok=True)  # a repository mid-export is not complete
             copied = seed(args.seed_from, repository)
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
@@ -142,23 +170,45 @@ def run(args: argparse.Namespace) -> int:
         for entry, model in _entries(args):
             for done in export_entry(entry, repository, args.target, variants, args.force, model=model,
                                      **overrides(args, entry)):
-                statuses.append(done.result.status)
+                required = variants is not None or args.require_all or done.variant.required_on(args.target)
+                outcomes.append((done, required))
                 state = "up to date" if done.up_to_date else done.result.status
-                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {done.result.details()}", flush=True)
+                note = "" if required or done.result.ok else "optional: "
+                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {note}{done.result.details()}",
+                      flush=True)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if any(s in ("failed", "mismatch") for s in statuses):
+    missed = [done for done, required in outcomes if not required and not done.result.ok]
+    if missed:
+        print(f"export: {len(missed)} optional variant(s) not exported, the run goes on: "
+              f"{', '.join(done.spec.name for done in missed)}", flush=True)
+        if args.seed_from:
+            _remove_stale(repository, [done.spec.name for done in missed])
+    required = [done.result.status for done, needed in outcomes if needed]
+    if any(s in ("failed", "mismatch") for s in required):
         print("export: error: some exports failed their checks; the repository keeps the previous files",
               file=sys.stderr)
         return EXIT_FAILED
-    if "skipped" in statuses:
+    if "skipped" in required:
+        print("export: error: a required variant was skipped: its toolchain is missing here (see its line)",
+              file=sys.stderr)
         return EXIT_SKIPPED
     if args.seed_from:
         from export.seed import mark_complete
 
-        mark_complete(repository, args.target, statuses)
+        mark_complete(repository, args.target, [done.result.status for done, _ in outcomes],
+                      not_exported=[done.spec.name for done in missed])
     return 0
+
+
+def _remove_stale(repository: Path, names: list[str]) -> None:
+    """A model folder that this run did not export was left by an earlier one (another release, maybe)."""
+    for name in names:
+        folder = repository / name
+        if folder.is_dir():
+            shutil.rmtree(folder)
+            print(f"export: removed {folder}, left by an earlier export", flush=True)
 
 
 def register(subparsers) -> None:

@@ -1,9 +1,11 @@
 """One variant of one model into the repository: convert, check parity, then publish all at once.
 
 Each conversion is a small unit with a status (``ok``, ``mismatch``, ``failed``, ``skipped``). It
-works in a staging folder beside the repository; only an export that passes its parity check is
-moved into ``<repository>/<model>/<version>/`` together with its ``manifest.json``, and only then is
-``config.pbtxt`` replaced. A failed or skipped export leaves the repository as it was.
+works in a staging folder under the temp directory (``$TMPDIR``, else /tmp): never beside the
+repository, whose parent is ``/`` for a volume mounted at ``/models`` and not writable by the export's
+user. Only an export that passes its parity check is copied into ``<repository>/<model>/<version>/``
+together with its ``manifest.json`` (swapped in by renames inside the model folder), and only then
+is ``config.pbtxt`` replaced. A failed or skipped export leaves the repository as it was.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
         return Export(spec, variant, result, {})
     device = "cuda" if target == "gpu" else "cpu"
     repository.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".export-{spec.name}-", dir=repository.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"tritonkit-export-{spec.name}-"))
     started = time.perf_counter()
     try:
         result, manifest = _convert_and_check(model, spec, variant, staging, device)
