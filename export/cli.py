@@ -29,6 +29,8 @@ examples:
   tritonkit export --target gpu                 the gpu variants (Torch-TensorRT, FP16 on CUDA)
   tritonkit export --target gpu --repository /models --seed-from model_repository
                                                 an empty volume: Python models and ensembles, then exports
+  tritonkit export --target gpu --configs-only --repository /tmp/gpu --seed-from model_repository
+                                                the GPU containers' configs, no model files (review on a CPU)
   tritonkit export --model-file my_model.py:build --name mlp \\
       --input features:FP32:16 --output scores --max-batch-size 32
 
@@ -69,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
                         help="with --format: precisions to export (repeatable; default fp32)")
     parser.add_argument("--force", action="store_true", help="export even when up to date")
+    parser.add_argument("--configs-only", action="store_true",
+                        help="write the configs the export would write for --target, and no model file "
+                             "(review a GPU target's configs on a CPU machine)")
     parser.add_argument("--require-all", action="store_true",
                         help="every variant is required: a skipped or failed optional one fails the run")
     parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
@@ -165,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             copied = seed(args.seed_from, repository)
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
         variants = requested_variants(args)
+        if args.configs_only:
+            return _write_configs(args, repository, variants)
         from export.pipeline import export_entry  # torch is imported only when there is work
 
         for entry, model in _entries(args):
@@ -199,6 +206,15 @@ def run(args: argparse.Namespace) -> int:
 
         mark_complete(repository, args.target, [done.result.status for done, _ in outcomes],
                       not_exported=[done.spec.name for done in missed])
+    return 0
+
+
+def _write_configs(args: argparse.Namespace, repository: Path, variants) -> int:
+    from export.pipeline import write_configs
+
+    for entry, model in _entries(args):
+        for spec in write_configs(entry, repository, args.target, variants, model=model, **overrides(args, entry)):
+            print(f"{spec.name:<28} config written ({args.target}; no model file)", flush=True)
     return 0
 
 

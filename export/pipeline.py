@@ -45,6 +45,25 @@ class Export:
     up_to_date: bool = False
 
 
+def export_device(target: str) -> str:
+    """Where a target's exports are traced and checked: a file traced on CUDA runs only where CUDA is."""
+    return "cuda" if target == "gpu" else "cpu"
+
+
+def write_configs(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None,
+                  model: ZooModel | None = None, **overrides: Any) -> list[ModelSpec]:
+    """Write the configs ``export_entry`` would write for ``target``, and no model file: to review them where
+    the target cannot run (a GPU target's configs on a CPU machine)."""
+    variants = variants or entry.variants[target]
+    for variant in variants:
+        variant.check_target(target)
+    model = model or zoo.build(entry.builder)
+    specs = [entry.spec(model, variant, target, **overrides) for variant in variants]
+    for spec in specs:
+        config_io.write(spec, Path(repository))
+    return specs
+
+
 def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> str:
     """Changes when the config, the model's code, the converter, the parity check or torch changes."""
     parts = [config_io.render(spec), str(variant), target, source, torch.__version__,
@@ -92,7 +111,7 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
         result = ConversionResult(variant.format, variant.precision, "failed",
                                   message=f"{model.name} declares no tolerance for {variant.precision}")
         return Export(spec, variant, result, {})
-    device = "cuda" if target == "gpu" else "cpu"
+    device = export_device(target)
     repository.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"tritonkit-export-{spec.name}-"))
     started = time.perf_counter()
