@@ -114,6 +114,9 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
     device = export_device(target)
     repository.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"tritonkit-export-{spec.name}-"))
+    # mkdtemp makes it 0700, and the published version folder keeps the mode: a server running as another
+    # user of the volume's group (fsGroup) could not read it.
+    staging.chmod(0o755)
     started = time.perf_counter()
     try:
         result, manifest = _convert_and_check(model, spec, variant, staging, device)

@@ -74,6 +74,8 @@ def test_staging_is_in_the_temp_folder_not_beside_the_repository(tmp_path, monke
     assert staged.is_relative_to(tmp_path / "tmp"), staged
     assert sorted(p.name for p in (tmp_path / "volume").iterdir()) == ["models"]
     assert (repository / "digits" / "1" / "model.pt").is_file()
+    # Readable by the volume's group, not only by the export's user (mkdtemp's 0700 is not kept).
+    assert (repository / "digits" / "1").stat().st_mode & 0o055 == 0o055
 
 
 # --- a volume this user cannot write ----------------------------------------------------------------
