@@ -19,6 +19,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class StopRequest:
     """Records SIGINT/SIGTERM while installed (a ``with`` block); true once one has arrived.
 
+    Leaving the block restores the previous handlers, unless a stop was asked for: then both signals stay
+    ignored (the process is stopping anyway).
+
     ``unwind=True`` is for work that polls nothing (a Locust run): the first signal also raises
     ``SystemExit(128 + signum)`` in the main thread so that the work's ``finally`` stops the server. Call
     :meth:`cleaning_up` first thing in that ``finally``: from then on signals are only recorded, so the burst
@@ -55,5 +58,9 @@ class StopRequest:
         return self
 
     def __exit__(self, *exc) -> None:
+        # Once a stop was asked for, the process is on its way out with its server stopped: the rest of the
+        # burst is ignored rather than handed back to the default handlers, which would end the process by
+        # the signal (or a KeyboardInterrupt) after the clean stop. SIG_IGN also outlives the interpreter's
+        # own reset of Python-level handlers at exit.
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if self.signum else handler)
