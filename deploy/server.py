@@ -346,8 +346,7 @@ class LocalServer:
         from deploy.supervisor import ModelControl
 
         index = ModelControl(self.config.http_url, headers=self._admin_headers()).index()
-        return [(m["name"], " ".join(m.get("reason", "").split()) or "no reason given")
-                for m in index if m.get("state") == "UNAVAILABLE"]
+        return [(m["name"], _one_line(m.get("reason", ""))) for m in index if m.get("state") == "UNAVAILABLE"]
 
     @property
     def running(self) -> bool:
@@ -388,6 +387,12 @@ class LocalServer:
                 self._shm_seen.update(m.path for m in proc.memory_maps() if m.path.startswith("/dev/shm/"))
             except psutil.Error:
                 pass
+
+
+def _one_line(reason: str) -> str:
+    """Triton's load-failure reason without the Python backend's stack ("At:" and the frames), on one line."""
+    reason = re.split(r"\n\s*At:\s*\n", reason, maxsplit=1)[0]
+    return " ".join(reason.split()) or "no reason given"
 
 
 def _harmless(line: str) -> bool:

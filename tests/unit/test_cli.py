@@ -49,3 +49,12 @@ def test_loadtest_refuses_a_bad_campaign_before_starting_anything(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "tritonkit_cli", "loadtest", str(bad)], capture_output=True,
                              text=True)
     assert refused.returncode == 2 and "missing ['rate']" in refused.stderr
+
+
+def test_a_load_failure_reason_is_one_line_without_the_python_backends_stack():
+    from deploy.server import _one_line
+
+    reason = ("Internal: RuntimeError: PytorchStreamReader failed reading zip archive\n\nAt:\n"
+              "  /venv/torch/jit/_serialization.py(192): load\n  /backends/pytorch/model.py(86): load\n")
+    assert _one_line(reason) == "Internal: RuntimeError: PytorchStreamReader failed reading zip archive"
+    assert _one_line("failed to load 'x':\n  no file") == "failed to load 'x': no file"
