@@ -56,10 +56,11 @@ check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy
 	promtool check config deploy/prometheus/prometheus.yml
 	promtool check rules deploy/prometheus/rules/*.yml
 	promtool test rules deploy/prometheus/tests/*.yml
-	for overlay in gpu cpu; do \
+	promtool test rules deploy/k8s/monitoring/tests/*_test.yml
+	for overlay in gpu/export gpu cpu/export cpu; do \
 	  $(VENV)/bin/kubectl kustomize deploy/k8s/overlays/$$overlay | $(VENV)/bin/kubernetes-validate --strict --quiet - || exit 1; \
 	done
-	@echo "check-deploy: compose, Prometheus config and rules, and both k8s overlays are valid"
+	@echo "check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s overlays are valid"
 
 lock: ## rewrite requirements.lock from a fresh venv built from pyproject.toml's pins
 	rm -rf /tmp/tritonkit-lock && python3.11 -m venv /tmp/tritonkit-lock

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
+import time
 from pathlib import Path
 
-from deploy.errors import ServerError
+from deploy.errors import ServerError, ServerStopRequested
 from deploy.server import MODEL_CONTROL_MODES, LocalServer, ServerConfig
+from deploy.signals import StopRequest
 
 EPILOG = """\
 environment: HTTP_PORT, GRPC_PORT, METRICS_PORT (defaults 8000, 8001, 8002) and MODEL_REPOSITORY.
@@ -21,8 +21,10 @@ the header admin-key (gRPC: triton-grpc-protocol-admin-key). It runs until Ctrl-
 stops its Python-backend stubs and removes the /dev/shm regions they used. In explicit model-control
 mode a supervisor reloads any model whose Python-backend stub dies (Triton does not restart it),
 ends the replaced stubs Triton then keeps, and prints one line per recovery; --no-supervise turns it
-off (docs/recovery.md). Arguments after `--` go to tritonserver unchanged, e.g.
-`tritonkit serve -- --log-info=false`.
+off (docs/recovery.md). A model that fails to load does not take the others down: the server comes up
+with the models that loaded and prints one "serve: not loaded: MODEL: REASON" line per model that did
+not; --strict makes any failed load stop the start instead, as in the containers (docs/production.md).
+Arguments after `--` go to tritonserver unchanged, e.g. `tritonkit serve -- --log-info=false`.
 
 Exit status: 0 stopped cleanly; 1 the server failed to start or exited, or a stub process or /dev/shm
 region was left behind; 2 bad arguments.
@@ -47,6 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
     parser.add_argument("--no-supervise", action="store_true",
                         help="do not reload models whose Python-backend stub died (explicit mode only)")
+    parser.add_argument("--strict", action="store_true",
+                        help="every model must load, or the server does not start (the containers' behaviour)")
     parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds to wait for ready (all models load and warm up first)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
@@ -65,6 +69,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         exit_timeout_s=args.exit_timeout, log_verbose=args.log_verbose, ready_timeout_s=args.ready_timeout,
         extra_args=tuple(extra),
         supervise=not getattr(args, "no_supervise", False) and args.model_control_mode == "explicit",
+        strict=getattr(args, "strict", False),
     )
 
 
@@ -74,32 +79,49 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    # The handler only records the signal (deploy/signals.py); this thread polls it, also while it waits for
+    # ready, so a signal at any moment, or a burst of them, ends in one clean stop.
+    with StopRequest() as stop:
+        return _serve(config, stop)
+
+
+def _serve(config: ServerConfig, stop: StopRequest) -> int:
     _print_supervisor_events()
     server = LocalServer(config)
     print(f"serve: starting tritonserver on {config.model_repository} (log: {server.log_path})", flush=True)
     try:
-        server.start()
+        server.start(should_stop=stop)
+    except ServerStopRequested:
+        return _report_stop(server.left_behind, "stopped before it was ready")
     except ServerError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
         return 1
+    if not config.strict:
+        try:
+            for name, reason in server.unavailable_models():
+                print(f"serve: not loaded: {name}: {reason}", file=sys.stderr, flush=True)
+        except (RuntimeError, OSError) as exc:  # the index is a convenience; the server is up either way
+            print(f"serve: could not list the models that failed to load: {exc}", file=sys.stderr, flush=True)
     print(f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
           f"{'  (supervised)' if config.supervise else ''}", flush=True)
     try:
-        while not stop.wait(0.5):
+        while not stop:
             if not server.running:
                 print(f"serve: error: tritonserver exited\n{server.log_excerpt()}", file=sys.stderr)
                 return 1
+            time.sleep(0.2)
     finally:
         print("serve: stopping", flush=True)
         left = server.stop()
-        if left:
-            print(f"serve: error: left behind after stop: {left}", file=sys.stderr)
-        else:
-            print("serve: stopped; no stub process or /dev/shm region left", flush=True)
-    return 1 if left else 0
+    return _report_stop(left, "stopped")
+
+
+def _report_stop(left: list[str], what: str) -> int:
+    if left:
+        print(f"serve: error: left behind after stop: {left}", file=sys.stderr)
+        return 1
+    print(f"serve: {what}; no stub process or /dev/shm region left", flush=True)
+    return 0
 
 
 def _print_supervisor_events() -> None:

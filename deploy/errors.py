@@ -18,3 +18,7 @@ class ServerStartError(ServerError):
         self.log_excerpt = log_excerpt
         text = message if not log_excerpt else f"{message}\n--- tritonserver log ---\n{log_excerpt}"
         super().__init__(text)
+
+
+class ServerStopRequested(ServerError):
+    """A stop was asked for (a signal) while the server was starting; it was stopped."""

@@ -22,11 +22,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
 from deploy import security
-from deploy.errors import ServerError, ServerStartError
+from deploy.errors import ServerError, ServerStartError, ServerStopRequested
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROJECT_BACKENDS = PROJECT_ROOT / "backends"
@@ -97,6 +98,10 @@ class ServerConfig:
     supervise: bool = False
     """Run a :class:`deploy.supervisor.Supervisor`: reload a model whose Python-backend stub died
     (explicit model-control mode only). ``tritonkit serve`` turns it on unless ``--no-supervise``."""
+    strict: bool = True
+    """Every model must load, or the server does not start (Triton's default, and the containers'). False:
+    the server comes up with the models that loaded (``--exit-on-error=false --strict-readiness=false``) and
+    :meth:`LocalServer.unavailable_models` says which did not and why; ``tritonkit serve`` without ``--strict``."""
 
     def __post_init__(self) -> None:
         self.model_repository = Path(self.model_repository).resolve()
@@ -204,6 +209,8 @@ class LocalServer:
         self._shm_seen: set[str] = set()
         self.supervisor = None
         """The running :class:`deploy.supervisor.Supervisor` when ``config.supervise``; its ``events``."""
+        self.left_behind: list[str] = []
+        """What the last :meth:`stop` could not clean up (processes, ``/dev/shm`` regions)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def command(self) -> list[str]:
@@ -230,6 +237,8 @@ class LocalServer:
             args += [f"--load-model={name}" for name in cfg.load_models]
         if cfg.response_cache_bytes:
             args += [f"--cache-directory={dist.caches}", f"--cache-config=local,size={cfg.response_cache_bytes}"]
+        if not cfg.strict:  # ready = the server is up; a model that failed to load stays UNAVAILABLE
+            args += ["--exit-on-error=false", "--strict-readiness=false"]
         return args + security.flags_for(cfg.address) + list(cfg.extra_args)
 
     def environment(self) -> dict[str, str]:
@@ -241,7 +250,9 @@ class LocalServer:
         env.pop("PYTHONPATH", None)
         return env
 
-    def start(self) -> "LocalServer":
+    def start(self, should_stop: Callable[[], bool] | None = None) -> "LocalServer":
+        """Start the server and wait until it is ready; ``should_stop()`` turning true while it loads stops it
+        and raises :class:`ServerStopRequested` (a signal before ready: nothing is left running)."""
         if self.process is not None:
             raise ServerError("server already started")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -256,23 +267,23 @@ class LocalServer:
         finally:
             log.close()
         try:
-            self.wait_ready(self.config.ready_timeout_s)
+            self.wait_ready(self.config.ready_timeout_s, should_stop)
             if self.config.supervise:
                 from deploy.supervisor import Supervisor
 
-                key = os.environ.get(security.KEY_ENV) if security.flags_for(self.config.address) else None
-                self.supervisor = Supervisor(self.process.pid, self.config.http_url,
-                                             headers={security.KEY_HEADER: key} if key else None)
+                self.supervisor = Supervisor(self.process.pid, self.config.http_url, headers=self._admin_headers())
                 self.supervisor.start()
         except BaseException:
             self.stop()
             raise
         return self
 
-    def wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float, should_stop: Callable[[], bool] | None = None) -> None:
         deadline = time.monotonic() + timeout_s
         url = f"http://{self.config.http_url}/v2/health/ready"
         while time.monotonic() < deadline:
+            if should_stop is not None and should_stop():
+                raise ServerStopRequested("asked to stop before the server was ready")
             if self.process.poll() is not None:
                 raise ServerStartError(
                     f"tritonserver exited with code {self.process.returncode} before it was ready",
@@ -315,6 +326,7 @@ class LocalServer:
         if self._own_workdir:
             shutil.rmtree(self.workdir / "backends", ignore_errors=True)
         left = [f"process {p.pid}" for p in alive] + [r for r in self._shm_seen if Path(r).exists()]
+        self.left_behind = left
         return left
 
     def __enter__(self) -> "LocalServer":
@@ -324,6 +336,18 @@ class LocalServer:
         self.stop()
 
     # -- introspection -----------------------------------------------------------------------
+    def _admin_headers(self) -> dict[str, str] | None:
+        """The admin key header when the server's repository API is behind one (an address beyond loopback)."""
+        key = os.environ.get(security.KEY_ENV) if security.flags_for(self.config.address) else None
+        return {security.KEY_HEADER: key} if key else None
+
+    def unavailable_models(self) -> list[tuple[str, str]]:
+        """(model, Triton's reason on one line) for each model whose load failed, from the repository index."""
+        from deploy.supervisor import ModelControl
+
+        index = ModelControl(self.config.http_url, headers=self._admin_headers()).index()
+        return [(m["name"], _one_line(m.get("reason", ""))) for m in index if m.get("state") == "UNAVAILABLE"]
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -363,6 +387,12 @@ class LocalServer:
                 self._shm_seen.update(m.path for m in proc.memory_maps() if m.path.startswith("/dev/shm/"))
             except psutil.Error:
                 pass
+
+
+def _one_line(reason: str) -> str:
+    """Triton's load-failure reason without the Python backend's stack ("At:" and the frames), on one line."""
+    reason = re.split(r"\n\s*At:\s*\n", reason, maxsplit=1)[0]
+    return " ".join(reason.split()) or "no reason given"
 
 
 def _harmless(line: str) -> bool:

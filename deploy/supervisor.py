@@ -276,6 +276,10 @@ class ModelControl:
         index = self._call("/v2/repository/index", {"ready": True}, self.timeout_s) or []
         return {m["name"] for m in index if m.get("state", "READY") == "READY"}
 
+    def index(self) -> list[dict]:
+        """Every model of the repository with its ``state`` and ``reason`` (a model never loaded has neither)."""
+        return self._call("/v2/repository/index", {}, self.timeout_s) or []
+
     def reload(self, model: str) -> None:
         """Load ``model`` again with the config it serves now: new instances, then the swap.
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from export import catalog, recorded
-from export.errors import ExportError, SpecError
 from export.changes import ServingChanges
+from export.errors import ExportError, RepositoryNotWritable, SpecError
 from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
 from export.variants import FORMATS, TARGETS, Variant
 
@@ -30,6 +32,8 @@ examples:
   tritonkit export --target gpu --generator-step-mode bls
   tritonkit export --target gpu --repository /models --seed-from model_repository
                                                 an empty volume: Python models and ensembles, then exports
+  tritonkit export --target gpu --configs-only --repository /tmp/gpu --seed-from model_repository
+                                                the GPU containers' configs, no model files (review on a CPU)
   tritonkit export --model-file my_model.py:build --name mlp \\
       --input features:FP32:16 --output scores --max-batch-size 32
   tritonkit export --model-file my_cnn.py:build --name cnn \\
@@ -39,8 +43,18 @@ examples:
 Each variant is converted in a staging folder, reloaded, and compared with the eager FP32 model on
 random inputs at batch sizes 1, 3, 8 and the maximum, and on real data (top-1 agreement or cosine);
 only one that passes replaces <repository>/<model>/<version>/ (model file + manifest.json) and
-config.pbtxt. Unchanged exports are skipped. Exit status: 0 all done, 1 a check or conversion failed,
-2 bad arguments, 3 a format's toolchain is missing here (the other formats were still exported).
+config.pbtxt. Unchanged exports are skipped.
+
+Required and optional variants: on --target cpu every variant is required; on --target gpu only the
+TorchScript ones are, and Torch-TensorRT and ONNX (CUDA / TensorRT providers) are optional, since
+they depend on how the image was built. An optional variant that is skipped or fails prints
+"optional:" on its line and does not change the exit status; with --seed-from (a container filling
+its volume) a folder it left from an earlier run is removed, so the server never loads a stale one.
+Variants named with --format, and every variant under --require-all, are required.
+
+Exit status: 0 every required variant done, 1 a required check or conversion failed, 2 bad
+arguments or a repository this user cannot write, 3 a required format's toolchain is missing here
+(the other formats were still exported). With --seed-from, .export-complete is written on 0 only.
 """
 
 
@@ -69,6 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "request per step to the served KIND_GPU step models); see docs/gpu.md")
     parser.add_argument("--generator-precision", choices=("fp16", "fp32"), default="fp16",
                         help="with --target gpu: the generators' step models (default fp16: smollm2_*_fp16)")
+    parser.add_argument("--configs-only", action="store_true",
+                        help="write the configs the export would write for --target, and no model file "
+                             "(review a GPU target's configs on a CPU machine)")
+    parser.add_argument("--require-all", action="store_true",
+                        help="every variant is required: a skipped or failed optional one fails the run")
     parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
                         help="first copy this repository's committed models (Python models, ensembles) into "
                              "--repository; how the containers fill an empty volume")
@@ -163,19 +182,35 @@ def _user_entry(reference: str, name: str | None, inputs: list[TensorSpec], outp
     return entry, model, record
 
 
+def ensure_writable(repository: Path) -> None:
+    """Fail at once, naming the fix, when this user cannot write the repository (a volume it does not own)."""
+    try:
+        repository.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=".write-check-", dir=repository):
+            pass
+    except OSError as exc:
+        raise RepositoryNotWritable(
+            f"{repository} is not writable by uid {os.getuid()} gid {os.getgid()} ({exc.strerror or exc}); the "
+            f"volume must be writable by this user (the images run as uid/gid 1000). On Kubernetes many CSI drivers "
+            f"do not apply fsGroup to ReadWriteMany volumes: use a StorageClass whose volumes gid 1000 can write "
+            f"(docs/production.md, Storage)") from None
+
+
 def run(args: argparse.Namespace) -> int:
     repository = args.repository or Path(os.environ.get("MODEL_REPOSITORY", DEFAULT_REPOSITORY))
-    statuses = []
+    outcomes = []  # (Export, required)
     try:
+        ensure_writable(repository)
         variants = requested_variants(args)
         given = overrides(args)  # refused before anything is written
         if args.seed_from:
             from export.seed import COMPLETE_MARKER, seed
 
-            repository.mkdir(parents=True, exist_ok=True)
             (repository / COMPLETE_MARKER).unlink(missing_ok=True)  # a repository mid-export is not complete
             copied = seed(args.seed_from, repository)
             print(f"seeded {repository} from {args.seed_from}: {', '.join(copied) or 'nothing to copy'}", flush=True)
+        if args.configs_only:
+            return _write_configs(args, repository, variants, given)
         from export.pipeline import export_entry  # torch is imported only when there is work
 
         exported = set()
@@ -183,32 +218,71 @@ def run(args: argparse.Namespace) -> int:
             done_all = export_entry(entry, repository, args.target, variants, args.force, model=model,
                                     record=record, **given)
             for done in done_all:
-                statuses.append(done.result.status)
+                required = variants is not None or args.require_all or done.variant.required_on(args.target)
+                outcomes.append((done, required))
                 state = "up to date" if done.up_to_date else done.result.status
-                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {done.result.details()}", flush=True)
+                note = "" if required or done.result.ok else "optional: "
+                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {note}{done.result.details()}",
+                      flush=True)
             if all(done.result.ok for done in done_all):
                 exported.add(entry.name)
-        if not args.model_file and (args.target == "gpu" or args.generator_step_mode):
-            from export.generator import write_for_target
-
-            # A generator is rewritten when this run exported all variants of its step models.
-            for path in write_for_target(repository, catalog.load(args.catalog), args.target,
-                                         args.generator_step_mode or "inprocess", args.generator_precision, exported):
-                print(f"{path.parent.name:<28} {'generator config':<20} {'written':<10} for {args.target}", flush=True)
+        _write_generators(args, repository, exported)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if any(s in ("failed", "mismatch") for s in statuses):
+    missed = [done for done, required in outcomes if not required and not done.result.ok]
+    if missed:
+        print(f"export: {len(missed)} optional variant(s) not exported, the run goes on: "
+              f"{', '.join(done.spec.name for done in missed)}", flush=True)
+        if args.seed_from:
+            _remove_stale(repository, [done.spec.name for done in missed])
+    required = [done.result.status for done, needed in outcomes if needed]
+    if any(s in ("failed", "mismatch") for s in required):
         print("export: error: some exports failed their checks; the repository keeps the previous files",
               file=sys.stderr)
         return EXIT_FAILED
-    if "skipped" in statuses:
+    if "skipped" in required:
+        print("export: error: a required variant was skipped: its toolchain is missing here (see its line)",
+              file=sys.stderr)
         return EXIT_SKIPPED
     if args.seed_from:
         from export.seed import mark_complete
 
-        mark_complete(repository, args.target, statuses)
+        mark_complete(repository, args.target, [done.result.status for done, _ in outcomes],
+                      not_exported=[done.spec.name for done in missed])
     return 0
+
+
+def _write_configs(args: argparse.Namespace, repository: Path, variants, given: dict) -> int:
+    from export.pipeline import write_configs
+
+    written = set()
+    for entry, model, _ in _entries(args, repository):
+        for spec in write_configs(entry, repository, args.target, variants, model=model, **given):
+            print(f"{spec.name:<28} config written ({args.target}; no model file)", flush=True)
+        written.add(entry.name)
+    _write_generators(args, repository, written)
+    return 0
+
+
+def _write_generators(args: argparse.Namespace, repository: Path, exported: set[str]) -> None:
+    """The token generators' configs for the target; one is rewritten when this run wrote all its step models."""
+    if args.model_file or not (args.target == "gpu" or args.generator_step_mode):
+        return
+    from export.generator import write_for_target
+
+    for path in write_for_target(repository, catalog.load(args.catalog), args.target,
+                                 args.generator_step_mode or "inprocess", args.generator_precision, exported):
+        print(f"{path.parent.name:<28} {'generator config':<20} {'written':<10} for {args.target}", flush=True)
+
+
+def _remove_stale(repository: Path, names: list[str]) -> None:
+    """A model folder that this run did not export was left by an earlier one (another release, maybe)."""
+    for name in names:
+        folder = repository / name
+        if folder.is_dir():
+            shutil.rmtree(folder)
+            print(f"export: removed {folder}, left by an earlier export", flush=True)
 
 
 def register(subparsers) -> None:

@@ -37,3 +37,7 @@ class FormatUnavailable(ExportError):
 
 class UserModelError(ExportError):
     """A user's model file or factory failed: import error, factory raised, wrong return type."""
+
+
+class RepositoryNotWritable(ExportError):
+    """The model repository cannot be written by this user (a volume owned by someone else, a read-only mount)."""

@@ -25,7 +25,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from export.catalog import CatalogEntry
 from export.config import parse
-from export.errors import SpecError
+from export.errors import ConfigError, SpecError
 from export.variants import Variant
 
 STEP_MODES = ("inprocess", "bls")
@@ -91,7 +91,7 @@ def write_for_target(repository: Path, entries: dict[str, CatalogEntry], target:
     for path in sorted(Path(repository).glob("*/config.pbtxt")):
         try:
             config = parse(path)
-        except text_format.ParseError:
+        except ConfigError:  # not a config Triton would load: not ours to rewrite
             continue
         if not is_generator(config):
             continue

@@ -1,9 +1,11 @@
 """One variant of one model into the repository: convert, check parity, then publish all at once.
 
 Each conversion is a small unit with a status (``ok``, ``mismatch``, ``failed``, ``skipped``). It
-works in a staging folder beside the repository; only an export that passes its parity check is
-moved into ``<repository>/<model>/<version>/`` together with its ``manifest.json``, and only then is
-``config.pbtxt`` replaced. A failed or skipped export leaves the repository as it was.
+works in a staging folder under the temp directory (``$TMPDIR``, else /tmp): never beside the
+repository, whose parent is ``/`` for a volume mounted at ``/models`` and not writable by the export's
+user. Only an export that passes its parity check is copied into ``<repository>/<model>/<version>/``
+together with its ``manifest.json`` (swapped in by renames inside the model folder), and only then
+is ``config.pbtxt`` replaced. A failed or skipped export leaves the repository as it was.
 """
 
 from __future__ import annotations
@@ -41,6 +43,25 @@ class Export:
     result: ConversionResult
     manifest: dict
     up_to_date: bool = False
+
+
+def export_device(target: str) -> str:
+    """Where a target's exports are traced and checked: a file traced on CUDA runs only where CUDA is."""
+    return "cuda" if target == "gpu" else "cpu"
+
+
+def write_configs(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None,
+                  model: ZooModel | None = None, **overrides: Any) -> list[ModelSpec]:
+    """Write the configs ``export_entry`` would write for ``target``, and no model file: to review them where
+    the target cannot run (a GPU target's configs on a CPU machine)."""
+    variants = variants or entry.variants[target]
+    for variant in variants:
+        variant.check_target(target)
+    model = model or zoo.build(entry.builder)
+    specs = [entry.spec(model, variant, target, **overrides) for variant in variants]
+    for spec in specs:
+        config_io.write(spec, Path(repository))
+    return specs
 
 
 def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> str:
@@ -95,9 +116,12 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
         result = ConversionResult(variant.format, variant.precision, "failed",
                                   message=f"{model.name} declares no tolerance for {variant.precision}")
         return Export(spec, variant, result, {})
-    device = "cuda" if target == "gpu" else "cpu"
+    device = export_device(target)
     repository.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".export-{spec.name}-", dir=repository.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f"tritonkit-export-{spec.name}-"))
+    # mkdtemp makes it 0700, and the published version folder keeps the mode: a server running as another
+    # user of the volume's group (fsGroup) could not read it.
+    staging.chmod(0o755)
     started = time.perf_counter()
     try:
         result, manifest = _convert_and_check(model, spec, variant, staging, device)

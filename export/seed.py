@@ -48,11 +48,16 @@ def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | 
     return copied
 
 
-def mark_complete(repository: Path, target: str, statuses: list[str]) -> Path:
-    """Record that every export into ``repository`` passed; servers and init containers wait for this file."""
+def mark_complete(repository: Path, target: str, statuses: list[str], not_exported: list[str] = ()) -> Path:
+    """Record that every required export into ``repository`` passed; servers and init containers wait for it.
+
+    ``not_exported`` names the optional variants that were skipped or failed. ``gpu`` is the device the
+    exports ran on: TensorRT engines run only on the GPU product that built them."""
     import torch
 
+    gpu = torch.cuda.get_device_name(0) if target == "gpu" and torch.cuda.is_available() else None
     marker = Path(repository) / COMPLETE_MARKER
-    marker.write_text(json.dumps({"target": target, "torch": torch.__version__, "exports": len(statuses),
+    marker.write_text(json.dumps({"target": target, "torch": torch.__version__, "gpu": gpu, "exports": len(statuses),
+                                  "not_exported": list(not_exported),
                                   "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
     return marker

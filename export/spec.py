@@ -32,6 +32,9 @@ QUEUE_POLICY_DELAY_WARNING = (
     "issue 8870, fixed in core after Triton 2.62). Set max_queue_delay_us = 0: with a queue policy the batcher "
     "forms each batch when an instance frees, from whatever has queued meanwhile.")
 PRECISIONS = ("fp32", "fp16", "bf16")
+MAX_DYNAMIC_DIM = 256
+"""Largest size of a dynamic non-batch dimension that TensorRT engines are built for (Torch-TensorRT's
+inputs, ONNX Runtime's TensorRT profiles): the text models' sequence, which their tokenizers cut at 256."""
 PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 LABELS_FILE = "labels.txt"
@@ -142,6 +145,21 @@ class QueuePolicy:
 
 
 QUEUE_POLICY_FIELDS = tuple(f.name for f in dataclasses.fields(QueuePolicy))
+
+
+def shape_ranges(inputs: tuple[TensorSpec, ...], max_batch_size: int) -> list[tuple[tuple[int, ...], ...]]:
+    """(min, opt, max) shape per input, as a TensorRT optimisation profile wants them: the batch dimension
+    (when ``max_batch_size`` > 0) from 1 to the maximum, opt at half; each dynamic dimension from 1 to
+    ``MAX_DYNAMIC_DIM``, opt at half; fixed dimensions as they are."""
+    ranges = []
+    for tensor in inputs:
+        low, opt, high = ([1], [max(max_batch_size // 2, 1)], [max_batch_size]) if max_batch_size > 0 else ([], [], [])
+        for d in tensor.dims:
+            low.append(1 if d == -1 else d)
+            opt.append(MAX_DYNAMIC_DIM // 2 if d == -1 else d)
+            high.append(MAX_DYNAMIC_DIM if d == -1 else d)
+        ranges.append((tuple(low), tuple(opt), tuple(high)))
+    return ranges
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,15 @@ TARGETS = ("cpu", "gpu")
 PLATFORM = {"torchscript": "pytorch_libtorch", "torch-tensorrt": "pytorch_libtorch", "onnx": "onnxruntime_onnx"}
 FILENAME = {"torchscript": "model.pt", "torch-tensorrt": "model.pt", "onnx": "model.onnx"}
 _SUFFIX = {"torchscript": "", "torch-tensorrt": "trt", "onnx": "onnx"}
+REQUIRED_FORMATS = {"cpu": frozenset({"torchscript", "onnx"}), "gpu": frozenset({"torchscript"})}
+"""Per target, the formats whose variants an export must deliver; the other variants are optional.
+
+cpu: TorchScript and ONNX Runtime are pinned pip packages, so a missing toolchain is a broken install
+and fails the run. gpu: only TorchScript on CUDA is sure in the NGC PyTorch image; Torch-TensorRT and
+ONNX Runtime's CUDA and TensorRT providers depend on how the image was built. An optional variant that
+is skipped (toolchain missing) or fails is reported on its own line and does not fail the run, so the
+containers' ``service_completed_successfully`` and the Kubernetes Job still see success; a variant
+named with ``--format``, or any variant under ``--require-all``, is required."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +51,10 @@ class Variant:
             raise SpecError("torch-tensorrt builds TensorRT engines for a GPU: use --target gpu")
         if target == "cpu" and self.format == "onnx" and self.precision != "fp32":
             raise SpecError(f"onnx/{self.precision} runs through the TensorRT accelerator on a GPU: use --target gpu")
+
+    def required_on(self, target: str) -> bool:
+        """Whether ``target``'s export fails when this variant cannot be exported (``REQUIRED_FORMATS``)."""
+        return self.format in REQUIRED_FORMATS[target]
 
     @classmethod
     def parse(cls, text: str) -> "Variant":

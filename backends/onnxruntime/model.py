@@ -46,8 +46,12 @@ class TritonPythonModel(BatchingModel):
         accelerators = self.config.get("optimization", {}).get("execution_accelerators", {})
         for accelerator in accelerators.get("gpu_execution_accelerator", []):
             if accelerator.get("name") == "tensorrt":
-                fp16 = accelerator.get("parameters", {}).get("precision_mode", "FP32") == "FP16"
-                return [("TensorrtExecutionProvider", {**device, "trt_fp16_enable": fp16}),
+                parameters = accelerator.get("parameters", {})
+                fp16 = parameters.get("precision_mode", "FP32") == "FP16"
+                # trt_* keys (engine and timing caches, shape profiles) are ONNX Runtime's own option names,
+                # as in Triton's onnxruntime backend.
+                passed = {k: v for k, v in parameters.items() if k.startswith("trt_")}
+                return [("TensorrtExecutionProvider", {**device, **passed, "trt_fp16_enable": fp16}),
                         ("CUDAExecutionProvider", device)]
         return [("CUDAExecutionProvider", device)]
 

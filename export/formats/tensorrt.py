@@ -1,8 +1,11 @@
-"""Eager -> Torch-TensorRT, saved as TorchScript that Triton's libtorch backend loads (GPU only).
+"""Eager -> traced on the device -> Torch-TensorRT, saved as TorchScript for Triton's libtorch backend (GPU only).
 
 Needs CUDA and the ``torch_tensorrt`` package (the NGC PyTorch container has both). The batch
 dimension is dynamic through ``Input(min_shape, opt_shape, max_shape)``; text models also get a
 dynamic sequence length. Where CUDA or torch_tensorrt is missing, ``FormatUnavailable`` says which.
+
+The module is traced first, as the TorchScript export does: ``compile(ir="ts")`` given a plain
+``nn.Module`` runs ``torch.jit.script`` on it, and a Hugging Face BERT (minilm) does not script.
 """
 
 from __future__ import annotations
@@ -12,10 +15,10 @@ from pathlib import Path
 import torch
 
 from export.errors import FormatUnavailable
+from export.formats import torchscript
+from export.spec import shape_ranges
 from export.variants import Variant
 from export.zoo.base import ZooModel
-
-MAX_SEQUENCE = 256
 
 
 def _toolchain():
@@ -29,17 +32,8 @@ def _toolchain():
 
 
 def input_ranges(zoo: ZooModel, max_batch_size: int) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
-    """(min, opt, max) shapes per input: batch 1..max (opt at half), dynamic dims 1..256 (opt 128)."""
-    top = max(max_batch_size, 1)
-    ranges = []
-    for tensor in zoo.inputs:
-        low, opt, high = [1], [max(top // 2, 1)], [top]
-        for d in tensor.dims:
-            low.append(1 if d == -1 else d)
-            opt.append(MAX_SEQUENCE // 2 if d == -1 else d)
-            high.append(MAX_SEQUENCE if d == -1 else d)
-        ranges.append((tuple(low), tuple(opt), tuple(high)))
-    return ranges
+    """(min, opt, max) shapes per input: batch 1..max (opt at half), dynamic dims 1..MAX_DYNAMIC_DIM (opt at half)."""
+    return shape_ranges(zoo.inputs, max(max_batch_size, 1))
 
 
 def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda", max_batch_size: int = 1) -> None:
@@ -50,11 +44,15 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda",
         for t, (low, opt, high) in zip(zoo.inputs, input_ranges(zoo, max_batch_size))
     ]
     precisions = {torch.float32} | ({torch.half} if variant.precision == "fp16" else set())
-    module = zoo.module.to("cuda").eval()
-    compiled = torch_tensorrt.compile(module, ir="ts", inputs=inputs, enabled_precisions=precisions,
-                                      truncate_long_and_double=True)
-    torch.jit.save(compiled, str(target))
-    zoo.module.to("cpu")
+    module = zoo.module.to(device).eval()
+    try:
+        # FP32 weights: TensorRT picks FP16 kernels itself from enabled_precisions, and I/O stays FP32.
+        traced = torchscript.trace(module, tuple(x.to(device) for x in zoo.example_inputs), freeze=False)
+        compiled = torch_tensorrt.compile(traced, ir="ts", inputs=inputs, enabled_precisions=precisions,
+                                          truncate_long_and_double=True)
+        torch.jit.save(compiled, str(target))
+    finally:
+        zoo.module.to("cpu")
 
 
 def load(path: Path, device: str = "cuda", variant: Variant | None = None):

@@ -6,6 +6,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -18,7 +20,31 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TRITONKIT_CACHE", PROJECT_ROOT / ".cache"))
+    """Where trained weights and converted tokenizers are kept between runs.
+
+    ``$TRITONKIT_CACHE`` when set; else the checkout's ``.cache`` when it can be written; else the user's
+    cache folder (``$XDG_CACHE_HOME/tritonkit`` or ``~/.cache/tritonkit``), then the temp folder. An image
+    keeps the project read-only under /opt/tritonkit and runs it as uid 1000 with ``HOME=/tmp``: its cache
+    lands in /tmp/.cache/tritonkit, the writable emptyDir of the Kubernetes Job.
+    """
+    if os.environ.get("TRITONKIT_CACHE"):
+        return Path(os.environ["TRITONKIT_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    candidates = [PROJECT_ROOT / ".cache", Path(xdg) / "tritonkit" if xdg else None,
+                  Path(os.path.expanduser("~")) / ".cache" / "tritonkit",
+                  Path(tempfile.gettempdir()) / f"tritonkit-cache-{os.getuid()}"]
+    for candidate in candidates:
+        if candidate is not None and candidate.is_absolute() and _writable(candidate):
+            return candidate
+    return candidates[-1]
+
+
+def _writable(path: Path) -> bool:
+    """``path`` is, or could be created as, a folder this process may write (a read-only mount says no)."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +93,14 @@ def cached_state_dict(name: str, recipe: dict, train: Callable[[], dict]) -> dic
     if path.exists():
         return torch.load(path, weights_only=True)
     state = train()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(state, tmp)
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)
+    except OSError as exc:  # a cache is a shortcut: the weights are right, only the next run repeats the work
+        warnings.warn(f"{name}: weights not cached ({exc}); set TRITONKIT_CACHE to a writable folder",
+                      stacklevel=2)
     return state
 
 

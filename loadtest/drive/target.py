@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from deploy.errors import ServerError
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from deploy.signals import StopRequest
 from loadtest.errors import CampaignError, LoadTestError
 
 
@@ -77,8 +77,9 @@ def split_cpus(cpus: frozenset[int] | None = None) -> tuple[frozenset[int], froz
     return frozenset(ordered[:half]), frozenset(ordered[half:])
 
 
-def start_server(args, models: tuple[str, ...]):
-    """(endpoints, server or None): the server given by URL, or a local one serving only ``models``."""
+def start_server(args, models: tuple[str, ...], created=None):
+    """(endpoints, server or None): the server given by URL, or a local one serving only ``models``;
+    ``created(server)`` is called before the local one starts, so a caller can stop one interrupted mid-start."""
     if args.http_url:
         if not (args.grpc_url and args.metrics_url):
             raise ValueError("--http-url needs --grpc-url and --metrics-url too")
@@ -89,35 +90,42 @@ def start_server(args, models: tuple[str, ...]):
     print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
     server = LocalServer(ServerConfig(model_repository=args.repository, load_models=models, http_port=http,
                                       grpc_port=grpc, metrics_port=metrics, exit_timeout_s=10,
-                                      cpus=args.server_cpus)).start()
-    return Endpoints.of(server), server
+                                      cpus=args.server_cpus))
+    if created is not None:
+        created(server)
+    return Endpoints.of(server.start()), server
 
 
 def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
     afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
     failed, the error printed."""
-    server = None
+    started = []  # the local server, as soon as it exists: a signal may interrupt its start
     affinity = os.sched_getaffinity(0)
-    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the local server is stopped, not orphaned.
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    try:
-        endpoints, server = start_server(args, models)
-        if args.client_cpus:
-            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-        return 0, work(endpoints, server)
-    except (CampaignError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2, None
-    except (LoadTestError, ServerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3, None
-    finally:
-        if server is not None:
-            server.stop()
-        os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _exit_on_sigterm(signum, _frame):
-    raise SystemExit(128 + signum)
+    # SIGTERM (a CI timeout, `kill`) and Ctrl-C unwind the work like an error, once, so the local server is
+    # stopped, not orphaned; the signals that often follow the first (Docker, Kubernetes, `timeout`, a second
+    # Ctrl-C) are only recorded, so they cannot cut that cleanup short (deploy/signals.py).
+    with StopRequest(unwind=True) as stop:
+        try:
+            try:
+                endpoints, server = start_server(args, models, created=started.append)
+                if args.client_cpus:
+                    os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
+                return 0, work(endpoints, server)
+            except (CampaignError, ValueError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2, None
+            except (LoadTestError, ServerError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 3, None
+            finally:
+                # The one signal that may still raise can land before this line, not after it: the outer
+                # `finally` then runs with signals only recorded.
+                stop.cleaning_up()
+        finally:
+            stop.cleaning_up()
+            for server in started:
+                server.stop()
+            os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back
+            if stop:  # asked to stop: exit once the server is down, whether or not the work had finished
+                raise SystemExit(128 + stop.signum)

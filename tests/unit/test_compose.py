@@ -218,4 +218,5 @@ def test_make_check_deploy_runs_every_validator():
     result = subprocess.run(["make", "-s", "check-deploy"], cwd=PROJECT_ROOT, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "check-deploy: compose, Prometheus config and rules, and both k8s overlays are valid" in result.stdout
+    assert ("check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s "
+            "overlays are valid") in result.stdout

@@ -1,6 +1,7 @@
-"""deploy/k8s: each overlay renders with kustomize, validates against the Kubernetes schemas, and says
-what the deployment needs to say (GPU or not, probes, drain, read-only models, non-root); autoscaling,
-disruption and the Locust pods are checked in test_k8s_scaling.py.
+"""deploy/k8s: each overlay's two stages (export, then serving) render with kustomize, validate against the
+Kubernetes schemas, and say what the deployment needs to say (GPU or not, probes, drain, read-only models,
+non-root); the stages, the GPU pin and the monitoring objects are in test_k8s_stages.py; autoscaling,
+disruption and the Locust pods in test_k8s_scaling.py.
 
 Offline: `kubectl kustomize` from the venv renders, `kubernetes_validate` checks against bundled
 schemas; no cluster is involved.
@@ -23,6 +24,8 @@ ADAPTER_VALUES = K8S / "monitoring" / "prometheus-adapter-values.yaml"
 # Next to the interpreter running the tests, unresolved: .venv/bin/python is a symlink out of the venv.
 KUBECTL = Path(sys.executable).parent / "kubectl"
 OVERLAYS = ("gpu", "cpu")
+STAGES = ("export", "serve")
+"""Each overlay's two kustomizations: overlays/<o>/export (claim and Job), then overlays/<o> (Triton, Locust)."""
 GPU = "nvidia.com/gpu"
 CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema bundled: checked by hand below
 EXPORT_COMMAND = ["python", "-m", "export", "--target", "{target}", "--repository", "/models",
@@ -33,17 +36,39 @@ EXPECTED = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-reposit
             ("Deployment", "triton"), ("Service", "triton"), ("PodMonitor", "triton"),
             ("HorizontalPodAutoscaler", "triton"), ("PodDisruptionBudget", "triton"),
             ("NetworkPolicy", "triton"), ("Deployment", "locust-master"), ("Service", "locust-master"),
-            ("Deployment", "locust-worker")}
+            ("Deployment", "locust-worker"), ("PrometheusRule", "triton")}
+EXPORT_STAGE = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export")}
+
+
+@functools.cache
+def render(path: Path) -> tuple:
+    """``kubectl kustomize PATH``: the documents it would apply."""
+    if not KUBECTL.exists():
+        pytest.fail(f"{KUBECTL} is missing: run make setup (it installs kubectl into the venv)")
+    done = subprocess.run([str(KUBECTL), "kustomize", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"kubectl kustomize {path} failed:\n{done.stderr}"
+    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+
+
+def stage_path(overlay: str, stage: str) -> Path:
+    return K8S / "overlays" / overlay / ("export" if stage == "export" else "")
+
+
+def stage(overlay: str, stage_name: str) -> list:
+    return list(render(stage_path(overlay, stage_name)))
 
 
 @functools.cache
 def _render(overlay: str) -> tuple:
-    if not KUBECTL.exists():
-        pytest.fail(f"{KUBECTL} is missing: run make setup (it installs kubectl into the venv)")
-    done = subprocess.run([str(KUBECTL), "kustomize", str(K8S / "overlays" / overlay)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"kubectl kustomize overlays/{overlay} failed:\n{done.stderr}"
-    return tuple(doc for doc in yaml.safe_load_all(done.stdout) if doc)
+    """Both stages of ``overlay`` together (the Namespace, which both apply, once)."""
+    out, seen = [], set()
+    for name in STAGES:
+        for doc in render(stage_path(overlay, name)):
+            key = (doc["kind"], doc["metadata"]["name"])
+            if key not in seen:
+                seen.add(key)
+                out.append(doc)
+    return tuple(out)
 
 
 @pytest.fixture(params=OVERLAYS)
@@ -142,7 +167,7 @@ def test_builtin_resources_validate_strictly(overlay):
         except kubernetes_validate.ValidationError as error:
             pytest.fail(f"{overlay} {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
         checked += 1
-    assert checked == len(EXPECTED) - 1
+    assert checked == len(EXPECTED) - 2  # PodMonitor and PrometheusRule are CRDs
 
 
 def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
@@ -153,6 +178,8 @@ def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
     assert set(monitor["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel",
                                     "podTargetLabels", "sampleLimit"}
     assert selects(monitor["spec"]["selector"], triton["spec"]["template"]["metadata"]["labels"])
+    # The job label is the pods' app.kubernetes.io/name, "triton", which the shipped rules select.
+    assert triton["spec"]["template"]["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "triton"
     for deployment in ("locust-master", "locust-worker"):
         assert not selects(monitor["spec"]["selector"],
                            one(overlay, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"])
@@ -315,7 +342,9 @@ def test_images_are_pinned_to_the_release(overlay):
 
 
 def test_tags_live_only_in_the_kustomization():
-    for path in (K8S / "base").glob("*.yaml"):
+    tagged = [p for p in K8S.rglob("kustomization.yaml") if "newTag" in p.read_text()]
+    assert tagged == [K8S / "components" / "common" / "kustomization.yaml"], tagged
+    for path in K8S.rglob("*.yaml"):
         if path.name != "kustomization.yaml":
             assert not re.search(r"image:\s*\S+:\S+", path.read_text()), f"{path.name} pins a tag itself"
 

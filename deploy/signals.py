@@ -1,0 +1,66 @@
+"""SIGINT and SIGTERM for the commands that hold a local server (``tritonkit serve``, the overload and soak runs).
+
+A Python signal handler runs in the main thread between two of its bytecodes, and that can be inside a lock
+the main thread holds: ``threading.Event.wait`` holds its condition's lock on the way in and out of the wait.
+A handler that takes a lock (``Event.set``) then waits for itself for ever, and a burst of signals (Docker,
+Kubernetes and ``timeout`` send more than one, and so does a person pressing Ctrl-C twice) nests handlers
+inside handlers, which makes that likely. So the handler here only stores the signal's number: no lock, no
+I/O. The main loop polls it.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Callable
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopRequest:
+    """Records SIGINT/SIGTERM while installed (a ``with`` block); true once one has arrived.
+
+    Leaving the block restores the previous handlers, unless a stop was asked for: then both signals stay
+    ignored (the process is stopping anyway).
+
+    ``unwind=True`` is for work that polls nothing (a Locust run): the first signal also raises
+    ``SystemExit(128 + signum)`` in the main thread so that the work's ``finally`` stops the server. Call
+    :meth:`cleaning_up` first thing in that ``finally``: from then on signals are only recorded, so the burst
+    that follows the first one cannot cut the cleanup short and leave the server running.
+    """
+
+    def __init__(self, unwind: bool = False):
+        self.unwind = unwind
+        self.signum = 0
+        """The first stop signal received, 0 while none has."""
+        self._raised = False
+        self._previous: dict[int, Callable | int | None] = {}
+
+    def _handle(self, signum, _frame) -> None:
+        if not self.signum:
+            self.signum = signum
+        if self.unwind and not self._raised:
+            self._raised = True
+            raise SystemExit(128 + signum)
+
+    def cleaning_up(self) -> None:
+        """Signals from now on are recorded, never raised."""
+        self._raised = True
+
+    def __bool__(self) -> bool:
+        return self.signum != 0
+
+    def __call__(self) -> bool:
+        """``stop()``: whether a stop was asked for (a ``should_stop`` callback)."""
+        return self.signum != 0
+
+    def __enter__(self) -> "StopRequest":
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # Once a stop was asked for, the process is on its way out with its server stopped: the rest of the
+        # burst is ignored rather than handed back to the default handlers, which would end the process by
+        # the signal (or a KeyboardInterrupt) after the clean stop. SIG_IGN also outlives the interpreter's
+        # own reset of Python-level handlers at exit.
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_IGN if self.signum else handler)
