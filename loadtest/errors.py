@@ -17,7 +17,7 @@ class RunError(LoadTestError):
     """Locust or the server failed during a run."""
 
 
-class PayloadError(LoadTestError):
+class PayloadError(LoadTestError, ValueError):
     """Request payloads could not be made for a model: a dynamic dim without ``--shape``, BYTES without data,
     a data file or samples function that does not fit the served config. The message is one line naming the
     input (and the entry) and the flag to use."""
