@@ -75,6 +75,8 @@ class PayloadOptions:
             raise PayloadError("give --input-data or --samples, not both")
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise PayloadError(f"payload count={self.count!r} must be an integer >= 1")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise PayloadError(f"payload seed={self.seed!r} must be an integer >= 0")
         for name, dims in self.shapes.items():
             if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
                 raise PayloadError(f"--shape {name}:{','.join(map(str, dims))}: dims must be integers >= 1")
@@ -102,8 +104,9 @@ class PayloadOptions:
         if isinstance(shapes, str):
             shapes = [shapes]
         try:
-            return cls(shapes=dict(parse_shape(s) for s in shapes),
-                       int_range=parse_int_range(str(table["int_range"])) if "int_range" in table else INT_RANGE,
+            return cls(shapes=dict(parse_shape(s, "shape") for s in shapes),
+                       int_range=parse_int_range(str(table["int_range"]), "int_range") if "int_range" in table
+                       else INT_RANGE,
                        input_data=Path(table["input_data"]) if table.get("input_data") else None,
                        samples=table.get("samples") or None, seed=table.get("seed", 0),
                        count=table.get("count", DEFAULT_COUNT))
@@ -127,7 +130,7 @@ TABLE_KEYS = frozenset({"shape", "int_range", "input_data", "samples", "seed", "
 
 
 # -- the command line -----------------------------------------------------------------------------
-def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+def parse_shape(text: str, flag: str = "--shape") -> tuple[str, tuple[int, ...]]:
     """``input_ids:32`` / ``IMAGE:3,224,224`` -> (name, dims), perf_analyzer's ``--shape`` spelling."""
     name, sep, dims = str(text).rpartition(":")
     try:
@@ -135,11 +138,11 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     except ValueError:
         parsed = ()
     if not sep or not name or not parsed or any(d < 1 for d in parsed):
-        raise argparse.ArgumentTypeError(f"--shape {text!r} is not NAME:D1,D2,... with dims >= 1")
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} is not NAME:D1,D2,... with dims >= 1")
     return name, parsed
 
 
-def parse_int_range(text: str) -> tuple[int, int]:
+def parse_int_range(text: str, flag: str = "--int-range") -> tuple[int, int]:
     """``0:1000`` -> (0, 1000)."""
     low, sep, high = str(text).partition(":")
     try:
@@ -147,7 +150,7 @@ def parse_int_range(text: str) -> tuple[int, int]:
     except ValueError:
         bounds = None
     if not sep or bounds is None or bounds[0] >= bounds[1]:
-        raise argparse.ArgumentTypeError(f"--int-range {text!r} is not LO:HI with integers LO < HI")
+        raise argparse.ArgumentTypeError(f"{flag} {text!r} is not LO:HI with integers LO < HI")
     return bounds
 
 
