@@ -60,9 +60,10 @@ from loadtest.studies.bench_report import (P99_BUDGET_MS, RATIOS, ROWS, TARGETS,
                                            ratio, ratios, render, throughput)
 
 __all__ = ["Options", "run", "main", "ROWS", "RATIOS", "TARGETS", "ratio", "ratios", "throughput", "render",
-           "describe", "evaluate_targets", "tuned_source", "perf_levels", "options", "P99_BUDGET_MS"]
+           "describe", "evaluate_targets", "tuned_source", "perf_levels", "options", "P99_BUDGET_MS", "default_users"]
 
-DEFAULT_USERS = {"digits": 32, "minilm": 8}
+MIN_USERS, MAX_USERS = 8, 32
+"""Bounds of the default closed-loop users (:func:`default_users`)."""
 
 
 @dataclasses.dataclass
@@ -84,8 +85,9 @@ class Options:
     """Cores of the servers and row 1, and of the load generators; None: the halves of this machine's
     (``loadtest.drive.target.split_cpus``); empty sets: no pinning."""
 
-    def users_for(self, model: str) -> int:
-        return int(self.users.get(model) or DEFAULT_USERS.get(model, 16))
+    def users_for(self, model: str, config: dict | None = None) -> int:
+        """``--users`` for ``model``, else enough for its served ``config`` (:func:`default_users`)."""
+        return int(self.users.get(model) or default_users(config or {}))
 
     def cpus(self) -> tuple[frozenset[int], frozenset[int]]:
         """(client, server) cores."""
@@ -94,14 +96,29 @@ class Options:
         return frozenset(self.client_cpus or ()), frozenset(self.server_cpus or ())
 
 
+def default_users(config: dict) -> int:
+    """Closed-loop users enough for the served config to form its largest batch on every instance at once
+    (instances x the largest preferred batch size, or ``max_batch_size`` without one; 1 per instance without
+    a batcher), within [8, 32]: a closed loop of fewer users than that caps the batches below the config's, so
+    the served rows could not reach the in-process limit at its best batch whatever the config."""
+    instances = sum(int(g.get("count", 1)) for g in config.get("instance_group") or [{}])
+    batching = config.get("dynamic_batching")
+    if batching is None:
+        batch = 1
+    else:
+        batch = max([int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)])
+    return max(MIN_USERS, min(MAX_USERS, instances * batch))
+
+
 @dataclasses.dataclass
 class Bench:
-    """One model's inputs to every row: its exported file and config, and the requests."""
+    """One model's inputs to every row: its exported file and config, the requests and the closed-loop users."""
 
     model: str
     spec: ModelSpec
     samples: list
     server_cpus: frozenset[int]
+    users: int
 
     def batch(self, n: int):
         return stack(self.samples, n)
@@ -178,7 +195,7 @@ def prime(bench: Bench, url: str, users: int, batching: bool, fastapi: bool = Fa
 def measure_triton(bench: Bench, endpoints, opts: Options, work: Path, log) -> dict:
     """Rows 2 and 3, the one-client figures and the perf_analyzer cross-check of row 3, on a running server."""
     model = bench.model
-    users, out = opts.users_for(model), {"rows": {}}
+    users, out = bench.users, {"rows": {}}
     # The server was started from config.pbtxt (for a catalog model: export's, with the tuned settings); rows 2
     # and 3 are loaded as explicit configs (a plain reload would keep serving the last override).
     tuned = apply.served_config(endpoints.http, model)
@@ -259,7 +276,7 @@ def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Option
 def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
     """Rows 4 and 5: the baseline in a uvicorn subprocess on the server's cores, per request then with the
     micro-batcher."""
-    model, rows, users = bench.model, {}, opts.users_for(bench.model)
+    model, rows, users = bench.model, {}, bench.users
     for key, batcher in (("fastapi", False), ("fastapi_batcher", True)):
         (port,) = free_ports(1)
         log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {users} users, {opts.duration_s:g} s")
@@ -302,7 +319,8 @@ def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
     benches = {}
     for model in opts.models:
         spec = model_spec(model, opts.repository)
-        benches[model] = Bench(model, spec, payloads(spec.config, default_options(model, opts.payload)), server_cpus)
+        benches[model] = Bench(model, spec, payloads(spec.config, default_options(model, opts.payload)), server_cpus,
+                               opts.users_for(model, spec.config))
     return benches
 
 
@@ -322,7 +340,7 @@ def run(opts: Options, log=None) -> dict:
               "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
               "settings": {"duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "processes": opts.processes,
                            "payload": opts.payload.to_table()},
-              "models": {m: {"users": opts.users_for(m), "duration_s": opts.duration_s,
+              "models": {m: {"users": benches[m].users, "duration_s": opts.duration_s,
                              "warmup_s": min(opts.warmup_s, opts.duration_s / 3), "rows": {},
                              "format": benches[m].spec.model_path.name} for m in opts.models}}
     models = result["models"]
@@ -331,8 +349,6 @@ def run(opts: Options, log=None) -> dict:
         log(f"[{model}] in-process limit, {opts.inprocess_s:g} s per batch size")
         models[model]["rows"]["inprocess"] = _guarded(measure_inprocess, benches[model], opts)
     affinity = os.sched_getaffinity(0)
-    if client_cpus:
-        os.sched_setaffinity(0, client_cpus)  # Locust and perf_analyzer, started from here, inherit it
     try:
         http, grpc, metrics = free_ports(3)
         server = LocalServer(ServerConfig(model_repository=opts.repository, http_port=http, grpc_port=grpc,
@@ -340,6 +356,8 @@ def run(opts: Options, log=None) -> dict:
                                           load_models=tuple(opts.models), exit_timeout_s=10, cpus=server_cpus))
         log(f"starting tritonserver (HTTP {http}, gRPC {grpc}) with {', '.join(opts.models)}")
         server.start()
+        if client_cpus:  # after the server started on its own: Locust and perf_analyzer, started from here, inherit it
+            os.sched_setaffinity(0, client_cpus)
         try:
             for model in opts.models:
                 triton = measure_triton(benches[model], Endpoints.of(server), opts, work, log)
@@ -380,7 +398,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of Locust load per row (rows 2-5)")
     parser.add_argument("--warmup", type=float, default=2.0, help="leading seconds of each row left out")
     parser.add_argument("--users", nargs="+", default=[], metavar="[MODEL=]N",
-                        help="closed-loop Locust users (default: digits=32 minilm=8, others 16)")
+                        help="closed-loop Locust users (default: enough for the served config to form its largest "
+                             "batch on every instance, 8 to 32)")
     parser.add_argument("--processes", type=int, default=1, help="Locust processes")
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="writes bench.json and bench.md")
     parser.add_argument("--repository", type=Path, default=target.default_repository(),

@@ -175,3 +175,14 @@ def test_command_line_becomes_options(tmp_path):
                           "--out", str(tmp_path)])
     assert opts.models == ("digits",) and opts.duration_s == 3.0 and opts.out == tmp_path.resolve()
     assert opts.users == {"digits": 4, "minilm": 2} and opts.users_for("digits") == 4
+
+
+def test_default_users_fill_the_served_configs_batches_on_every_instance():
+    assert bench.default_users(DEPLOYED) == 32  # 2 instances x 64, capped
+    minilm = {"max_batch_size": 32, "instance_group": [{"count": 2}], "dynamic_batching": {"preferred_batch_size": [8]}}
+    assert bench.default_users(minilm) == 16
+    no_preferred = {"max_batch_size": 4, "instance_group": [{"count": 3}], "dynamic_batching": {}}
+    assert bench.default_users(no_preferred) == 12
+    assert bench.default_users({"max_batch_size": 0}) == 8  # no batcher, one instance: the floor
+    opts = bench.options(["--models", "minilm", "--users", "digits=4"])
+    assert opts.users_for("minilm", minilm) == 16 and opts.users_for("digits", minilm) == 4
