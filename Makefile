@@ -28,11 +28,14 @@ CAMPAIGN ?= loadtest/campaigns/smoke.toml
 loadtest: export ## a load campaign with its report and SLO gate: make loadtest CAMPAIGN=loadtest/campaigns/digits.toml
 	$(VENV)/bin/tritonkit loadtest $(CAMPAIGN)
 
-# MODEL: overload defaults to minilm (minilm, efficientnet_lite0 and resnet50 have queue policies), soak to digits.
+# MODEL: any TorchScript or ONNX model of the repository (a user's own too). overload defaults to minilm
+# (minilm, efficientnet_lite0 and resnet50 have queue policies), soak to digits, bench to digits and minilm.
 overload: MODEL ?= minilm
 soak: MODEL ?= digits
-# Extra flags for overload/soak, e.g. ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores;
-# the soak splits the CPUs so by default) or, for the soak, ARGS="--generator perf_analyzer".
+# Extra flags, e.g. the payload flags of `tritonkit loadtest --model` (ARGS="--shape input_ids:32 --shape
+# attention_mask:32", ARGS="--input-data requests.json", ARGS="--samples my_data.py:load"), or
+# ARGS="--server-cpus 1 --client-cpus 0" (server and load on their own cores; bench and soak split the CPUs so
+# by default), or, for the soak, ARGS="--generator perf_analyzer".
 ARGS ?=
 overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
 	$(PY) -m loadtest.studies.overload --model $(MODEL) $(ARGS)
@@ -40,8 +43,8 @@ overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make 
 soak: export ## 10 min at 70% of saturation: errors, p99 drift, server+stub memory: make soak MODEL=digits (reports/soak/)
 	$(PY) -m loadtest.studies.soak --model $(MODEL) $(ARGS)
 
-bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer cross-check
-	$(PY) -m loadtest.studies.bench
+bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer: make bench MODEL=digits
+	$(PY) -m loadtest.studies.bench $(if $(MODEL),--models $(MODEL)) $(ARGS)
 
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
 	$(PY) -m export.bench

@@ -22,7 +22,7 @@ TORCHSCRIPT_PARAMETERS = {"DISABLE_OPTIMIZED_EXECUTION", "INFERENCE_MODE", "TORC
                           "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"}
 """libtorch backend parameters, left out of other formats' configs."""
 TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
-_ENTRY_KEYS = {"builder", "variants"}
+_ENTRY_KEYS = {"builder", "variants", "samples"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
                                                                  "tensorrt_accelerator", "labels", "labels_file",
                                                                  "decoupled"}
@@ -37,6 +37,13 @@ class CatalogEntry:
     """Per target (``cpu``, ``gpu``): the variants ``make export`` writes; the first is the public name."""
     settings: dict[str, Any]
     """ModelSpec fields as written in the file."""
+    samples: str | None = None
+    """``FILE.py:FUNC`` giving the model's real load-test requests (relative to the project root), used for
+    every variant when a load test names no data of its own (``loadtest.drive.payloads.default_options``)."""
+
+    def served_names(self) -> set[str]:
+        """Every model name its variants are served under, on every target (``digits``, ``digits_onnx`` ...)."""
+        return {variant.model_name(self.name) for listed in self.variants.values() for variant in listed}
 
     def spec(self, zoo: ZooModel, variant: Variant = Variant("torchscript"), target: str = "cpu",
              changes: ServingChanges | None = None, **overrides: Any) -> ModelSpec:
@@ -106,7 +113,10 @@ def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogE
         except SpecError as exc:
             raise SpecError(f"{path}: model {name!r}: {exc}") from None
         settings = {k: v for k, v in table.items() if k not in _ENTRY_KEYS}
-        entries[name] = CatalogEntry(name, table.get("builder", name), parsed, settings)
+        samples = table.get("samples")
+        if samples is not None and (not isinstance(samples, str) or ".py:" not in samples):
+            raise SpecError(f"{path}: model {name!r}: samples = {samples!r} is not \"FILE.py:FUNC\"")
+        entries[name] = CatalogEntry(name, table.get("builder", name), parsed, settings, samples)
     return entries
 
 
@@ -115,3 +125,15 @@ def entry(name: str, path: Path = CATALOG, tuned: Path | None = TUNED) -> Catalo
     if name not in entries:
         raise UnknownModelError(f"model {name!r} is not in {path}; listed: {sorted(entries)}")
     return entries[name]
+
+
+PIPELINE_SAMPLES = {name: f"export/zoo/pipelines.py:{name}_samples"
+                    for name in ("image_classifier", "text_embedder", "text_generator")}
+"""The committed pipelines' real requests (they are not exported from a builder, so not in models.toml)."""
+
+
+def default_samples(model: str, path: Path = CATALOG) -> str | None:
+    """The samples function of the catalog entry serving ``model`` under any of its variants' names, or of a
+    committed pipeline of the repository (``PIPELINE_SAMPLES``); None for any other model."""
+    found = next((e.samples for e in load(path, None).values() if model in e.served_names()), None)
+    return found or (PIPELINE_SAMPLES.get(model) if path == CATALOG else None)

@@ -17,6 +17,11 @@ whose model it does not name runs as deployed). Example, with every key::
     warmup_s = 2              # leading seconds left out of the figures (new connections)
     processes = 1             # Locust processes (--processes)
     retry = { attempts = 3, backoff_ms = 50 }   # clients retry refusals (503 / UNAVAILABLE); default: no retry
+    # What the requests carry (loadtest/drive/payloads.py; default: the catalog model's samples function, else
+    # random values from the served config); the flags of `tritonkit loadtest --model`, spelled as keys:
+    payload = { shape = ["input_ids:32", "attention_mask:32"], int_range = "0:1000" }
+    # payload = { input_data = "requests.json" }   # perf_analyzer's input-data format
+    # payload = { samples = "my_data.py:load" }    # a function returning [{name: numpy array (batch 1)}, ...]
     shape = { kind = "users", users = 32 }
     # shape = { kind = "open", rate = 800, max_inflight = 256 }
     # shape = { kind = "step", start = 4, step = 4, every_s = 5, max = 32 }
@@ -98,9 +103,15 @@ class Scenario:
     retry: dict[str, Any] | None = None
     """``{"attempts": N, "backoff_ms": B}``: clients retry a refused request (retryable status) up to N attempts
     in all, B ms apart; None: no retry. Passed to the load generator as ``settings["retry"]``."""
+    payload: dict[str, Any] | None = None
+    """The payload options (``shape``, ``int_range``, ``input_data``, ``samples``, ``seed``, ``count``), read by
+    ``loadtest.drive.payloads.PayloadOptions.from_table`` and checked against the served config before any
+    load; None: the defaults."""
 
     def __post_init__(self) -> None:
         where = f"scenario {self.name!r}"
+        if self.payload is not None and not isinstance(self.payload, dict):
+            raise CampaignError(f"{where}: payload={self.payload!r} must be a table {{ shape = [...], ... }}")
         if self.retry is not None:
             self._check_retry(where)
         if self.protocol not in (*PROTOCOLS, "fastapi"):

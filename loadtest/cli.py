@@ -1,88 +1,213 @@
-"""``tritonkit loadtest``: run a campaign file against the local server (or one already running), write
-``reports/<campaign>/`` (results, Markdown, plots, HTML), tune, and gate on the SLO.
+"""``tritonkit loadtest``: load any served model, from a campaign file or straight from the command line, then
+write ``reports/<name>/`` (results, Markdown, plots, HTML), tune (campaigns) and gate on the SLO.
+
+  tritonkit loadtest CAMPAIGN.toml                       every scenario under every variant (loadtest/campaign.py)
+  tritonkit loadtest --model NAME [--protocol grpc] [--users N | --rate R] [--duration S] [--slo-p99-ms X]
+                     [--shape NAME:D1,D2] [--int-range LO:HI] [--input-data FILE.json | --samples FILE.py:FUNC]
+
+``--model`` loads one model of the repository with no campaign file: a local server serving that model (and
+what it calls) is started unless ``--http-url/--grpc-url/--metrics-url`` name a running one. The requests are
+random values from the served config (a dynamic dim needs ``--shape``; BYTES inputs need real data), a
+perf_analyzer input-data file, or a function of yours; a catalog model sends its own real data by default.
+A decoupled model is driven as a stream.
 
 Exit status: 0 the SLO held; 1 the SLO gate failed (each failing scenario is named, with by how much);
-2 the campaign file or an argument is invalid; 3 the server or Locust failed.
+2 the campaign file, an argument, the model, its payloads or the server's address is invalid; 3 the server
+or Locust failed.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
+import math
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
-from deploy.errors import ServerError
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig
+from export import config as config_io
 from loadtest import campaign as campaign_io
-from loadtest.drive.payloads import base_model
-from loadtest.drive.target import Endpoints
-from loadtest.errors import CampaignError, LoadTestError
+from loadtest.campaign import Campaign, Scenario, Slo
+from loadtest.drive import apply, target
+from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
+from loadtest.drive.runner import check_payloads
+from loadtest.errors import CampaignError, PayloadError, VariantError
 from loadtest.execution import execute
 
 CAMPAIGNS = Path(__file__).with_name("campaigns")
 REPORTS = Path("reports")
-PIPELINES = ("image_classifier", "text_embedder", "text_generator")
+DEFAULT_USERS = 8
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "loadtest", help="run a load campaign: Locust through tritonclient, Triton's metrics, report, SLO gate",
+        "loadtest", help="load any served model (a campaign file or --model): Locust through tritonclient, "
+                         "Triton's metrics, report, SLO gate",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("campaign", type=Path,
+    parser.add_argument("campaign", type=Path, nargs="?",
                         help=f"campaign TOML file (see loadtest/campaign.py; examples in {CAMPAIGNS})")
     parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder (default: reports/)")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
-    parser.add_argument("--http-url", help="use the server already running here (host:port, explicit model "
-                                           "control) instead of starting one; needs --grpc-url and --metrics-url")
-    parser.add_argument("--grpc-url", help="host:port of that server's gRPC endpoint")
-    parser.add_argument("--metrics-url", help="full URL of that server's metrics, e.g. http://host:8002/metrics")
     parser.add_argument("--dry-run", action="store_true",
                         help="[tune]: print the config.pbtxt diff of the chosen variant instead of writing it")
-    parser.add_argument("--duration", type=float, help="override every scenario's duration_s (seconds)")
+    parser.add_argument("--duration", type=float, help="seconds of load (campaign: overrides every scenario's "
+                                                       "duration_s; --model: default 20)")
+    one = parser.add_argument_group("one model without a campaign file (--model)")
+    one.add_argument("--model", help="the model to load (a name in the repository or on the server)")
+    one.add_argument("--protocol", choices=campaign_io.PROTOCOLS, default="grpc", help="default grpc")
+    load = one.add_mutually_exclusive_group()
+    load.add_argument("--users", type=int, help=f"closed loop: this many users, each waiting for its answer "
+                                                f"(default {DEFAULT_USERS})")
+    load.add_argument("--rate", type=float, help="open loop: Poisson arrivals at this many requests/s")
+    one.add_argument("--warmup", type=float, help="leading seconds left out of the figures (default: a tenth of "
+                                                  "the duration, at most 2)")
+    one.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
+    one.add_argument("--slo-p99-ms", type=float, help="p99 budget in ms (default: none, the gate checks errors only)")
+    one.add_argument("--max-error-rate", type=float, default=0.0, help="largest failures/requests (default 0)")
+    add_payload_arguments(parser)
+    target.add_server_arguments(parser)
     parser.set_defaults(handler=run)
+    parser.error = _usage_error  # one line and exit 2, as for every other bad input
 
 
-def needed_models(campaign) -> tuple[str, ...]:
-    """What the local server must load: each scenario's model under each variant. Pipelines call other
-    models, so a campaign with one loads the whole repository."""
+def _usage_error(message: str):
+    print(f"error: {message} (tritonkit loadtest --help)", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def needed_models(campaign: Campaign, repository: Path | None = None) -> tuple[str, ...]:
+    """What the local server must load: each scenario's model under each variant, with the models an
+    ensemble runs; a Python model may call any other (BLS), so one loads the whole repository."""
     models = {v.served_model(s.model) for s in campaign.scenarios for v in campaign.variants}
-    if any(base_model(m) in PIPELINES for m in models):
-        return ("*",)
-    return tuple(sorted(models))
+    if repository is None:
+        return tuple(sorted(models))
+    needed: set[str] = set()
+    todo = list(models)
+    while todo:
+        model = todo.pop()
+        if model in needed:
+            continue
+        needed.add(model)
+        path = Path(repository) / model / "config.pbtxt"
+        if not path.is_file():
+            continue
+        config = config_io.parse(path)
+        if config.backend == "python":
+            return ("*",)
+        todo += [step.model_name for step in config.ensemble_scheduling.step]
+    return tuple(sorted(needed))
 
 
-@contextlib.contextmanager
-def _endpoints(args: argparse.Namespace, campaign):
-    if args.http_url:
-        if not (args.grpc_url and args.metrics_url):
-            raise ValueError("--http-url needs --grpc-url and --metrics-url too")
-        yield Endpoints(args.http_url, args.grpc_url, args.metrics_url)
-        return
-    models = needed_models(campaign)
-    print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
-    with LocalServer(ServerConfig(model_repository=args.repository, load_models=models)) as server:
-        yield Endpoints.of(server)
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        campaign = campaign_io.load(args.campaign)
-        if args.duration:
-            scenarios = tuple(dataclasses.replace(s, duration_s=args.duration,
-                                                  warmup_s=min(s.warmup_s, args.duration / 4))
-                              for s in campaign.scenarios)
-            campaign = dataclasses.replace(campaign, scenarios=scenarios)
-    except (CampaignError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        campaign = model_campaign(args) if args.model else file_campaign(args)
+    except (CampaignError, PayloadError, ValueError) as exc:
+        return _error(str(exc))
+    if args.http_url:
+        try:
+            check_reachable(args.http_url)
+            for model in needed_models(campaign):
+                apply.served_config(args.http_url, model)
+        except (ValueError, VariantError) as exc:
+            return _error(str(exc))
+        models = ()
+    else:
+        models = needed_models(campaign, args.repository)
+        missing = [m for m in models if m != "*" and not (args.repository / m / "config.pbtxt").is_file()]
+        if missing:
+            return _error(f"model {missing[0]!r} is not in the repository {args.repository}; models there: "
+                          f"{sorted(p.parent.name for p in args.repository.glob('*/config.pbtxt'))}")
+        try:  # the payloads against the configs the server will load, before starting it
+            check_repository_payloads(campaign, args.repository)
+        except (PayloadError, CampaignError) as exc:
+            return _error(str(exc))
+    out = args.out / campaign.name
+    code, status = target.run_with_server(args, models, lambda endpoints, _server: execute(
+        campaign, endpoints, args.repository, out, dry_run=args.dry_run))
+    return code or status
+
+
+def check_repository_payloads(campaign: Campaign, repository: Path) -> None:
+    """Each scenario's payloads made against its model's ``config.pbtxt`` (PayloadError naming what is wrong)."""
+    from google.protobuf import json_format
+
+    for scenario in campaign.scenarios:
+        for variant in campaign.variants:
+            served = variant.served_model(scenario.model)
+            path = Path(repository) / served / "config.pbtxt"
+            if path.is_file():
+                check_payloads(scenario, served, json_format.MessageToDict(config_io.parse(path),
+                                                                           preserving_proto_field_name=True))
+
+
+def file_campaign(args: argparse.Namespace) -> Campaign:
+    if args.campaign is None:
+        raise ValueError("give a campaign file or --model NAME (tritonkit loadtest --help)")
+    flags = [f for f, v in (("--users", args.users), ("--rate", args.rate), ("--slo-p99-ms", args.slo_p99_ms),
+                            ("--warmup", args.warmup), ("--shape", args.shape), ("--input-data", args.input_data),
+                            ("--samples", args.samples)) if v]
+    if flags:
+        raise ValueError(f"{flags[0]} is for --model; a campaign file sets it per scenario")
+    campaign = campaign_io.load(args.campaign)
+    scenarios = tuple(dataclasses.replace(s, payload=_relative_to(s.payload, args.campaign.parent))
+                      for s in campaign.scenarios)
+    for s in scenarios:  # the options now; their fit to the served config before the first run
+        PayloadOptions.from_table(s.payload, f"{args.campaign}: scenario {s.name!r}: payload")
+    if args.duration:
+        scenarios = tuple(dataclasses.replace(s, duration_s=args.duration, warmup_s=min(s.warmup_s, args.duration / 4))
+                          for s in scenarios)
+    return dataclasses.replace(campaign, scenarios=scenarios)
+
+
+def _relative_to(payload: dict | None, folder: Path) -> dict | None:
+    """A campaign's data files are found beside it first (then from the working directory)."""
+    if not payload:
+        return payload
+    out = dict(payload)
+    if isinstance(out.get("input_data"), str) and not Path(out["input_data"]).is_absolute() \
+            and (folder / out["input_data"]).is_file():
+        out["input_data"] = str((folder / out["input_data"]).resolve())
+    if isinstance(out.get("samples"), str):
+        file, sep, func = out["samples"].rpartition(":")
+        if sep and not Path(file).is_absolute() and (folder / file).is_file():
+            out["samples"] = f"{(folder / file).resolve()}:{func}"
+    return out
+
+
+def model_campaign(args: argparse.Namespace) -> Campaign:
+    """``--model`` and its flags as a one-scenario campaign, so the same runner, report and gate serve both."""
+    if args.campaign is not None:
+        raise ValueError("give a campaign file or --model, not both")
+    duration = 20.0 if args.duration is None else args.duration
+    warmup = min(2.0, duration / 10) if args.warmup is None else args.warmup
+    if args.users is not None and args.users < 1:
+        raise ValueError(f"--users {args.users} must be >= 1")
+    if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
+        raise ValueError(f"--rate {args.rate} must be a number of requests/s > 0")
+    if args.slo_p99_ms is not None and not args.slo_p99_ms > 0:
+        raise ValueError(f"--slo-p99-ms {args.slo_p99_ms} must be > 0")
+    shape = {"kind": "open", "rate": args.rate} if args.rate else {"kind": "users", "users": args.users or DEFAULT_USERS}
+    options = payload_options(args)
+    scenario = Scenario(f"{args.model}-{args.protocol}", args.model, args.protocol, shape, duration, warmup,
+                        args.processes, payload=options.to_table() if options != PayloadOptions() else None)
+    slo = Slo(args.slo_p99_ms or math.inf, args.max_error_rate)
+    return Campaign(args.model, slo, (scenario,))
+
+
+def check_reachable(http_url: str, timeout_s: float = 5.0) -> None:
+    """A server given by URL answers Triton's liveness check, or a ValueError says it does not."""
+    url = f"http://{http_url}/v2/health/live"
     try:
-        with _endpoints(args, campaign) as endpoints:
-            return execute(campaign, endpoints, args.repository, args.out / campaign.name, dry_run=args.dry_run)
-    except CampaignError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (LoadTestError, ServerError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            if response.status == 200:
+                return
+            raise ValueError(f"the server at {http_url} is not live: HTTP {response.status} from {url}")
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ValueError(f"no Triton server answers at --http-url {http_url}: {reason}") from None
+

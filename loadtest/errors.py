@@ -21,3 +21,9 @@ class RunError(LoadTestError):
 
 class TuneError(LoadTestError):
     """A model cannot be tuned as asked, no config meets the SLO, or the pick cannot be written."""
+
+
+class PayloadError(LoadTestError, ValueError):
+    """Request payloads could not be made for a model: a dynamic dim without ``--shape``, BYTES without data,
+    a data file or samples function that does not fit the served config. The message is one line naming the
+    input (and the entry) and the flag to use."""

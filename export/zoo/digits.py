@@ -46,6 +46,11 @@ def split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     return tuple(train_test_split(x, y, test_size=0.2, random_state=0, stratify=y))
 
 
+def load_samples() -> list[dict[str, np.ndarray]]:
+    """The held-out scans as load-test requests, one per request: ``PIXELS`` [1, 64] (batch 1)."""
+    return [{"PIXELS": row[None, :]} for row in split()[1]]
+
+
 def train_full_batch(model: nn.Module, recipe: dict) -> dict[str, torch.Tensor]:
     """Adam on the whole 80% split (1437 scans) for ``recipe["epochs"]`` steps; returns the weights.
 

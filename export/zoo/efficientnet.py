@@ -70,6 +70,11 @@ def photos() -> tuple[tuple[str, np.ndarray], ...]:
     )
 
 
+def load_samples() -> list[dict[str, np.ndarray]]:
+    """The photos as load-test requests: ``image`` [1, 3, 224, 224], preprocessed as the model takes it."""
+    return [{"image": preprocess(image)[None]} for _, image in photos()]
+
+
 @lru_cache(maxsize=1)
 def labels() -> tuple[str, ...]:
     names = tuple(LABELS_FILE.read_text(encoding="utf-8").splitlines())

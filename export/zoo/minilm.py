@@ -38,6 +38,27 @@ SENTENCES = (
     "Hi",
 )
 SIMILAR_PAIRS = ((0, 1), (2, 3), (4, 5))
+LOAD_SENTENCES = (
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "The girl is carrying a baby.",
+    "A man is riding a horse.",
+    "A woman is playing violin.",
+    "Two men pushed carts through the woods.",
+    "A man is riding a white horse on an enclosed ground.",
+    "A monkey is playing drums.",
+    "Someone in a gorilla costume is playing a set of drums.",
+    "The new movie is awesome and everyone should see it this weekend.",
+    "The cat sits outside on the warm stones of the garden wall.",
+    "The new server cut the p99 latency of the search service in half.",
+    "Do you know a good restaurant near the train station that is open late?",
+    "Please cancel my order and refund the payment to the original card.",
+    "Heavy rain is expected in the north of the country tomorrow morning.",
+    "She finished the marathon in just under four hours despite the heat.",
+)
+"""English sentences of everyday length: the load tests' requests (``load_samples``)."""
+LOAD_SEQ_LEN = 32
+"""Every load-test request is padded to this length, so that any two can share a batch."""
 
 
 model_path = text.model_path
@@ -80,6 +101,17 @@ def tokenize(texts: list[str], max_length: int = MAX_LENGTH) -> tuple[np.ndarray
     """Texts -> (input_ids, attention_mask) int64 [batch, longest]; the same code the ``tokenize`` model serves."""
     ids, mask, _ = text.tokenize(texts, max_length)
     return ids, mask
+
+
+def load_samples(seq_len: int = LOAD_SEQ_LEN) -> list[dict[str, np.ndarray]]:
+    """``LOAD_SENTENCES`` tokenised, one per request: ``input_ids`` and ``attention_mask`` [1, seq_len] int64,
+    padded (id 0, mask 0) to ``seq_len`` tokens."""
+    out = []
+    for sentence in LOAD_SENTENCES:
+        ids, mask = tokenize([sentence], max_length=seq_len)
+        pad = ((0, 0), (0, seq_len - ids.shape[1]))
+        out.append({"input_ids": np.pad(ids, pad).astype(np.int64), "attention_mask": np.pad(mask, pad).astype(np.int64)})
+    return out
 
 
 def random_inputs(batch: int, seq_len: int | None, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,9 +7,11 @@ ImageNet mean and std; ``logits`` FP32 [1000]. Its predictions mean nothing; it 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
+from backends import imaging
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel, random_images
 
@@ -74,6 +76,17 @@ class ResNet50(nn.Module):
 
 def random_inputs(batch: int, _seq: int | None, generator: torch.Generator) -> tuple[torch.Tensor]:
     return ((random_images(batch, generator) / 255.0 - MEAN) / STD,)
+
+
+def load_samples() -> list[dict[str, np.ndarray]]:
+    """Real photos (those of ``efficientnet_lite0``) as load-test requests: ``image`` [1, 3, 224, 224], resized,
+    cropped and scaled with the ImageNet mean and std, as this model takes them."""
+    from export.zoo.efficientnet import photos  # its photos, not its network
+
+    mean, std = MEAN.numpy()[0], STD.numpy()[0]
+    # imaging.preprocess resizes and crops to 224 and scales (x - 127) / 128: undo the scaling, apply ours.
+    return [{"image": (((imaging.preprocess(image) * 128.0 + 127.0) / 255.0 - mean) / std).astype(np.float32)[None]}
+            for _, image in photos()]
 
 
 def build() -> ZooModel:

@@ -55,6 +55,19 @@ def served_config(http_url: str, model: str) -> dict[str, Any]:
         client.close()
 
 
+def served_config_grpc(grpc_url: str, model: str) -> dict[str, Any]:
+    """The served config over gRPC, in the same JSON form as :func:`served_config`'s (dims as numbers)."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(grpc_url)
+    try:
+        return client.get_model_config(model, as_json=True)["config"]
+    except InferenceServerException as exc:
+        raise VariantError(f"model {model!r} is not served at {grpc_url}: {exc.message()}") from None
+    finally:
+        client.close()
+
+
 def apply(http_url: str, candidate: Candidate, model: str, original: dict[str, Any] | None = None) -> str:
     """Serve ``candidate`` of ``model``; returns the name clients must call (e.g. ``digits_onnx``).
     ``original``: the config to change (default: what the server serves now)."""

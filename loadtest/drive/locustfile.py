@@ -1,16 +1,21 @@
-"""The project's locustfile: one user class per model and protocol, the campaign's load shape, and exact
-latencies merged over every Locust process.
+"""The project's locustfile: one user class (``TritonUser``) for any model and protocol, the campaign's load
+shape, and exact latencies merged over every Locust process.
 
-Run by the campaign runner (``tritonkit loadtest run``), or by hand through the launcher that readies gRPC
+Run by the campaign runner (``tritonkit loadtest``), or by hand through the launcher that readies gRPC
 for gevent first::
 
-    .venv/bin/python -m loadtest.drive.locust_main -f loadtest/drive/locustfile.py DigitsGrpcUser --host 127.0.0.1:8001 \\
-        --headless -u 16 -r 16 -t 30s --processes 2
+    TRITONKIT_LOAD='{"model": "digits", "protocol": "grpc"}' .venv/bin/python -m loadtest.drive.locust_main \\
+        -f loadtest/drive/locustfile.py TritonUser --host 127.0.0.1:8001 --headless -u 16 -r 16 -t 30s --processes 2
 
-Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``url`` (or ``http_url`` and
-``grpc_url``, one per protocol, as docker-compose and deploy/k8s set them), ``served_model`` (a variant
-such as ``digits_onnx``), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight``
-and ``out`` (where the master writes the merged result as JSON when Locust quits).
+Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``model`` (the served model, or the
+public name a scenario reports under with ``served_model`` the variant served, e.g. ``digits_onnx``),
+``protocol`` (``http``, ``grpc`` or ``fastapi``), ``payload`` (the payload options as a campaign's ``payload``
+table: ``shape``, ``int_range``, ``input_data``, ``samples``; default: the catalog model's samples, else
+random values from the served config), ``url`` (or ``http_url`` and ``grpc_url``, one per protocol, as
+docker-compose and deploy/k8s set them; else ``--host``), ``config`` (the served config, when the runner has it or
+the server is not Triton's), ``payload_file`` (the payloads the runner made and checked already), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight`` and ``out``
+(where the master writes the merged result as JSON when Locust quits). Each process reads the served config
+and makes its payloads once, before its users start; a bad setting stops it with one line and status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -25,22 +31,13 @@ from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadtest.drive.latency import Merger
-from loadtest.drive.payloads import BUILDERS, samples
-from loadtest.drive.users import RECORDER, RUN_START, user_class
+from loadtest.drive.users import RECORDER, RUN_START, TritonUser, process_target
+from loadtest.errors import LoadTestError
 
 SETTINGS: dict = json.loads(os.environ.get("TRITONKIT_LOAD", "{}"))
 SHAPE: dict = SETTINGS.get("shape", {"kind": "users"})
-PROTOCOLS = ("http", "grpc", "fastapi")
-
-for _model in BUILDERS:
-    for _protocol in PROTOCOLS:
-        _cls = user_class(_model, _protocol, SETTINGS)
-        globals()[_cls.__name__] = _cls
-# Locust collects every User class among the module's names: the loop variable would list one twice.
-del _model, _protocol, _cls
-
-if SETTINGS.get("model"):
-    samples(SETTINGS["model"])  # load the data now, not in the first users' time
+TritonUser.settings = SETTINGS
+__all__ = ["TritonUser"]
 
 if SHAPE["kind"] == "step":
     class StepShape(LoadTestShape):
@@ -77,6 +74,17 @@ class _Run:
 def _on_init(environment, **_kwargs) -> None:
     _Run.environment = environment
     runner = environment.runner
+    if not isinstance(runner, MasterRunner):  # a master sends nothing: only the processes with users
+        host = (environment.parsed_options.host if environment.parsed_options else None) or environment.host or ""
+        try:
+            process_target(SETTINGS, host)  # the config and the payloads now, not in the first users' time
+        except (LoadTestError, ValueError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            sys.exit(2)
+        except Exception as exc:  # noqa: BLE001 - e.g. the server refused the config request: one line, not a trace
+            print(f"error: reading the served config of {SETTINGS.get('served_model') or SETTINGS.get('model')!r}: "
+                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            sys.exit(2)
     if isinstance(runner, WorkerRunner):
         @events.report_to_master.add_listener
         def _ship(client_id, data, **_kw):

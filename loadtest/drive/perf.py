@@ -1,13 +1,15 @@
 """Triton's own load generator, ``perf_analyzer`` 2.51, as a function: the cross-check of a Locust run.
 
-:func:`run` starts ``.venv/bin/perf_analyzer`` against a running server with real payloads
-(:func:`write_input_data` writes its ``--input-data`` JSON), reads the ``-f`` CSV it writes and
+:func:`run` starts ``.venv/bin/perf_analyzer`` against a running server with the load test's payloads
+(:func:`write_input_data` writes them as its ``--input-data`` JSON), reads the ``-f`` CSV it writes and
 returns one :class:`PerfRow` per concurrency level: client throughput (infer/s, i.e. items/s:
 requests/s times the batch size), p50/p90/p95/p99 latency, and the client send/recv and server
 queue/compute columns (microseconds in the CSV, milliseconds here). A failed or unstable run raises
 :class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output.
 
-Run: ``python -m loadtest.drive.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]``.
+Run: ``python -m loadtest.drive.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]`` with the payload
+flags of ``tritonkit loadtest --model`` (default: the catalog model's samples, else random values from the
+served config).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from deploy.server import PROJECT_ROOT
-from loadtest.drive.payloads import real_samples
+from loadtest.drive import apply
+from loadtest.drive.payloads import add_payload_arguments, default_options, input_data_json, payload_options, payloads
+from loadtest.errors import LoadTestError
 
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
 
@@ -151,27 +155,12 @@ def parse_csv(text: str) -> list[PerfRow]:
     return rows
 
 
-def write_input_data(path: Path, samples: list[dict[str, np.ndarray]]) -> Path:
-    """Write perf_analyzer's ``--input-data`` JSON: ``{"data": [{"NAME": {"content": [...], "shape": [...]}}]}``.
-
-    Each sample is one request's worth of ONE item: arrays WITHOUT the batch dimension (perf_analyzer
-    repeats the item ``-b`` times). perf_analyzer cycles through the samples in order.
-    """
-    if not samples:
-        raise ValueError("no samples")
-    data = []
-    for i, sample in enumerate(samples):
-        if not sample:
-            raise ValueError(f"sample {i} has no tensor")
-        entry = {}
-        for name, array in sample.items():
-            array = np.asarray(array)
-            if array.dtype.kind not in "biuf":
-                raise ValueError(f"sample {i}: {name!r} has dtype {array.dtype}; only numbers are supported")
-            entry[name] = {"content": array.reshape(-1).tolist(), "shape": list(array.shape)}
-        data.append(entry)
+def write_input_data(path: Path, samples: list[dict[str, np.ndarray]], config=None) -> Path:
+    """Write batch-1 ``samples`` (``loadtest.drive.payloads``) as perf_analyzer's ``--input-data`` JSON, one entry
+    per sample with the batch dim dropped (perf_analyzer repeats an entry ``-b`` times and cycles through the
+    entries in order). ``config``: the served config, which says whether the model batches (default: it does)."""
     path = Path(path)
-    path.write_text(json.dumps({"data": data}))
+    path.write_text(json.dumps(input_data_json(samples, config)))
     return path
 
 
@@ -272,22 +261,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measurement-ms", type=int, default=3000)
     parser.add_argument("--timeout-s", type=float, default=180)
     parser.add_argument("--stability-percentage", type=float, default=20.0)
-    parser.add_argument("--real-data", default=None, metavar="DATASET",
-                        help="send real payloads of a built-in model (digits, minilm) instead of random data")
-    parser.add_argument("--samples", type=int, default=64, help="distinct real items")
-    parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
     parser.add_argument("--json", action="store_true")
+    add_payload_arguments(parser)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="perf-data-") as tmp:
-        input_data = None
-        dataset = args.real_data or (args.model if args.model in ("digits", "minilm") else None)
-        if dataset:
-            input_data = write_input_data(Path(tmp) / "input.json", real_samples(dataset, args.samples, args.seq_len))
         try:
+            config = apply.served_config_grpc(args.url, args.model) if args.protocol == "grpc" else \
+                apply.served_config(args.url, args.model)
+            options = default_options(args.model, payload_options(args))
+            input_data = write_input_data(Path(tmp) / "input.json", payloads(config, options), config)
             result = run(args.model, args.url, args.protocol, args.concurrency, args.batch_size, input_data,
                          measurement_ms=args.measurement_ms, timeout_s=args.timeout_s,
                          stability_percentage=args.stability_percentage)
+        except LoadTestError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         except PerfAnalyzerError as exc:
             print(exc, file=sys.stderr)
             return 1
@@ -295,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
     print(f"{args.model} via perf_analyzer ({args.protocol}, batch {args.batch_size}, "
-          f"{'real' if input_data else 'random'} data)")
+          f"{options.samples or options.input_data or 'random data from the config'})")
     print("| concurrency | infer/s | p50 ms | p90 ms | p99 ms | queue ms | compute ms |\n|---|---|---|---|---|---|---|")
     for r in result.rows:
         compute = sum(x or 0 for x in (r.server_compute_input_ms, r.server_compute_infer_ms, r.server_compute_output_ms))

@@ -55,13 +55,14 @@ def command(model: str, url: str, protocol: str, rate: float, windows: int, wind
 
 
 def run(model: str, url: str, protocol: str, rate: float, windows: int, window_s: float,
-        samples: list[dict] | None = None, binary: Path = PERF_ANALYZER, log=print) -> dict[str, Any]:
+        samples: list[dict] | None = None, binary: Path = PERF_ANALYZER, log=print, config=None) -> dict[str, Any]:
     """``windows`` passes of ``window_s`` at ``rate`` req/s: ``{"windows", "requests", "throughput_rps",
-    "command"}``. Raises :class:`PerfWindowsError` when perf_analyzer fails a request or stops early."""
+    "command"}``; ``samples``: batch-1 payloads (``loadtest.drive.payloads``) of the served ``config``.
+    Raises :class:`PerfWindowsError` when perf_analyzer fails a request or stops early."""
     if windows < 2 or window_s <= 0 or rate <= 0:
         raise ValueError(f"needs windows >= 2, window_s > 0 and rate > 0, got {windows}, {window_s}, {rate}")
     with tempfile.TemporaryDirectory(prefix="perf-windows-") as tmp:
-        input_data = write_input_data(Path(tmp) / "input.json", samples) if samples else None
+        input_data = write_input_data(Path(tmp) / "input.json", samples, config) if samples else None
         cmd = command(model, url, protocol, rate, windows, window_s, input_data, binary)
         log(" ".join(cmd))
         # Each pass takes its window plus a few seconds of perf_analyzer's own bookkeeping.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from loadtest.campaign import Scenario
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
-from loadtest.drive.payloads import user_class_name
+from loadtest.drive.payloads import PayloadOptions, default_options, payloads
 from loadtest.errors import RunError
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -27,9 +28,13 @@ MARGIN_S = 90.0
 """How long past its duration a run may take (start-up, stopping users) before it is killed."""
 
 
-def locust_command(scenario: Scenario, user_class: str, url: str) -> list[str]:
+USER_CLASS = "TritonUser"
+"""The locustfile's one user class: model, protocol and payloads come from the settings."""
+
+
+def locust_command(scenario: Scenario, url: str) -> list[str]:
     users = scenario.peak_users
-    cmd = [sys.executable, "-m", "loadtest.drive.locust_main", "-f", str(LOCUSTFILE), user_class, "--headless",
+    cmd = [sys.executable, "-m", "loadtest.drive.locust_main", "-f", str(LOCUSTFILE), USER_CLASS, "--headless",
            "--host", url, "-u", str(users), "-r", str(users), "-t", f"{scenario.duration_s:g}s",
            "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "10", "--exit-code-on-error", "0"]
     if scenario.processes > 1:
@@ -46,26 +51,53 @@ def _copy_output(stream, log: Path, progress) -> None:
                 progress(line.rstrip())
 
 
-def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Path) -> dict:
-    """What the locustfile reads from ``TRITONKIT_LOAD`` for ``scenario``."""
+def payload_options(scenario: Scenario, served_model: str) -> PayloadOptions:
+    """The scenario's ``payload`` table as options, the catalog model's samples when it names no data."""
+    return default_options(served_model, PayloadOptions.from_table(scenario.payload,
+                                                                   f"scenario {scenario.name!r}: payload"))
+
+
+def check_payloads(scenario: Scenario, served_model: str, config: dict) -> list[dict]:
+    """Make the scenario's payloads against the served ``config`` here, before any load: a bad option or data
+    file stops the run with a ``PayloadError`` naming it. Returns them (batch-1 samples)."""
+    return payloads(config, payload_options(scenario, served_model))
+
+
+def write_payload_file(path: Path, samples: list[dict]) -> Path:
+    """The payloads as a pickle (numpy arrays, BYTES as object arrays), read by ``users.resolve``."""
+    with open(path, "wb") as handle:
+        pickle.dump(samples, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
+
+
+def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Path, config: dict | None = None) -> dict:
+    """What the locustfile reads from ``TRITONKIT_LOAD`` for ``scenario``; ``config``: the served config, for a
+    server that cannot give it (the FastAPI baseline)."""
     shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": scenario.processes}
-    settings = {"model": scenario.model, "served_model": served_model, "url": url, "shape": shape,
+    settings = {"model": scenario.model, "served_model": served_model, "protocol": scenario.protocol, "url": url,
+                "payload": payload_options(scenario, served_model).to_table(), "shape": shape,
                 "max_inflight": scenario.shape.get("max_inflight", 256), "warmup_s": scenario.warmup_s,
                 "out": str(out_json)}
+    if config is not None:
+        settings["config"] = config
     if scenario.retry is not None:  # the users retry refusals (503 / UNAVAILABLE) with it
         settings["retry"] = {"attempts": scenario.retry["attempts"], "backoff_ms": scenario.retry["backoff_ms"]}
     return settings
 
 
 def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, log: Path,
-               progress=print, extra_settings: dict | None = None) -> ClientStats:
+               progress=print, extra_settings: dict | None = None, config: dict | None = None,
+               samples: list[dict] | None = None) -> ClientStats:
     """Locust against ``url`` for ``scenario``; the client side of the run. ``extra_settings`` join the load
-    settings (e.g. ``window_s``: the length of ``ClientStats.windows``)."""
-    settings = {**load_settings(scenario, served_model, url, out_json), **(extra_settings or {})}
-    name = user_class_name(scenario.model, scenario.protocol)
+    settings (e.g. ``window_s``: the length of ``ClientStats.windows``); ``config``: see :func:`load_settings`;
+    ``samples``: the payloads made already (:func:`check_payloads`), handed to every Locust process in a file
+    beside ``out_json`` so that none imports the data's libraries or calls the samples function again."""
+    settings = {**load_settings(scenario, served_model, url, out_json, config), **(extra_settings or {})}
+    if samples is not None:
+        settings["payload_file"] = str(write_payload_file(out_json.with_suffix(".payloads.pkl"), samples))
     out_json.unlink(missing_ok=True)
     env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
-    process = subprocess.Popen(locust_command(scenario, name, url), env=env, stdout=subprocess.PIPE,
+    process = subprocess.Popen(locust_command(scenario, url), env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     copier = threading.Thread(target=_copy_output, args=(process.stdout, log, progress), daemon=True)
     copier.start()

@@ -14,7 +14,7 @@ from typing import Any
 from deploy.errors import ServerError
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from deploy.signals import StopRequest
-from loadtest.errors import CampaignError, LoadTestError
+from loadtest.errors import CampaignError, LoadTestError, PayloadError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +34,17 @@ class Endpoints:
         return self.grpc if protocol == "grpc" else self.http
 
 
+def default_repository() -> Path:
+    """``$MODEL_REPOSITORY``, else the project's ``model_repository/``."""
+    return Path(os.environ.get("MODEL_REPOSITORY") or DEFAULT_REPOSITORY)
+
+
 def add_server_arguments(parser: argparse.ArgumentParser, *, local_only: bool = False) -> None:
-    """The server flags; ``local_only`` (a measurement that needs the server's processes) leaves out the
-    URLs of a running server, and ``start_server`` then always starts one."""
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY, help="model repository")
+    """The server flags (``tritonkit loadtest --model``, ``tritonkit tune``, the studies); ``local_only`` (a
+    measurement that needs the server's processes) leaves out the URLs of a running server, and
+    ``start_server`` then always starts one."""
+    parser.add_argument("--repository", type=Path, default=default_repository(),
+                        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)")
     if local_only:
         parser.set_defaults(http_url=None, grpc_url=None, metrics_url=None)
     else:
@@ -112,7 +119,7 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
                 if args.client_cpus:
                     os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
                 return 0, work(endpoints, server)
-            except (CampaignError, ValueError) as exc:
+            except (CampaignError, PayloadError, ValueError) as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 return 2, None
             except (LoadTestError, ServerError) as exc:

@@ -1,4 +1,10 @@
-"""Locust users that call a served model through ``tritonclient`` (HTTP or gRPC) or the FastAPI baseline.
+"""The Locust user that calls any served model through ``tritonclient`` (HTTP or gRPC) or the FastAPI baseline.
+
+One class, :class:`TritonUser`, for every model and protocol: what it sends where comes from the settings
+(``TRITONKIT_LOAD``, see ``loadtest/drive/locustfile.py``), resolved once per Locust process
+(:func:`resolve`): the served model, the protocol, the payloads (``loadtest.drive.payloads``, from the served
+config read off the server unless the settings carry it) and whether the model is decoupled, in which case
+it is driven as a stream (gRPC stream, HTTP ``generate_stream``).
 
 Two ways to load a server:
 - closed loop (``users``, ``step``, ``spike`` shapes): each user sends a request, waits for the answer,
@@ -22,9 +28,12 @@ own statistics (its web UI and CSVs keep working).
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 import random
 import time
+from typing import Any
 
 import gevent
 import gevent.event
@@ -34,8 +43,9 @@ from locust import User, constant, task
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
+from loadtest.drive import apply
 from loadtest.drive.latency import Recorder
-from loadtest.drive.payloads import is_streaming, samples, user_class_name
+from loadtest.drive.payloads import PayloadOptions, default_options, payloads, served_model
 
 RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""
@@ -89,8 +99,14 @@ class TritonSender(Sender):
         self.client.close()
 
 
-def _json_scalars(payload: dict[str, np.ndarray]) -> dict:
-    return {k: (v.flat[0].decode() if v.dtype == object else v.flat[0].item()) for k, v in payload.items()}
+def _json_value(array: np.ndarray):
+    values = [v.decode() if isinstance(v, bytes) else v.item() if hasattr(v, "item") else v for v in array.reshape(-1)]
+    return values[0] if len(values) == 1 else values
+
+
+def _json_inputs(payload: dict[str, np.ndarray]) -> dict:
+    """The generate extension's JSON: each input by name, a one-element tensor as a scalar."""
+    return {k: _json_value(v) for k, v in payload.items()}
 
 
 class HttpStreamSender(Sender):
@@ -101,7 +117,7 @@ class HttpStreamSender(Sender):
         from geventhttpclient import HTTPClient
 
         self.client = HTTPClient.from_url(f"http://{url}", concurrency=pool, network_timeout=120.0)
-        self.bodies = [json.dumps(_json_scalars(p)).encode() for p in payloads]
+        self.bodies = [json.dumps(_json_inputs(p)).encode() for p in payloads]
 
     def send(self, index: int) -> None:
         response = self.client.post(f"/v2/models/{self.model}/generate_stream", self.bodies[index % len(self.bodies)],
@@ -168,34 +184,85 @@ class FastAPISender(Sender):
         self.client.close()
 
 
-def make_sender(protocol: str, url: str, model: str, served_model: str, pool: int) -> Sender:
-    payloads = samples(model)
-    if protocol == "fastapi":
-        return FastAPISender(url, served_model, payloads, pool)
-    if is_streaming(model):
-        cls = GrpcStreamSender if protocol == "grpc" else HttpStreamSender
-        return cls(url, served_model, payloads, pool)
-    return TritonSender(url, served_model, payloads, pool, protocol)
+PROTOCOLS = ("http", "grpc", "fastapi")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadTarget:
+    """What this process's users send, and where: resolved once from the settings."""
+
+    model: str
+    """The name requests are reported under (the public model of a campaign scenario)."""
+    served_model: str
+    protocol: str
+    url: str
+    payloads: list[dict[str, np.ndarray]]
+    decoupled: bool
+
+
+def resolve(settings: dict[str, Any], host: str = "") -> LoadTarget:
+    """The settings' model, protocol and payload options made concrete: the served config is read off the
+    server (unless ``settings["config"]`` carries it: the FastAPI baseline has none to give) and turned
+    into payloads. Raises ``PayloadError`` (bad options) or ``ValueError`` (no model or URL named)."""
+    protocol = settings.get("protocol", "grpc")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
+    served = settings.get("served_model") or settings.get("model")
+    if not served:
+        raise ValueError("TRITONKIT_LOAD names no model: set \"model\" (and \"protocol\")")
+    # A campaign passes one url; a standing deployment passes http_url and grpc_url (docker-compose, k8s).
+    url = settings.get("url") or settings.get(f"{protocol}_url") or host.split("://")[-1]
+    if not url:
+        raise ValueError(f"TRITONKIT_LOAD names no URL for {protocol}: set \"url\" or \"{protocol}_url\", or --host")
+    config = settings.get("config") or fetch_config(settings, protocol, url, served)
+    if settings.get("payload_file"):  # made and checked by the runner already
+        with open(settings["payload_file"], "rb") as handle:
+            samples = pickle.load(handle)
+    else:
+        options = default_options(served, PayloadOptions.from_table(settings.get("payload"), "TRITONKIT_LOAD payload"))
+        samples = payloads(config, options)
+    return LoadTarget(settings.get("model") or served, served, protocol, url, samples, served_model(config).decoupled)
+
+
+def fetch_config(settings: dict[str, Any], protocol: str, url: str, model: str) -> dict:
+    """The served config, as Triton's JSON, over HTTP when an HTTP URL is known, else over gRPC."""
+    http = settings.get("http_url") or (url if protocol == "http" else None)
+    return apply.served_config(http, model) if http else apply.served_config_grpc(url, model)
+
+
+_TARGET: list[LoadTarget] = []
+"""This process's resolved target (the locustfile resolves it at start, the first user otherwise)."""
+
+
+def process_target(settings: dict[str, Any], host: str = "") -> LoadTarget:
+    if not _TARGET:
+        _TARGET.append(resolve(settings, host))
+    return _TARGET[0]
+
+
+def make_sender(target: LoadTarget, pool: int) -> Sender:
+    if target.protocol == "fastapi":
+        return FastAPISender(target.url, target.served_model, target.payloads, pool)
+    if target.decoupled:
+        cls = GrpcStreamSender if target.protocol == "grpc" else HttpStreamSender
+        return cls(target.url, target.served_model, target.payloads, pool)
+    return TritonSender(target.url, target.served_model, target.payloads, pool, target.protocol)
 
 
 class TritonUser(User):
-    """Base of the generated per-model users; ``settings`` come from the locustfile."""
+    """Any served model over any protocol: model, protocol and payload options from ``settings``
+    (``TRITONKIT_LOAD``, set by the locustfile)."""
 
-    abstract = True
     wait_time = constant(0)
-    model = ""
-    protocol = "http"
     settings: dict = {}
 
     def on_start(self) -> None:
         shape = self.settings.get("shape", {"kind": "users"})
         self.open_loop = shape["kind"] == "open"
         pool = int(self.settings.get("max_inflight", 256)) if self.open_loop else 1
-        # A campaign passes one url; a standing deployment passes http_url and grpc_url (docker-compose, k8s).
-        url = (self.settings.get("url") or self.settings.get(f"{self.protocol}_url")
-               or (self.host or "").split("://")[-1])
-        served = self.settings.get("served_model") or self.model
-        self.sender = make_sender(self.protocol, url, self.model, served, pool)
+        target = process_target(self.settings, self.host or "")
+        self.model, self.protocol = target.model, target.protocol
+        self.sender = make_sender(target, pool)
         self.index = random.randrange(len(self.sender.payloads))
         self.inflight = gevent.pool.Group()
         self.rate = float(shape.get("rate", 0)) / max(1, int(shape.get("generators", 1)))
@@ -251,8 +318,3 @@ class TritonUser(User):
             self.inflight.spawn(self._timed, due)
         self.inflight.join(timeout=10)
 
-
-def user_class(model: str, protocol: str, settings: dict) -> type[TritonUser]:
-    """``DigitsGrpcUser`` and friends: one Locust user class per model and protocol."""
-    return type(user_class_name(model, protocol), (TritonUser,), {"model": model, "protocol": protocol, "settings": settings, "abstract": False,
-                                      "__module__": __name__})

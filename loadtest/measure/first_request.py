@@ -15,10 +15,9 @@ models at start and reports ready after loading, in both. (Loading with ``load_m
 config=<json>)`` after a start with no model would also drop the warmup, but the server would then
 be "ready" before the model is loaded, which is not the moment this measures.)
 
-Payloads: a built-in model or pipeline gets its load-test payload (``loadtest.drive.payloads``, real data);
-any other model a perf_analyzer ``--input-data`` JSON file (its first entry), or, when all its inputs
-are numeric, one batch-1 request made from its config (random floats, zeros for integers and BOOL,
-8 for a dynamic dim: what Triton's own warmup sends).
+Payloads: the load tests' (``loadtest.drive.payloads``), the first sample: the payload flags' data
+(``--input-data FILE.json``, ``--samples FILE.py:FUNC``), else a built-in model's or pipeline's own real
+samples, else random values from the config (``--shape`` for a dynamic dim).
 
 Run: ``python -m loadtest.measure.first_request --model digits [--warmup on|off|both] [--steady 200]``;
 pipelines too (``--model image_classifier text_embedder``: one after the other); a model of your own:
@@ -42,7 +41,8 @@ import numpy as np
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import config as config_io
-from loadtest.drive.payloads import BUILDERS, base_model, real_batch
+from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, is_decoupled, payload_options, payloads
+from loadtest.errors import PayloadError
 
 
 @dataclasses.dataclass
@@ -159,61 +159,15 @@ def _serving_repository(repository: Path, model: str, target: Path, keep_warmup:
     return served
 
 
-class PayloadError(ValueError):
-    """No request can be made for the model; the message says what to give instead."""
-
-
-def payload_for(repository: Path, model: str, input_data: Path | None = None,
-                seq_len: int = 32) -> dict[str, np.ndarray]:
-    """One request's inputs: the built-in payload, the first entry of a perf_analyzer ``--input-data`` file, or
-    one made from the config (numeric inputs only)."""
-    from tritonclient.grpc import model_config_pb2 as mc
-    from tritonclient.utils import triton_to_np_dtype
-
+def payload_for(repository: Path, model: str, options: PayloadOptions | None = None) -> dict[str, np.ndarray]:
+    """One request's inputs (batch 1) for ``model`` of ``repository``, the load tests' payloads: the payload
+    flags' data, else the model's own samples (a built-in model or pipeline), else random values from its
+    config. A decoupled model is refused: its first response is timed by the generation study."""
     config = read_config(repository, model)
-    if config.model_transaction_policy.decoupled:
+    if is_decoupled(config):
         raise PayloadError(f"{model} is decoupled (streaming): time its first response with "
                            f"`python -m loadtest.studies.generation` (make bench-generation)")
-    batched = config.max_batch_size > 0
-    if input_data is None:
-        if base_model(model) in BUILDERS:
-            return real_batch(model, 1, seq_len)
-    entry = {}
-    if input_data is not None:
-        try:
-            entry = json.loads(Path(input_data).read_text())["data"][0]
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise PayloadError(f"--input-data {input_data}: not a perf_analyzer input-data file with an entry "
-                               f"({type(exc).__name__}: {exc})") from None
-    payload = {}
-    rng = np.random.default_rng(0)
-    for tensor in config.input:
-        datatype = mc.DataType.Name(tensor.data_type).removeprefix("TYPE_")
-        dtype = np.object_ if datatype == "STRING" else triton_to_np_dtype(datatype)
-        given = entry.get(tensor.name)
-        if given is not None:
-            try:  # {"content": [...], "shape": [...]} or a flat list in the config's dims
-                content = given["content"] if isinstance(given, dict) else given
-                shape = given.get("shape") if isinstance(given, dict) else None
-                if datatype == "STRING":
-                    content = [c.encode() if isinstance(c, str) else c for c in content]
-                array = np.array(content, dtype=dtype).reshape(shape or [d if d > 0 else -1 for d in tensor.dims])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise PayloadError(f"--input-data {input_data}: input {tensor.name!r} is not {datatype} data of "
-                                   f"its shape ({type(exc).__name__}: {exc})") from None
-        elif tensor.optional:
-            continue
-        elif input_data is not None:
-            raise PayloadError(f"--input-data {input_data}: no data for input {tensor.name!r}")
-        elif datatype == "STRING":
-            raise PayloadError(f"{model}: input {tensor.name!r} is BYTES; give a request with --input-data FILE "
-                               f"(perf_analyzer's input-data JSON)")
-        else:
-            shape = [8 if d == -1 else d for d in tensor.dims]
-            array = (rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating)
-                     else np.zeros(shape, dtype=dtype))
-        payload[tensor.name] = array[None] if batched else array
-    return payload
+    return payloads(config, default_options(model, options))[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -231,22 +185,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", choices=("on", "off", "both"), default="both")
     parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
-    parser.add_argument("--input-data", type=Path, metavar="FILE",
-                        help="perf_analyzer input-data JSON; its first entry is the request (default: the built-in "
-                             "payload, or one made from the config)")
+    add_payload_arguments(parser)  # the first sample is the request
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.steady < 1:
         parser.error(f"--steady must be at least 1, got {args.steady}")
     try:  # every payload first: a model without one stops the run before any server starts
-        payloads = {m: payload_for(args.repository, m, args.input_data, args.seq_len) for m in args.model}
+        options = payload_options(args)
+        requests = {m: payload_for(args.repository, m, options) for m in args.model}
     except (FileNotFoundError, PayloadError) as exc:
         parser.exit(2, f"{parser.prog}: error: {exc}\n")
 
     modes = {"on": [True], "off": [False], "both": [True, False]}[args.warmup]
     everything = []
-    for model, payload in payloads.items():
+    for model, payload in requests.items():
         results = [measure(args.repository, model, payload, w, args.steady, args.protocol) for w in modes]
         everything.extend(results)
         if not args.json:

@@ -1,18 +1,23 @@
-"""The ceiling: the TorchScript module called in-process, no server, at its best batch size.
+"""The ceiling: the exported file (TorchScript ``model.pt`` or ONNX ``model.onnx``) called in-process, no server,
+at its best batch size.
 
-:func:`limit` calls the module directly (``torch.inference_mode``, after warmup) for a few seconds
-per batch size and reports items/s and the median latency per call, so ``make bench`` can put the
-served numbers next to what the hardware gives without any serving layer.
+:func:`limit` calls the model directly (TorchScript under ``torch.inference_mode``, ONNX through an
+onnxruntime session, after warmup) for a few seconds per batch size and reports items/s and the median
+latency per call, so ``make bench`` can put the served numbers next to what the hardware gives without
+any serving layer.
 
-Threads: unless ``threads`` is given, torch runs with the thread count the local server's runtime
-gives ONE instance (``backends/batching.py`` ``BatchingModel.instance_threads``: the cores this
-process may use divided by the instance count, here by 1, i.e. all of them) and one inter-op thread
-(``backends/pytorch/model.py``). The previous thread count is restored afterwards.
+Cores and threads: ``cpus`` pins this process to the cores the server gets (``make bench`` gives the server
+and the load generator cores of their own), and the model runs with as many intra-op threads as those
+cores (the server's instances share them: ``backends/batching.py`` gives each ``cores / instances``) and
+one inter-op thread (``backends/pytorch/model.py``), so the row measures what the server's cores can do.
+Without ``cpus``, the cores this process may use. Affinity and thread count are restored afterwards.
 
-It computes on :func:`loadtest.drive.payloads.real_batch`: the load test's own payloads stacked into batches.
-Also here: :func:`model_spec`, the TorchScript file and tensors of a served model, read from its config.
+It computes on the load test's own payloads stacked into batches (``loadtest.drive.payloads.stack``).
+Also here: :func:`model_spec`, the exported file and tensors of a served model, read from its config, and
+:func:`load_exported`, the file as a callable (the FastAPI baseline serves it with the same code).
 
-Run: ``python -m loadtest.measure.inprocess --model digits [--seconds 2] [--seq-len 32]``.
+Run: ``python -m loadtest.measure.inprocess --model digits [--seconds 2] [--cpus 1]`` with the payload flags
+of ``tritonkit loadtest --model``.
 """
 
 from __future__ import annotations
@@ -28,19 +33,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
 from deploy.server import DEFAULT_REPOSITORY
 from export.config import parse
-from loadtest.drive.payloads import real_batch
+from loadtest.drive.input_data import NUMPY_DTYPES
+from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads, stack
+from loadtest.drive.target import parse_cpus
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
-NUMPY_DTYPES = {
-    "TYPE_BOOL": np.bool_, "TYPE_UINT8": np.uint8, "TYPE_INT8": np.int8, "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32, "TYPE_INT64": np.int64, "TYPE_FP16": np.float16, "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
-}
+FILENAMES = {"pytorch_libtorch": "model.pt", "onnxruntime_onnx": "model.onnx"}
+"""The exported file of each platform the in-process row and the FastAPI baseline can load."""
 
 
 @dataclasses.dataclass
@@ -69,9 +72,9 @@ class InProcessLimit:
         return dataclasses.asdict(self)
 
 
-def default_threads() -> int:
-    """What the local server's TorchScript runtime gives one instance (all usable cores)."""
-    return max(1, len(os.sched_getaffinity(0)) // 1)
+def default_threads(cpus: frozenset[int] | None = None) -> int:
+    """One intra-op thread per core the model runs on (``cpus``, else the cores this process may use)."""
+    return max(1, len(cpus or os.sched_getaffinity(0)))
 
 
 def optimized_execution(model_path: Path) -> bool:
@@ -84,41 +87,96 @@ def optimized_execution(model_path: Path) -> bool:
     return not (value is not None and value.string_value.lower() in ("true", "1", "yes", "on"))
 
 
-def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
+class ExportedModel:
+    """The exported file as a callable, numpy arrays by input name in, outputs in the config's order out:
+    TorchScript (``torch.jit.load``; by argument name when the names match, else in order, like the libtorch
+    backend) or ONNX (an onnxruntime session, by input name)."""
+
+    def __init__(self, model_path: Path, input_names: list[str], output_names: list[str], threads: int | None = None):
+        self.path, self.input_names, self.output_names = Path(model_path), list(input_names), list(output_names)
+        self.threads = threads
+        if self.path.suffix == ".onnx":
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            if threads:
+                options.intra_op_num_threads = int(threads)
+            options.inter_op_num_threads = 1
+            self.session = onnxruntime.InferenceSession(str(self.path), options, providers=["CPUExecutionProvider"])
+            self.module = None
+            return
+        import torch
+
+        if threads:
+            torch.set_num_threads(int(threads))
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only settable before the first parallel work of the process
+            pass
+        self.session = None
+        self.module = torch.jit.load(str(self.path), map_location="cpu").eval()
+        self.optimized = optimized_execution(self.path)
+        forward_args = [a.name for a in self.module.forward.schema.arguments][1:]
+        if len(forward_args) != len(self.input_names):
+            raise ValueError(f"{self.path}: forward takes {forward_args}, the config lists {self.input_names}")
+        self.order = forward_args if set(self.input_names) == set(forward_args) else self.input_names
+
+    def __call__(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.session is not None:
+            out = self.session.run(self.output_names, {n: np.ascontiguousarray(arrays[n]) for n in self.input_names})
+            return dict(zip(self.output_names, out))
+        import torch
+
+        args = [torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in self.order]
+        with torch.inference_mode(), torch.jit.optimized_execution(self.optimized):
+            result = self.module(*args)
+        if isinstance(result, torch.Tensor):
+            result = (result,)
+        elif isinstance(result, dict):
+            result = tuple(result.values())
+        if len(result) != len(self.output_names):
+            raise RuntimeError(f"model returned {len(result)} outputs, expected {self.output_names}")
+        return {name: t.numpy() for name, t in zip(self.output_names, result)}
+
+
+def load_exported(spec: "ModelSpec", threads: int | None = None) -> ExportedModel:
+    return ExportedModel(spec.model_path, spec.input_names, spec.output_names, threads)
+
+
+def limit(spec: "ModelSpec", make_batch: Callable[[int], dict[str, np.ndarray]],
           batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
-          threads: int | None = None, max_batch: int | None = None) -> InProcessLimit:
-    """Items/s and per-call median latency of the module at each batch size (up to ``max_batch``)."""
+          threads: int | None = None, max_batch: int | None = None, cpus: frozenset[int] | None = None
+          ) -> InProcessLimit:
+    """Items/s and per-call median latency of the exported model at each batch size (up to ``max_batch``), on
+    ``cpus`` (default: the cores this process may use) with ``threads`` intra-op threads (default: one per
+    core)."""
     sizes = sorted({int(b) for b in batch_sizes if b >= 1 and (max_batch is None or b <= max_batch)})
     if not sizes:
         raise ValueError(f"no batch size left in {batch_sizes} with max_batch={max_batch}")
-    module = torch.jit.load(str(model_path), map_location="cpu").eval()
-    optimized = optimized_execution(model_path)
-    forward_args = [a.name for a in module.forward.schema.arguments][1:]
-    previous = torch.get_num_threads()
-    used = int(threads or default_threads())
-    torch.set_num_threads(used)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # only settable before the first parallel work of the process
-        pass
+    affinity = os.sched_getaffinity(0)
+    used = int(threads or default_threads(cpus))
+    previous = _torch_threads()
     table = []
     try:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        model = load_exported(spec, used)
         for batch in sizes:
-            args = _arguments(make_batch(batch), forward_args, batch)
-            with torch.inference_mode(), torch.jit.optimized_execution(optimized):
-                for _ in range(WARMUP_CALLS):  # the profiling executor optimises over the first calls
-                    module(*args)
-                times = []
-                start = time.perf_counter()
-                deadline = start + seconds_per_size
-                while True:
-                    t0 = time.perf_counter()
-                    module(*args)
-                    t1 = time.perf_counter()
-                    times.append(t1 - t0)
-                    if t1 >= deadline and len(times) >= 3:
-                        break
-                elapsed = time.perf_counter() - start
+            arrays = make_batch(batch)
+            _check_batch(arrays, spec.input_names, batch)
+            for _ in range(WARMUP_CALLS):  # the profiling executor optimises over the first calls
+                model(arrays)
+            times = []
+            start = time.perf_counter()
+            deadline = start + seconds_per_size
+            while True:
+                t0 = time.perf_counter()
+                model(arrays)
+                t1 = time.perf_counter()
+                times.append(t1 - t0)
+                if t1 >= deadline and len(times) >= 3:
+                    break
+            elapsed = time.perf_counter() - start
             ordered = sorted(times)
             table.append(SizeResult(
                 batch=batch, calls=len(times), seconds=round(elapsed, 3),
@@ -128,22 +186,27 @@ def limit(model_path: Path, make_batch: Callable[[int], dict[str, np.ndarray]],
                 items_per_s_at_median=batch / max(statistics.median(times), 1e-12),
             ))
     finally:
-        torch.set_num_threads(previous)
+        os.sched_setaffinity(0, affinity)
+        if previous is not None:
+            import torch
+
+            torch.set_num_threads(previous)
     best = max(table, key=lambda r: r.items_per_s)  # wall clock: what a caller would actually get
     batch1 = next((r.median_ms for r in table if r.batch == 1), None)
     return InProcessLimit(best.batch, best.items_per_s, batch1, used, table)
 
 
-def _arguments(arrays: dict[str, np.ndarray], forward_args: list[str], batch: int) -> list[torch.Tensor]:
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")  # only when torch is in use already
+    return torch.get_num_threads() if torch is not None else None
+
+
+def _check_batch(arrays: dict[str, np.ndarray], input_names: list[str], batch: int) -> None:
     for name, array in arrays.items():
         if array.shape[0] != batch:
             raise ValueError(f"make_batch({batch}) gave {name!r} with shape {array.shape}")
-    names = list(arrays)
-    if len(names) != len(forward_args):
-        raise ValueError(f"the module takes {forward_args}, make_batch gave {names}")
-    if set(names) == set(forward_args):  # by name, like the libtorch backend
-        names = forward_args
-    return [torch.from_numpy(np.ascontiguousarray(arrays[n])) for n in names]
+    if sorted(arrays) != sorted(input_names):
+        raise ValueError(f"the model takes {input_names}, make_batch gave {list(arrays)}")
 
 
 # -- reading the Triton config --------------------------------------------------------------------
@@ -154,49 +217,57 @@ class ModelSpec:
     output_names: list[str]
     input_dtypes: dict[str, Any]
     max_batch_size: int
+    config: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    """The config as Triton's JSON (what the payloads are made from)."""
 
 
 def model_spec(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelSpec:
-    """Names, dtypes and file of ``<repository>/<model>`` from its ``config.pbtxt``."""
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
+    """Names, dtypes and exported file (TorchScript or ONNX) of ``<repository>/<model>`` from its ``config.pbtxt``."""
+    from google.protobuf import json_format
 
     folder = Path(repository) / model
-    config = text_format.Parse((folder / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    if not (folder / "config.pbtxt").is_file():
+        raise FileNotFoundError(f"no model {model!r} in {repository} (no {folder / 'config.pbtxt'})")
+    config = parse(folder / "config.pbtxt")
+    filename = config.default_model_filename or FILENAMES.get(config.platform or config.backend)
+    if filename is None:
+        raise ValueError(f"{model}: platform {config.platform or config.backend!r} is neither TorchScript nor ONNX; "
+                         f"the in-process row and the FastAPI baseline load {sorted(FILENAMES)} models")
     versions = sorted((int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit()))
-    filename = config.default_model_filename or "model.pt"
     if not versions or not (folder / str(versions[-1]) / filename).is_file():
-        raise FileNotFoundError(f"no {filename} under {folder}/<version>/: run `make export`")
+        raise FileNotFoundError(f"no {filename} under {folder}/<version>/: export the model first (make export)")
+    as_json = json_format.MessageToDict(config, preserving_proto_field_name=True)
     dtypes = {}
-    for tensor in config.input:
-        type_name = model_config_pb2.DataType.Name(tensor.data_type)
-        if type_name not in NUMPY_DTYPES:
-            raise ValueError(f"{model}: input {tensor.name} has {type_name}, not supported by the baseline")
-        dtypes[tensor.name] = NUMPY_DTYPES[type_name]
+    for tensor in as_json.get("input", []):
+        name = str(tensor.get("data_type", "")).removeprefix("TYPE_")
+        if name not in NUMPY_DTYPES or name == "BYTES":
+            raise ValueError(f"{model}: input {tensor['name']} has {name}, not supported by the baseline")
+        dtypes[tensor["name"]] = NUMPY_DTYPES[name]
     return ModelSpec(folder / str(versions[-1]) / filename, [t.name for t in config.input],
-                     [t.name for t in config.output], dtypes, int(config.max_batch_size))
+                     [t.name for t in config.output], dtypes, int(config.max_batch_size), as_json)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.measure.inprocess", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="digits or minilm (real payloads)")
+    parser.add_argument("--model", required=True, help="a TorchScript or ONNX model of the repository")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--seconds", type=float, default=2.0, help="per batch size")
-    parser.add_argument("--seq-len", type=int, default=32, help="minilm sequence length")
     parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)))
     parser.add_argument("--max-batch", type=int, default=None, help="default: the config's max_batch_size")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="default: one per core")
+    parser.add_argument("--cpus", type=parse_cpus, default=None, help="run on these cores (e.g. 1 or 2-7)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_payload_arguments(parser)
     args = parser.parse_args(argv)
 
     spec = model_spec(args.model, args.repository)
-    result = limit(spec.model_path, lambda n: real_batch(args.model, n, args.seq_len),
-                   tuple(int(b) for b in args.batch_sizes.split(",")), args.seconds, args.threads,
-                   args.max_batch or spec.max_batch_size or None)
+    samples = payloads(spec.config, default_options(args.model, payload_options(args)))
+    result = limit(spec, lambda n: stack(samples, n), tuple(int(b) for b in args.batch_sizes.split(",")),
+                   args.seconds, args.threads, args.max_batch or spec.max_batch_size or None, args.cpus)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
-    print(f"{args.model}: in-process TorchScript, {result.threads} threads, {args.seconds:g} s per batch size")
+    print(f"{args.model}: in-process {spec.model_path.name}, {result.threads} threads, {args.seconds:g} s per batch size")
     print("| batch | calls | items/s | median ms | p90 ms |\n|---|---|---|---|---|")
     for r in result.table:
         print(f"| {r.batch} | {r.calls} | {r.items_per_s:.0f} | {r.median_ms:.3f} | {r.p90_ms:.3f} |")

@@ -199,11 +199,12 @@ def _ms(value: float | None) -> float:
 
 def with_locust(endpoints: Endpoints, model: str, served_model: str, load: Load, work: Path, label: str, *,
                 protocol: str = "grpc", duration_s: float = 10.0, processes: int | None = None,
-                log=print) -> Measurement:
-    """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise."""
+                payload: dict | None = None, log=print) -> Measurement:
+    """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise; ``payload``: a
+    campaign scenario's payload table (``PayloadOptions.to_table``)."""
     processes = processes or max(1, len(client_cpus()))
     scenario = Scenario(name=label, model=model, protocol=protocol, shape=load.shape(), duration_s=duration_s,
-                        warmup_s=min(2.0, duration_s / 4), processes=processes)
+                        warmup_s=min(2.0, duration_s / 4), processes=processes, payload=payload)
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:

@@ -35,18 +35,18 @@ class Saturation:
 
 def find_saturation(model: str, served: str, protocol: str, endpoints, work: Path, *, duration_s: float = 10.0,
                     warmup_s: float = 2.0, start_users: int = 4, max_users: int = 256, min_gain: float = 0.05,
-                    log=print) -> Saturation:
+                    payload: dict | None = None, log=print) -> Saturation:
     """Closed-loop users doubling from ``start_users`` until throughput grows by less than ``min_gain``
     (or ``max_users``): the best successful throughput seen, on the config as served. The overload
     comparison searches with the queue policy removed (``saturation_without_policy``), so both of its
-    configs share one reference rate."""
+    configs share one reference rate. ``payload``: the scenarios' payload table (``Scenario.payload``)."""
     work.mkdir(parents=True, exist_ok=True)
     best: dict[str, Any] | None = None
     steps = []
     users = start_users
     while users <= max_users:
         scenario = Scenario(f"saturation-{users}u", model, protocol, {"kind": "users", "users": users},
-                            duration_s, warmup_s)
+                            duration_s, warmup_s, payload=payload)
         client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
         step = {"users": users, "throughput_rps": round(client.throughput_rps, 1),
                 "p99_ms": round(client.latency_ms.get("p99", math.nan), 3), "failures": client.failures}
@@ -76,9 +76,10 @@ def settle(endpoints, served: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.5)
 
 def open_scenario(model: str, protocol: str, rate: float, duration_s: float, warmup_s: float, max_inflight: int,
-                  processes: int = 1, name: str = "") -> Scenario:
+                  processes: int = 1, name: str = "", payload: dict | None = None) -> Scenario:
     return Scenario(name or f"{model}-open-{rate:g}", model, protocol,
-                    {"kind": "open", "rate": rate, "max_inflight": max_inflight}, duration_s, warmup_s, processes)
+                    {"kind": "open", "rate": rate, "max_inflight": max_inflight}, duration_s, warmup_s, processes,
+                    payload=payload)
 
 
 KEEP_UP = 0.95
@@ -104,7 +105,7 @@ def keeps_up(completed_rps: float, rate: float, measured_s: float) -> bool:
 
 def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work: Path, *, start_rps: float,
                         step: float = 1.2, duration_s: float = 10.0, warmup_s: float = 2.0, max_steps: int = 12,
-                        max_inflight: int = 4096, log=print) -> Saturation:
+                        max_inflight: int = 4096, payload: dict | None = None, log=print) -> Saturation:
     """The highest open-loop rate the server keeps up with: Poisson arrivals from ``start_rps``, each step
     ``step`` times the last, until a step completes under ``KEEP_UP`` of its rate (less at low rates:
     ``keeps_up``), fails a request, or its p99 passes ``KNEE`` x the lowest step p99 so far (queues build).
@@ -115,7 +116,7 @@ def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work:
     rate = start_rps
     for _ in range(max_steps):
         scenario = open_scenario(model, protocol, round(rate, 1), duration_s, warmup_s, max_inflight,
-                                          name=f"sustained-{rate:.0f}rps")
+                                 name=f"sustained-{rate:.0f}rps", payload=payload)
         settle(endpoints, served)
         client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
         p99 = client.latency_ms.get("p99", math.nan)

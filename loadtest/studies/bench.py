@@ -2,19 +2,28 @@
 
 Rows (throughput in inferences/s; one request = one item for rows 2-5):
 
-1. in-process: the TorchScript module called directly at its best batch size (``loadtest.measure.inprocess.limit``),
-   the ceiling of this machine (items/s; p50 is the median call at that batch);
+1. in-process: the exported file (``model.pt``, or ``model.onnx`` through onnxruntime) called directly at its
+   best batch size (``loadtest.measure.inprocess.limit``) on the server's cores with as many threads, the
+   ceiling of those cores (items/s; p50 is the median call at that batch);
 2. Triton plain: one instance, no dynamic batching, no warmup, applied through model control;
-3. Triton tuned: the repository's config, which ``make export`` writes from ``export/models.toml`` with the
-   auto-tuner's ``export/tuned.toml`` over it (the output quotes the tuned table's note);
-4. FastAPI + uvicorn calling the module once per request, JSON in and out;
+3. Triton tuned: the repository's config (for a catalog model, what ``make export`` writes from
+   ``export/models.toml`` with the auto-tuner's ``export/tuned.toml`` over it; the output quotes its note);
+4. FastAPI + uvicorn serving the same file once per request, JSON shaped by its config in and out;
 5. the same FastAPI server with its asyncio micro-batcher.
 
-Rows 2-5 run the same closed-loop Locust load (``loadtest.drive.runner.run_locust``: same users, duration,
-warm-up and processes). Row 3 is cross-checked with perf_analyzer (gRPC, real inputs, a concurrency
-range) and run again with one user for the serving overhead (its p50 minus the in-process batch-1
-median). The first request after the server reports ready is timed against the steady p50, with the
-model's warmup on and off (``loadtest.measure.first_request``). Targets are printed as met/missed, never asserted.
+Any TorchScript or ONNX model of the repository can be benchmarked (``--models NAME``, ``make bench
+MODEL=NAME``); the requests are those of ``tritonkit loadtest --model`` (the payload flags; a catalog model
+sends its own real data). Rows 2-5 run the same closed-loop Locust load (``loadtest.drive.runner.run_locust``:
+same users, duration, warm-up and processes). Row 3 is cross-checked with perf_analyzer (gRPC, the same
+payloads, a concurrency range). The serving overhead at one client is perf_analyzer's p50 at concurrency 1
+over gRPC (the C++ client) minus the in-process batch-1 median, printed with the server's queue/compute split;
+Locust's one-user p50 (HTTP, a Python client) is the second figure, labelled as such. The first request after
+the server reports ready is timed against the steady p50, with the model's warmup on and off
+(``loadtest.measure.first_request``). Targets are printed as met/missed, never asserted.
+
+Cores: the server (Triton, or FastAPI) and the load generator run on cores of their own (``--server-cpus``,
+``--client-cpus``; by default the upper and the lower half of this machine's), and row 1 runs on the server's,
+so no row's load generator takes cores from the model, and every row has the same cores to compute on.
 
 Run: ``python -m loadtest.studies.bench [--models digits minilm] [--duration 15] [--out reports/bench]``.
 """
@@ -24,8 +33,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
-import operator
 import os
 import sys
 import tempfile
@@ -35,29 +42,28 @@ import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
-import torch
-
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
 from export import catalog
 from loadtest.campaign import Candidate, Scenario
-from loadtest.drive import apply, perf
-from loadtest.drive.payloads import real_batch, real_samples
+from loadtest.drive import apply, perf, target
+from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, payload_options,
+                                     payloads, stack)
 from loadtest.drive.runner import run_locust
 from loadtest.drive.target import Endpoints
+from loadtest.errors import LoadTestError
 from loadtest.measure.first_request import measure
-from loadtest.measure.inprocess import limit, model_spec
+from loadtest.measure.inprocess import ModelSpec, limit, model_spec
 from loadtest.measure.run import measure_run
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
+from loadtest.studies.bench_report import (P99_BUDGET_MS, RATIOS, ROWS, TARGETS, describe, evaluate_targets,
+                                           ratio, ratios, render, throughput)
 
-DEFAULT_USERS = {"digits": 32, "minilm": 8}
-SEQ_LEN = 32  # minilm: payloads.minilm_tokens pads every request to 32 tokens
-P99_BUDGET_MS = 5.0
-ROWS = (("inprocess", "1. in-process, best batch"), ("triton_plain", "2. Triton plain"),
-        ("triton_tuned", "3. Triton tuned"), ("fastapi", "4. FastAPI per request"),
-        ("fastapi_batcher", "5. FastAPI + micro-batcher"))
-RATIOS = (("3/1", "triton_tuned", "inprocess"), ("3/2", "triton_tuned", "triton_plain"),
-          ("3/4", "triton_tuned", "fastapi"), ("3/5", "triton_tuned", "fastapi_batcher"))
+__all__ = ["Options", "run", "main", "ROWS", "RATIOS", "TARGETS", "ratio", "ratios", "throughput", "render",
+           "describe", "evaluate_targets", "tuned_source", "perf_levels", "options", "P99_BUDGET_MS", "default_users"]
+
+MIN_USERS, MAX_USERS = 8, 32
+"""Bounds of the default closed-loop users (:func:`default_users`)."""
 
 
 @dataclasses.dataclass
@@ -72,124 +78,53 @@ class Options:
     inprocess_s: float = 2.0  # row 1: seconds per batch size
     perf_ms: int = 1500  # perf_analyzer's measurement window
     steady: int = 200  # first-request check: sequential requests for the steady p50
+    payload: PayloadOptions = dataclasses.field(default_factory=PayloadOptions)
+    """The requests (the payload flags); a catalog model without data options sends its own real data."""
+    server_cpus: frozenset[int] | None = None
+    client_cpus: frozenset[int] | None = None
+    """Cores of the servers and row 1, and of the load generators; None: the halves of this machine's
+    (``loadtest.drive.target.split_cpus``); empty sets: no pinning."""
 
-    def users_for(self, model: str) -> int:
-        return int(self.users.get(model) or DEFAULT_USERS.get(model, 16))
+    def users_for(self, model: str, config: dict | None = None) -> int:
+        """``--users`` for ``model``, else enough for its served ``config`` (:func:`default_users`)."""
+        return int(self.users.get(model) or default_users(config or {}))
 
-
-# -- pure parts: ratios, targets, rendering ---------------------------------------------------------
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b and a > 0 and b > 0 and not math.isnan(a) and not math.isnan(b) else None
-
-
-def throughput(entry: dict, row: str) -> float | None:
-    return (entry.get("rows", {}).get(row) or {}).get("throughput")
-
-
-def ratios(entry: dict) -> dict[str, float | None]:
-    return {name: ratio(throughput(entry, a), throughput(entry, b)) for name, a, b in RATIOS}
-
-
-def _first_request_ratio(entry: dict, warmup: bool = True) -> float | None:
-    return next((i.get("ratio") for i in entry.get("first_request", []) if i.get("warmup") == warmup), None)
+    def cpus(self) -> tuple[frozenset[int], frozenset[int]]:
+        """(client, server) cores."""
+        if self.server_cpus is None and self.client_cpus is None:
+            return target.split_cpus()
+        return frozenset(self.client_cpus or ()), frozenset(self.server_cpus or ())
 
 
-def _perf_under_budget(entry: dict) -> float | None:
-    return ((entry.get("perf") or {}).get("best_under_p99") or {}).get("throughput")
+def default_users(config: dict) -> int:
+    """Closed-loop users enough for the served config to form its largest batch on every instance at once
+    (instances x the largest preferred batch size, or ``max_batch_size`` without one; 1 per instance without
+    a batcher), within [8, 32]: a closed loop of fewer users than that caps the batches below the config's, so
+    the served rows could not reach the in-process limit at its best batch whatever the config."""
+    instances = sum(int(g.get("count", 1)) for g in config.get("instance_group") or [{}])
+    batching = config.get("dynamic_batching")
+    if batching is None:
+        batch = 1
+    else:
+        batch = max([int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)])
+    return max(MIN_USERS, min(MAX_USERS, instances * batch))
 
 
-# (model or "*", target, how it is measured, value getter, comparison, threshold, unit)
-TARGETS = (
-    ("minilm", "tuned Triton >= 0.95x the in-process limit (3/1)", lambda e: ratios(e)["3/1"], ">=", 0.95, "x"),
-    ("minilm", "tuned Triton >= 2x FastAPI (3/4)", lambda e: ratios(e)["3/4"], ">=", 2.0, "x"),
-    ("digits", f">= 10k infer/s at p99 < {P99_BUDGET_MS:g} ms (perf_analyzer)", _perf_under_budget, ">=",
-     10000.0, " infer/s"),
-    ("digits", "tuned Triton >= 2.5x FastAPI (3/4)", lambda e: ratios(e)["3/4"], ">=", 2.5, "x"),
-    ("digits", "tuned Triton >= 1.2x FastAPI + batcher (3/5)", lambda e: ratios(e)["3/5"], ">=", 1.2, "x"),
-    ("*", "first request after ready <= 1.5x steady p50 (warmup on)", _first_request_ratio, "<=", 1.5, "x"),
-    ("digits", "p50 serving overhead at one client < 0.4 ms",
-     lambda e: (e.get("one_user") or {}).get("overhead_ms"), "<", 0.4, " ms"),
-)
+@dataclasses.dataclass
+class Bench:
+    """One model's inputs to every row: its exported file and config, the requests and the closed-loop users."""
+
+    model: str
+    spec: ModelSpec
+    samples: list
+    server_cpus: frozenset[int]
+    users: int
+
+    def batch(self, n: int):
+        return stack(self.samples, n)
 
 
-def evaluate_targets(result: dict) -> list[dict]:
-    """One entry per target that applies to a model of ``result``: the measured value and met/missed.
-
-    A value that could not be measured counts as missed (and says so)."""
-    out = []
-    for model, entry in result.get("models", {}).items():
-        for applies, text, getter, op, threshold, unit in TARGETS:
-            if applies not in ("*", model):
-                continue
-            value = getter(entry)
-            met = value is not None and {">=": operator.ge, "<=": operator.le, "<": operator.lt}[op](value, threshold)
-            out.append({"model": model, "target": text, "value": value, "op": op, "threshold": threshold,
-                        "unit": unit, "status": "met" if met else "missed",
-                        "measured": "not measured" if value is None else _number(value, unit)})
-    return out
-
-
-def _number(value: float | None, unit: str = "") -> str:
-    if value is not None and unit == "x" and 0 < abs(value) < 0.1:  # e.g. Triton over an in-process MLP: 0.0040x
-        return f"{value:.2g}x"
-    formats = {"x": "{:.2f}x", " ms": "{:.3f} ms"}
-    return "-" if value is None else formats.get(unit, "{:,.0f}" + unit).format(value)
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None or math.isnan(value) else f"{value:.3f}"
-
-
-def render_model(model: str, entry: dict) -> str:
-    lines = [f"### {model}: {entry['users']} closed-loop users, {entry['duration_s']:g} s per row "
-             f"({entry['warmup_s']:g} s warm-up left out)", "",
-             f"Tuned config: {entry.get('tuned_source', '?')}", "",
-             "| row | throughput (infer/s) | p50 ms | p99 ms | notes |", "|---|---|---|---|---|"]
-    for key, label in ROWS:
-        row = entry.get("rows", {}).get(key) or {}
-        note = row.get("error") or row.get("note", "")
-        tp = row.get("throughput")
-        lines.append(f"| {label} | {'-' if tp is None else f'{tp:,.0f}'} | {_ms(row.get('p50_ms'))} | "
-                     f"{_ms(row.get('p99_ms'))} | {note} |")
-    lines.append("")
-    lines.append("Ratios (throughput): " + ", ".join(f"{k} = {_number(v, 'x')}" for k, v in ratios(entry).items()))
-    perf = entry.get("perf") or {}
-
-    def level(r: dict | None) -> str:
-        return f"{r['throughput']:,.0f} infer/s at concurrency {r['concurrency']} (p99 {_ms(r['p99_ms'])} ms)" \
-            if r else "no level"
-    lines.append(f"perf_analyzer (row 3, gRPC, real data): failed: {perf.get('error')}" if "best" not in perf else
-                 f"perf_analyzer (row 3, gRPC, real data, concurrency {perf['range']}): best {level(perf['best'])}; "
-                 f"best with p99 < {P99_BUDGET_MS:g} ms: {level(perf.get('best_under_p99'))}"
-                 + (f"; no stable figure at concurrency {', '.join(map(str, perf['failed']))}" if perf.get("failed") else ""))
-    one = entry.get("one_user") or {}
-    lines.append("Serving overhead at one client: " + (f"failed: {one['error']}" if one.get("error") else
-                 f"Triton tuned p50 {_ms(one.get('triton_p50_ms'))} ms (1 user, HTTP) - in-process batch-1 median "
-                 f"{_ms(one.get('inprocess_batch1_ms'))} ms = {_ms(one.get('overhead_ms'))} ms"))
-    for item in entry.get("first_request", []):
-        lines.append(f"First request after ready, warmup {'on' if item['warmup'] else 'off'}: " + (
-            f"failed: {item['error']}" if item.get("error") else f"{item['first_ms']:.2f} ms vs steady p50 "
-            f"{item['steady_p50_ms']:.2f} ms = {item['ratio']:.2f}x (ready after {item['ready_s']:.1f} s)"))
-    return "\n".join(lines)
-
-
-def render_targets(targets: list[dict]) -> str:
-    lines = ["### targets (measured figures, not assertions)", "", "| model | target | measured | status |",
-             "|---|---|---|---|"]
-    lines += [f"| {t['model']} | {t['target']} | {t['measured']} | {t['status']} |" for t in targets]
-    return "\n".join(lines)
-
-
-def render(result: dict) -> str:
-    head = (f"## tritonkit side-by-side benchmark ({result.get('started', '')}; {result.get('machine', '')})\n\n"
-            "Throughput in inferences/s (rows 2-5: batch-1 requests/s; row 1: items/s). "
-            "Latencies: client side; row 1: per call at its best batch.")
-    parts = [head] + [render_model(m, e) for m, e in result.get("models", {}).items()]
-    parts.append(render_targets(result.get("targets") or evaluate_targets(result)))
-    return "\n\n".join(parts) + "\n"
-
-
-# -- measuring ------------------------------------------------------------------------------------
+# -- rows -----------------------------------------------------------------------------------------
 def _client_row(client, **extra) -> dict:
     return {"throughput": client.throughput_rps, "p50_ms": client.latency_ms.get("p50"),
             "p99_ms": client.latency_ms.get("p99"), "requests": client.requests, "failures": client.failures,
@@ -208,16 +143,6 @@ def _guarded(fn, *args) -> dict:
         return {"throughput": None, "error": _error(exc)}
 
 
-def describe(config: dict) -> str:
-    """Instances, batching and warmup of a Triton JSON config, in a few words."""
-    count = sum(g.get("count", 1) for g in config.get("instance_group") or [{}])
-    batching = config.get("dynamic_batching")
-    text = f"{count} instance{'s' if count > 1 else ''}, " + (
-        f"dynamic batching ({batching.get('max_queue_delay_microseconds', 0)} us, preferred "
-        f"{batching.get('preferred_batch_size') or '-'})" if batching is not None else "no dynamic batching")
-    return text + f", {len(config.get('model_warmup') or [])} warmup samples"
-
-
 def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
     """Where row 3's config comes from: the repository's, which ``make export`` writes from
     ``export/models.toml`` overlaid with the auto-tuner's ``export/tuned.toml``."""
@@ -229,32 +154,33 @@ def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
         f" ({table['note']})" if table.get("note") else "")
 
 
-def measure_inprocess(model: str, opts: Options) -> dict:
-    spec = model_spec(model, opts.repository)
-    got = limit(spec.model_path, lambda n: real_batch(model, n, SEQ_LEN), seconds_per_size=opts.inprocess_s,
-                max_batch=spec.max_batch_size or None)
+def measure_inprocess(bench: Bench, opts: Options) -> dict:
+    got = limit(bench.spec, bench.batch, seconds_per_size=opts.inprocess_s,
+                max_batch=bench.spec.max_batch_size or None, cpus=bench.server_cpus or None)
     best = next(r for r in got.table if r.batch == got.best_batch)
+    cores = f" on CPUs {_cpu_text(bench.server_cpus)}" if bench.server_cpus else ""
     return {"throughput": got.best_items_per_s, "p50_ms": best.median_ms, "p99_ms": None,
             "batch1_median_ms": got.batch1_median_ms, "best_batch": got.best_batch, "threads": got.threads,
-            "note": f"batch {got.best_batch}, {got.threads} threads; p90 {best.p90_ms:.3f} ms per call",
+            "note": f"{bench.spec.model_path.name}, batch {got.best_batch}, {got.threads} threads{cores}; "
+                    f"p90 {best.p90_ms:.3f} ms per call",
             "table": [dataclasses.asdict(r) for r in got.table]}
 
 
 def _scenario(model: str, protocol: str, users: int, opts: Options, name: str):
     return Scenario(name, model, protocol, {"kind": "users", "users": users}, opts.duration_s,
-                    min(opts.warmup_s, opts.duration_s / 3), opts.processes)
+                    min(opts.warmup_s, opts.duration_s / 3), opts.processes, payload=opts.payload.to_table())
 
 
-def prime(model: str, url: str, users: int, batching: bool, fastapi: bool = False) -> float:
+def prime(bench: Bench, url: str, users: int, batching: bool, fastapi: bool = False) -> float:
     """Untimed requests before a row, with the batch sizes the row's traffic will form (1, or 1, 2, 4 ... up
     to the users when a batcher joins requests), so that TorchScript's profiling executor has specialised
     (seconds for minilm) before Locust measures."""
     started, client = time.monotonic(), None if fastapi else connect("http", url)
     try:
         for batch in [b for b in (perf_levels(users) if batching else [1]) for _ in range(3)]:
-            arrays = real_batch(model, batch, SEQ_LEN)
+            arrays = bench.batch(min(batch, bench.spec.max_batch_size or 1))
             if client is not None:
-                infer(client, model, arrays)
+                infer(client, bench.model, arrays)
                 continue
             body = json.dumps({"inputs": {k: v.tolist() for k, v in arrays.items()}}).encode()
             request = urllib.request.Request(f"http://{url}/infer", body, {"Content-Type": "application/json"})
@@ -266,11 +192,12 @@ def prime(model: str, url: str, users: int, batching: bool, fastapi: bool = Fals
     return time.monotonic() - started
 
 
-def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dict:
-    """Rows 2 and 3, the one-user run of row 3 and the perf_analyzer cross-check, on a running server."""
-    users, out = opts.users_for(model), {"rows": {}}
-    # The server was started from config.pbtxt, which export generates with the tuned settings; rows 2 and 3
-    # are loaded as explicit configs (a plain reload would keep serving the last override).
+def measure_triton(bench: Bench, endpoints, opts: Options, work: Path, log) -> dict:
+    """Rows 2 and 3, the one-client figures and the perf_analyzer cross-check of row 3, on a running server."""
+    model = bench.model
+    users, out = bench.users, {"rows": {}}
+    # The server was started from config.pbtxt (for a catalog model: export's, with the tuned settings); rows 2
+    # and 3 are loaded as explicit configs (a plain reload would keep serving the last override).
     tuned = apply.served_config(endpoints.http, model)
     out["tuned_source"] = tuned_source(model)
     plain = apply.override(tuned, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
@@ -280,7 +207,7 @@ def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dic
         if key != "one_user":
             log(f"[{model}] {key}: loading {describe(config)} through model control")
             apply.load(endpoints.http, model, config)
-            took = prime(model, endpoints.http, users, "dynamic_batching" in config)
+            took = prime(bench, endpoints.http, users, "dynamic_batching" in config)
             log(f"[{model}] {key}: primed in {took:.1f} s")
         log(f"[{model}] {key}: {n} user(s), HTTP, {opts.duration_s:g} s")
         client, s = measure_run(_scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints, work,
@@ -288,14 +215,35 @@ def measure_triton(model: str, endpoints, opts: Options, work: Path, log) -> dic
         return _client_row(client, note=f"{describe(config)}; avg batch {s.avg_batch:.1f}", server={
             "avg_batch": s.avg_batch, "batch_histogram": s.batch_histogram, "breakdown_ms": s.breakdown_ms})
 
-    for key, config, n in steps:
-        row = _guarded(one, key, config, n)
-        if key == "one_user":
-            out["one_user"] = {"triton_p50_ms": row.get("p50_ms"), "error": row.get("error")}
-        else:
-            out["rows"][key] = row
-    out["perf"] = measure_perf(model, endpoints.grpc, users, opts, log)
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        data = perf.write_input_data(Path(tmp) / "input.json", bench.samples, bench.spec.config)
+        for key, config, n in steps:
+            if key == "one_user":  # row 3 is loaded: the C++ client's one-client figure first
+                out["one_client"] = measure_one_client(model, endpoints.grpc, data, opts, log)
+            row = _guarded(one, key, config, n)
+            if key == "one_user":
+                out["one_user"] = {"triton_p50_ms": row.get("p50_ms"), "error": row.get("error"),
+                                   "client": "Locust, 1 user, HTTP"}
+            else:
+                out["rows"][key] = row
+        out["perf"] = measure_perf(model, endpoints.grpc, users, data, opts, log)
     return out
+
+
+def measure_one_client(model: str, grpc_url: str, data: Path, opts: Options, log) -> dict:
+    """perf_analyzer at concurrency 1 over gRPC on row 3's config: the client's p50 and the server's split."""
+    log(f"[{model}] one client: perf_analyzer, gRPC, concurrency 1")
+    try:
+        got = perf.run(model, grpc_url, "grpc", 1, input_data=data, measurement_ms=max(opts.perf_ms, 1000),
+                       timeout_s=120.0, stability_percentage=30.0, max_trials=6).rows[0]
+    except Exception as exc:  # noqa: BLE001 - reported in its row, the other rows still count
+        return {"error": _error(exc)}
+    compute = [got.server_compute_input_ms, got.server_compute_infer_ms, got.server_compute_output_ms]
+    return {"client": "perf_analyzer, gRPC, concurrency 1", "throughput": got.throughput, "p50_ms": got.p50_ms,
+            "p99_ms": got.p99_ms, "server_queue_ms": got.server_queue_ms,
+            "server_compute_ms": sum(c for c in compute if c is not None) if any(c is not None for c in compute) else None,
+            "server_compute_input_ms": got.server_compute_input_ms, "server_compute_infer_ms": got.server_compute_infer_ms,
+            "server_compute_output_ms": got.server_compute_output_ms}
 
 
 def perf_levels(users: int) -> list[int]:
@@ -304,21 +252,19 @@ def perf_levels(users: int) -> list[int]:
     return levels + [users]
 
 
-def measure_perf(model: str, grpc_url: str, users: int, opts: Options, log) -> dict:
+def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Options, log) -> dict:
     """perf_analyzer against row 3's config: one run per concurrency level (a level that fails to
     settle on this noisy machine is reported as such, the others still count)."""
     levels, rows, failed = perf_levels(users), [], {}
     log(f"[{model}] perf_analyzer on row 3 (gRPC, concurrency {levels})")
-    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
-        data = perf.write_input_data(Path(tmp) / "input.json", real_samples(model, 64, SEQ_LEN))
-        for level in levels:
-            try:
-                got = perf.run(model, grpc_url, "grpc", level, input_data=data, measurement_ms=opts.perf_ms,
-                               timeout_s=120.0, stability_percentage=30.0, max_trials=6)
-                rows += [{"concurrency": r.concurrency, "throughput": r.throughput, "p50_ms": r.p50_ms,
-                          "p99_ms": r.p99_ms} for r in got.rows]
-            except Exception as exc:  # noqa: BLE001
-                failed[level] = _error(exc)
+    for level in levels:
+        try:
+            got = perf.run(model, grpc_url, "grpc", level, input_data=data, measurement_ms=opts.perf_ms,
+                           timeout_s=120.0, stability_percentage=30.0, max_trials=6)
+            rows += [{"concurrency": r.concurrency, "throughput": r.throughput, "p50_ms": r.p50_ms,
+                      "p99_ms": r.p99_ms} for r in got.rows]
+        except Exception as exc:  # noqa: BLE001
+            failed[level] = _error(exc)
     if not rows:
         return {"error": f"every level failed: {failed}", "failed": failed}
     under = [r for r in rows if r["p99_ms"] is not None and r["p99_ms"] < P99_BUDGET_MS]
@@ -327,21 +273,23 @@ def measure_perf(model: str, grpc_url: str, users: int, opts: Options, log) -> d
             "best_under_p99": max(under, key=lambda r: r["throughput"]) if under else None}
 
 
-def measure_fastapi(model: str, opts: Options, work: Path, log) -> dict:
-    """Rows 4 and 5: the baseline in a uvicorn subprocess, per request then with the micro-batcher."""
-    rows, users = {}, opts.users_for(model)
+def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
+    """Rows 4 and 5: the baseline in a uvicorn subprocess on the server's cores, per request then with the
+    micro-batcher."""
+    model, rows, users = bench.model, {}, bench.users
     for key, batcher in (("fastapi", False), ("fastapi_batcher", True)):
         (port,) = free_ports(1)
-        log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {opts.users_for(model)} users, {opts.duration_s:g} s")
+        log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {users} users, {opts.duration_s:g} s")
         procs = []
 
         def one() -> dict:
-            procs.append(serve_in_subprocess(model, port, batcher, opts.repository, timeout_s=120))
-            log(f"[{model}] {key}: primed in {prime(model, f'127.0.0.1:{port}', users, batcher, True):.1f} s")
-            client = run_locust(_scenario(model, "fastapi", opts.users_for(model), opts, f"{model}-{key}"), model,
+            procs.append(serve_in_subprocess(model, port, batcher, opts.repository, timeout_s=120,
+                                             cpus=bench.server_cpus or None))
+            log(f"[{model}] {key}: primed in {prime(bench, f'127.0.0.1:{port}', users, batcher, True):.1f} s")
+            client = run_locust(_scenario(model, "fastapi", users, opts, f"{model}-{key}"), model,
                                 f"127.0.0.1:{port}", work / f"{model}-{key}.json", work / f"{model}-{key}.log",
-                                progress=log)
-            return _client_row(client, note="uvicorn, JSON, " + (
+                                progress=log, config=bench.spec.config, samples=bench.samples)
+            return _client_row(client, note=f"uvicorn, JSON, {bench.spec.model_path.name}, " + (
                 "asyncio micro-batcher (max wait 2 ms)" if batcher else "one forward per request"))
         try:
             rows[key] = _guarded(one)
@@ -351,13 +299,29 @@ def measure_fastapi(model: str, opts: Options, work: Path, log) -> dict:
     return rows
 
 
-def measure_first_request(model: str, opts: Options) -> list[dict]:
+def measure_first_request(bench: Bench, opts: Options) -> list[dict]:
     def one(warmup: bool) -> dict:
-        got = measure(opts.repository, model, real_batch(model, 1, SEQ_LEN), warmup, opts.steady, "grpc")
+        got = measure(opts.repository, bench.model, bench.batch(1), warmup, opts.steady, "grpc")
         return {"first_ms": got.first_ms, "steady_p50_ms": got.steady_p50_ms, "ratio": got.ratio,
                 "ready_s": got.ready_s, "warmup_entries": got.warmup_entries}
 
     return [{"warmup": warmup, **_guarded(one, warmup)} for warmup in (True, False)]
+
+
+def _cpu_text(cpus) -> str:
+    return ",".join(map(str, sorted(cpus))) if cpus else "all"
+
+
+# -- the whole run ---------------------------------------------------------------------------------
+def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
+    """Every model's file, config and requests, checked before anything runs (LoadTestError, FileNotFoundError
+    or ValueError naming the model and what is wrong)."""
+    benches = {}
+    for model in opts.models:
+        spec = model_spec(model, opts.repository)
+        benches[model] = Bench(model, spec, payloads(spec.config, default_options(model, opts.payload)), server_cpus,
+                               opts.users_for(model, spec.config))
+    return benches
 
 
 def run(opts: Options, log=None) -> dict:
@@ -367,44 +331,56 @@ def run(opts: Options, log=None) -> dict:
     opts.out.mkdir(parents=True, exist_ok=True)
     work = opts.out / "runs"
     work.mkdir(exist_ok=True)
-    missing = [m for m in opts.models if not (opts.repository / m / "1" / "model.pt").is_file()]
-    if missing:
-        raise SystemExit(f"no exported model for {missing} in {opts.repository}: run `make export`")
+    client_cpus, server_cpus = opts.cpus()
+    benches = prepare(opts, server_cpus)
+    import torch  # only for the machine line; the rows import what their file needs
+
     result = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "machine": f"{len(os.sched_getaffinity(0))} CPUs, torch {torch.__version__}",
-              "settings": {"duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "processes": opts.processes},
-              "models": {m: {"users": opts.users_for(m), "duration_s": opts.duration_s,
-                             "warmup_s": min(opts.warmup_s, opts.duration_s / 3), "rows": {}} for m in opts.models}}
+              "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
+              "settings": {"duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "processes": opts.processes,
+                           "payload": opts.payload.to_table()},
+              "models": {m: {"users": benches[m].users, "duration_s": opts.duration_s,
+                             "warmup_s": min(opts.warmup_s, opts.duration_s / 3), "rows": {},
+                             "format": benches[m].spec.model_path.name} for m in opts.models}}
     models = result["models"]
+    log(f"server and row 1 on CPUs {_cpu_text(server_cpus)}, load generators on CPUs {_cpu_text(client_cpus)}")
     for model in opts.models:  # row 1, no server running
         log(f"[{model}] in-process limit, {opts.inprocess_s:g} s per batch size")
-        models[model]["rows"]["inprocess"] = _guarded(measure_inprocess, model, opts)
-    http, grpc, metrics = free_ports(3)
-    server = LocalServer(ServerConfig(model_repository=opts.repository, http_port=http, grpc_port=grpc,
-                                      metrics_port=metrics, model_control_mode="explicit",
-                                      load_models=tuple(opts.models), exit_timeout_s=10))
-    log(f"starting tritonserver (HTTP {http}, gRPC {grpc}) with {', '.join(opts.models)}")
-    server.start()
+        models[model]["rows"]["inprocess"] = _guarded(measure_inprocess, benches[model], opts)
+    affinity = os.sched_getaffinity(0)
     try:
+        http, grpc, metrics = free_ports(3)
+        server = LocalServer(ServerConfig(model_repository=opts.repository, http_port=http, grpc_port=grpc,
+                                          metrics_port=metrics, model_control_mode="explicit",
+                                          load_models=tuple(opts.models), exit_timeout_s=10, cpus=server_cpus))
+        log(f"starting tritonserver (HTTP {http}, gRPC {grpc}) with {', '.join(opts.models)}")
+        server.start()
+        if client_cpus:  # after the server started on its own: Locust and perf_analyzer, started from here, inherit it
+            os.sched_setaffinity(0, client_cpus)
+        try:
+            for model in opts.models:
+                triton = measure_triton(benches[model], Endpoints.of(server), opts, work, log)
+                models[model]["rows"].update(triton.pop("rows"))
+                models[model].update(triton)
+        finally:
+            left = server.stop()
+            result["server_left"] = left
+            if left:
+                log(f"WARNING: stopping tritonserver left behind: {left}")
         for model in opts.models:
-            triton = measure_triton(model, Endpoints.of(server), opts, work, log)
-            models[model]["rows"].update(triton.pop("rows"))
-            models[model].update(triton)
+            models[model]["rows"].update(measure_fastapi(benches[model], opts, work, log))
     finally:
-        left = server.stop()
-        result["server_left"] = left
-        if left:
-            log(f"WARNING: stopping tritonserver left behind: {left}")
+        os.sched_setaffinity(0, affinity)
     for model in opts.models:
-        models[model]["rows"].update(measure_fastapi(model, opts, work, log))
-        one = models[model].get("one_user") or {}
         batch1 = models[model]["rows"]["inprocess"].get("batch1_median_ms")
-        one["inprocess_batch1_ms"] = batch1
-        one["overhead_ms"] = (one["triton_p50_ms"] - batch1) if one.get("triton_p50_ms") and batch1 else None
-        models[model]["one_user"] = one
+        for key, p50 in (("one_client", "p50_ms"), ("one_user", "triton_p50_ms")):
+            one = models[model].setdefault(key, {})
+            one["inprocess_batch1_ms"] = batch1
+            one["overhead_ms"] = (one[p50] - batch1) if one.get(p50) and batch1 else None
     for model in opts.models:
         log(f"[{model}] first request after ready, warmup on and off (a server of its own each)")
-        models[model]["first_request"] = measure_first_request(model, opts)
+        models[model]["first_request"] = measure_first_request(benches[model], opts)
     for model in opts.models:
         models[model]["ratios"] = ratios(models[model])
     result["targets"] = evaluate_targets(result)
@@ -417,35 +393,55 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m loadtest.studies.bench", description=__doc__.split("\n\n")[0],
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=["digits", "minilm"], help="models to benchmark")
+    parser.add_argument("--models", nargs="+", default=["digits", "minilm"],
+                        help="TorchScript or ONNX models of the repository (default: digits minilm)")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of Locust load per row (rows 2-5)")
     parser.add_argument("--warmup", type=float, default=2.0, help="leading seconds of each row left out")
     parser.add_argument("--users", nargs="+", default=[], metavar="[MODEL=]N",
-                        help="closed-loop Locust users (default: digits=32 minilm=8)")
+                        help="closed-loop Locust users (default: enough for the served config to form its largest "
+                             "batch on every instance, 8 to 32)")
     parser.add_argument("--processes", type=int, default=1, help="Locust processes")
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="writes bench.json and bench.md")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
+    parser.add_argument("--repository", type=Path, default=target.default_repository(),
+                        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)")
     parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
     parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
     parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
+    parser.add_argument("--server-cpus", type=target.parse_cpus, help="the servers' and row 1's cores (default: "
+                                                                      "the upper half of this machine's)")
+    parser.add_argument("--client-cpus", type=target.parse_cpus, help="the load generators' cores (default: the "
+                                                                      "lower half)")
+    parser.add_argument("--no-split-cpus", action="store_true",
+                        help="let servers and load generators share every core (no pinning)")
+    add_payload_arguments(parser)
     return parser
 
 
 def options(argv: list[str] | None = None) -> Options:
-    """The command line as :class:`Options`."""
+    """The command line as :class:`Options` (``PayloadError``/``ValueError`` for contradicting flags)."""
     args = parser().parse_args(argv)
     users = {}
     for value in args.users:  # "32" for every model, "digits=32" for one
         model, _, number = value.rpartition("=")
-        users.update({model: int(number)} if model else dict.fromkeys(args.models, int(number)))
+        try:
+            users.update({model: int(number)} if model else dict.fromkeys(args.models, int(number)))
+        except ValueError:
+            raise ValueError(f"--users {value!r} is not N or MODEL=N") from None
+    none = frozenset() if args.no_split_cpus else None
     return Options(models=tuple(args.models), duration_s=args.duration, warmup_s=args.warmup, users=users,
                    processes=args.processes, out=args.out.resolve(), repository=args.repository.resolve(),
-                   inprocess_s=args.inprocess_s, perf_ms=args.perf_ms, steady=args.steady)
+                   inprocess_s=args.inprocess_s, perf_ms=args.perf_ms, steady=args.steady,
+                   payload=payload_options(args), server_cpus=args.server_cpus if args.server_cpus else none,
+                   client_cpus=args.client_cpus if args.client_cpus else none)
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts = options(argv)
-    result = run(opts)
+    try:
+        opts = options(argv)
+        result = run(opts)
+    except (LoadTestError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(render(result), end="")
     print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")
     return 1 if result.get("server_left") else 0

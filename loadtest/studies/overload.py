@@ -39,7 +39,8 @@ from export.spec import QueuePolicy
 from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply, target
 from loadtest.drive.client_stats import DROPPED, is_refusal
-from loadtest.errors import RunError
+from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
+from loadtest.errors import PayloadError, RunError
 from loadtest.measure.results import RunResult, from_dict
 from loadtest.measure.run import run_scenario
 from loadtest.measure.saturation import OFFER_SHORTFALL, Saturation, find_saturation, open_scenario, settle
@@ -90,12 +91,13 @@ def default_budget_ms(model: str) -> float | None:
 
 
 def saturation_without_policy(model: str, served: str, protocol: str, endpoints, work: Path, original: dict,
-                              fmt: str = "torchscript", log=print, **search) -> Saturation:
+                              fmt: str = "torchscript", log=print, payload: dict | None = None,
+                              **search) -> Saturation:
     """``find_saturation`` with the queue policy removed, then ``original`` served again."""
     _, without = variants(model, policy_of(original), fmt)
     apply.apply(endpoints.http, without, model, original)
     try:
-        return find_saturation(model, served, protocol, endpoints, work, log=log, **search)
+        return find_saturation(model, served, protocol, endpoints, work, log=log, payload=payload, **search)
     finally:
         apply.restore(endpoints.http, {served: original})
 
@@ -198,9 +200,11 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
             budget_ms: float, duration_s: float = 20.0, warmup_s: float = 3.0, factors=FACTORS,
             saturation_rps: float | None = None, max_inflight: int = 4096, processes: int = 1,
             policy: QueuePolicy | None = None, overrides: dict[str, int | None] | None = None,
-            search: dict | None = None, log=print) -> dict[str, Any]:
+            search: dict | None = None, payload: dict | None = None, log=print) -> dict[str, Any]:
     """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
-    ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field)."""
+    ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field);
+    ``payload``: the requests' payload table (``Scenario.payload``; default: the catalog model's samples, else
+    random values from the served config)."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
@@ -217,7 +221,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
         sat_dict = {**dataclasses.asdict(sat), "given": True}
     else:
         sat = saturation_without_policy(model, served, protocol, endpoints, work, original, fmt, log=log,
-                                        **(search or {}))
+                                        payload=payload, **(search or {}))
         sat_dict = dataclasses.asdict(sat)
     log(f"  saturating throughput {sat.rps:.1f} req/s")
     budget = Slo(budget_ms, max_error_rate=0.999999)
@@ -228,7 +232,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
             for factor in factors:
                 rate = round(sat.rps * factor, 1)
                 scenario = open_scenario(model, protocol, rate, duration_s, warmup_s, max_inflight, processes,
-                                         name=f"{model}-{factor:g}x")
+                                         name=f"{model}-{factor:g}x", payload=payload)
                 settle(endpoints, served)
                 try:
                     run = run_scenario(scenario, variant, served, endpoints, work, budget, log=lambda *_: None)
@@ -283,6 +287,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                               "files go to <out>/<model>/)")
     parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
     target.add_server_arguments(parser)
+    add_payload_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -303,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("factors must be > 0, --duration must exceed --warmup, --max-inflight >= 1")
         if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
             raise ValueError("--max-queue-size and --timeout-us must be >= 0")
-    except ValueError as exc:
+        options = payload_options(args)
+    except (ValueError, PayloadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
@@ -313,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
         args.model, endpoints, args.out / args.model, protocol=args.protocol, fmt=args.format, budget_ms=budget,
         duration_s=args.duration, warmup_s=args.warmup, factors=factors, saturation_rps=args.saturation_rps,
         max_inflight=args.max_inflight, processes=args.processes, overrides=overrides,
-        search={"duration_s": args.search_duration}))
+        search={"duration_s": args.search_duration},
+        payload=options.to_table() if options != PayloadOptions() else None))
     if code:
         return code
     paths = write_outputs(data, args.out / args.model)

@@ -49,12 +49,12 @@ from typing import Any
 import psutil
 
 from deploy.client import metrics, model_metric
-from export.errors import UnknownModelError
 from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import perf_windows, target
 from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.payloads import real_samples
-from loadtest.errors import LoadTestError
+from loadtest.drive import apply
+from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, payload_options, payloads
+from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.run import measure_run
 from loadtest.measure.saturation import KEEP_UP, KNEE, START_FRACTION, find_saturation, find_sustained_rate, settle
 from loadtest.measure.study_report import ms_text, save_report
@@ -267,7 +267,8 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
          generator: str = "locust", minutes: float = 10.0, fraction: float = 0.7, window_s: float = 60.0,
          sample_s: float = 5.0,
          warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
-         max_inflight: int = 4096, search: dict | None = None, log=print) -> dict[str, Any]:
+         max_inflight: int = 4096, search: dict | None = None, payload: dict | None = None,
+         log=print) -> dict[str, Any]:
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -276,11 +277,12 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     if saturation_rps is None:
         # On the config as served (70% of a rate measured without its queue policy overloads it), closed-loop
         # first, then open-loop upwards from well below that: the rate open-loop arrivals can be held at.
-        closed = find_saturation(model, served, protocol, endpoints, work, log=log, **(search or {}))
+        closed = find_saturation(model, served, protocol, endpoints, work, log=log, payload=payload,
+                                 **(search or {}))
         sustained = find_sustained_rate(model, served, protocol, endpoints, work,
                                         start_rps=closed.rps * START_FRACTION,
                                         duration_s=(search or {}).get("duration_s", 10.0), max_inflight=max_inflight,
-                                        log=log)
+                                        payload=payload, log=log)
         saturation_rps = sustained.rps
         search_record.update(closed_loop=closed.steps, closed_loop_rps=closed.rps, open_loop=sustained.steps)
     rate = round(fraction * saturation_rps, 1)
@@ -288,13 +290,13 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
     log(f"soak {served} over {protocol}: {rate:g} req/s ({fraction:g} x {saturation_rps:.1f}) for {duration_s:g} s")
     scenario = Scenario(f"soak-{model}", model, protocol, {"kind": "open", "rate": rate, "max_inflight": max_inflight},
-                        duration_s, warmup_s)
+                        duration_s, warmup_s, payload=payload)
     settle(endpoints, served)
     sampler = MemorySampler(server_pid, sample_s).start()
     try:
         if generator == "perf_analyzer":
-            client, server_failures = _perf_analyzer_load(model, served, protocol, endpoints, rate, duration_s,
-                                                          window_s, log)
+            client, server_failures = _perf_analyzer_load(served, protocol, endpoints, rate, duration_s,
+                                                          window_s, log, payload)
         else:
             client, server = measure_run(scenario, served, endpoints, work, scenario.name, log=log,
                                          extra_settings={"window_s": window_s})
@@ -317,18 +319,17 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     }
 
 
-def _perf_analyzer_load(model: str, served: str, protocol: str, endpoints, rate: float, duration_s: float,
-                        window_s: float, log) -> tuple[ClientStats, int]:
-    """The soak's load from perf_analyzer (``loadtest.drive.perf_windows``): one pass per window, real payloads,
-    and the requests Triton counted as failed over the run."""
+def _perf_analyzer_load(served: str, protocol: str, endpoints, rate: float, duration_s: float,
+                        window_s: float, log, payload: dict | None = None) -> tuple[ClientStats, int]:
+    """The soak's load from perf_analyzer (``loadtest.drive.perf_windows``): one pass per window, the payloads the
+    Locust users would send, and the requests Triton counted as failed over the run."""
     windows = int(duration_s // window_s)
-    try:
-        samples = real_samples(model, 64)  # the payloads the Locust users send
-    except UnknownModelError as exc:
-        raise ValueError(exc.args[0]) from None
+    config = apply.served_config(endpoints.http, served)
+    samples = payloads(config, default_options(served, PayloadOptions.from_table(payload)))
     failed_before = model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
     try:
-        run = perf_windows.run(served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log)
+        run = perf_windows.run(served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log,
+                               config=config)
     except perf_windows.PerfWindowsError as exc:
         raise LoadTestError(str(exc)) from None
     server_failures = int(model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
@@ -361,6 +362,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                               "<out>/<model>/)")
     # memory is sampled from the server's processes: always a local server
     target.add_server_arguments(parser, local_only=True)
+    add_payload_arguments(parser)
     parser.add_argument("--split-cpus", action=argparse.BooleanOptionalAction, default=True,
                         help="without --server-cpus/--client-cpus: the server on the upper half of the CPUs, the "
                              "load generator on the lower half (default; --no-split-cpus lets them share)")
@@ -374,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
         print("error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
               "0 <= --warmup < the run", file=sys.stderr)
         return 2
+    try:
+        options = payload_options(args)
+    except PayloadError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.split_cpus and not (args.server_cpus or args.client_cpus):
         args.client_cpus, args.server_cpus = target.split_cpus()
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
@@ -382,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
         generator=args.generator, minutes=args.minutes, fraction=args.fraction, window_s=args.window_s,
         sample_s=args.sample_s,
         warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s, saturation_rps=args.saturation_rps,
-        max_inflight=args.max_inflight, search={"duration_s": args.search_duration}))
+        max_inflight=args.max_inflight, search={"duration_s": args.search_duration},
+        payload=options.to_table() if options != PayloadOptions() else None))
     if code:
         return code
     data.update(server_cpus=sorted(args.server_cpus), client_cpus=sorted(args.client_cpus))

@@ -25,13 +25,13 @@ import shlex
 import sys
 from pathlib import Path
 
-from export.errors import UnknownModelError
 from loadtest.campaign import Slo
 from loadtest.drive import perf
-from loadtest.drive.payloads import real_samples
 from loadtest.drive import apply, target
+from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, is_decoupled,
+                                     payload_options, payloads)
 from loadtest.drive.target import Endpoints
-from loadtest.errors import LoadTestError
+from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.probe import Load
 from loadtest.tune import compare, search, writer
 from loadtest.tune import report as tune_report
@@ -58,17 +58,6 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
         return value
     return parse
-
-
-def _shape(text: str) -> tuple[str, list[int]]:
-    name, sep, dims = text.partition(":")
-    try:
-        values = [int(d) for d in dims.split(",")] if sep and dims else None
-    except ValueError:
-        values = None
-    if not name or not values or any(d < 1 for d in values):
-        raise argparse.ArgumentTypeError(f"--shape {text!r} is not NAME:D1,D2,... (dims >= 1)")
-    return name, values
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -129,11 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one "
                              "the server serves)")
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
-    payload = parser.add_argument_group("payloads")
-    payload.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME:D1,D2",
-                         help="the shape of an input with a dynamic dim (perf_analyzer's spelling; repeatable)")
-    payload.add_argument("--input-data", type=Path, metavar="FILE.json",
-                         help="perf_analyzer's input-data JSON to send instead of random data")
+    add_payload_arguments(parser)
     target.add_server_arguments(parser)
 
 
@@ -147,16 +132,14 @@ def register(subparsers) -> None:
 
 
 def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
-    if args.input_data is not None and not args.input_data.is_file():
-        raise TuneError(f"--input-data {str(args.input_data)!r} does not exist")
     if not 0 <= args.max_error_rate < 1:
         raise TuneError(f"--max-error-rate {args.max_error_rate} must be in [0, 1)")
     return TuneOptions(model=args.model, slo=Slo(args.slo_p99_ms, args.max_error_rate),
                        load=Load(users=args.users, rate=args.rate), repository=Path(args.repository).resolve(),
                        budget_s=args.budget_s, protocol=args.protocol, strategy=args.strategy,
                        max_instances=args.max_instances, measurement_ms=args.measurement_ms,
-                       input_data=args.input_data.resolve() if args.input_data else None,
-                       shapes=dict(args.shape), work=out / "runs", axes=_axes(args))
+                       payload=default_options(args.model, payload_options(args)), work=out / "runs",
+                       axes=_axes(args))
 
 
 def _axes(args: argparse.Namespace) -> dict[str, tuple]:
@@ -180,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(args, out)
         if not (options.repository / args.model / "config.pbtxt").is_file() and not args.http_url:
             raise TuneError(f"model {args.model!r} is not in {options.repository} (no {args.model}/config.pbtxt)")
-    except (TuneError, LoadTestError, ValueError) as exc:
+    except (TuneError, LoadTestError, ValueError) as exc:  # PayloadError is a LoadTestError
         print(f"tune: error: {exc}", file=sys.stderr)
         return 2
     if not args.http_url and not args.server_cpus and not args.client_cpus:
@@ -190,31 +173,26 @@ def run(args: argparse.Namespace) -> int:
     return value if status == 0 else status
 
 
-def default_input_data(model: str, out: Path) -> Path | None:
-    """perf_analyzer's --input-data from the model's own sample data where the project has it (the built-in
-    models' real data: token ids a vocabulary knows, real scans); None: perf_analyzer's random data."""
-    try:
-        samples = real_samples(model, 64)
-    except (UnknownModelError, KeyError):
-        return None
+def with_payloads(options: TuneOptions, endpoints: Endpoints, out: Path) -> TuneOptions:
+    """The payloads made once from the served config (one clear error before any probe when they cannot be),
+    and written as perf_analyzer's input data: both generators send the same requests."""
+    config = apply.served_config(endpoints.http, options.model)
+    samples = payloads(config, options.payload)
+    if is_decoupled(config) or any(a.dtype == object for a in samples[0].values()):
+        return options  # Locust: its processes make the same payloads from options.payload
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        return perf.write_input_data(out / "input_data.json", samples)
-    except ValueError:  # BYTES inputs: a pipeline, measured with Locust
-        return None
+    return dataclasses.replace(options, input_data=perf.write_input_data(out / "input_data.json", samples, config))
 
 
 def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.Namespace) -> int:
     if args.client_cpus:
         print(f"tune: generator on CPUs {_cpus(args.client_cpus)}, server on {_cpus(args.server_cpus) or 'all'}")
-    if options.input_data is None and not options.shapes:
-        data = default_input_data(options.model, out)
-        if data is not None:
-            options = dataclasses.replace(options, input_data=data)
-            print(f"tune: perf_analyzer sends {options.model}'s sample data ({data})")
     try:
+        options = with_payloads(options, endpoints, out)
+        what = options.payload.samples or options.payload.input_data or "random values from the config"
+        print(f"tune: requests carry {what}")
         outcome = tune(options, endpoints)
-    except TuneError as exc:
+    except (TuneError, PayloadError) as exc:
         print(f"tune: error: {exc}", file=sys.stderr)
         return 2
     sections: list[str] = []

@@ -16,6 +16,7 @@ from export.errors import ExportError
 from export.spec import ModelSpec
 from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply
+from loadtest.drive.payloads import PayloadOptions
 from loadtest.drive.target import Endpoints
 from loadtest.errors import TuneError, VariantError
 from loadtest.measure import probe
@@ -40,9 +41,10 @@ class TuneOptions:
     """perf_analyzer's window; Locust runs ``locust_duration_s`` per point."""
     locust_duration_s: float = 10.0
     confirm: int = 2
+    payload: PayloadOptions = dataclasses.field(default_factory=PayloadOptions)
+    """What the requests carry (``loadtest.drive.payloads``): the same for perf_analyzer and Locust."""
     input_data: Path | None = None
-    """perf_analyzer ``--input-data`` JSON; None: perf_analyzer's random data (``shapes`` for dynamic dims)."""
-    shapes: dict[str, list[int]] = dataclasses.field(default_factory=dict)
+    """perf_analyzer's ``--input-data`` JSON, written from ``payload`` once the served config is known."""
     axes: dict[str, tuple] = dataclasses.field(default_factory=dict)
     """Values to search on some axes instead of the generated ones (``batcher``: delays, None = off;
     ``max_batch_size``; ``format``); each checked against the model's limits."""
@@ -118,14 +120,14 @@ class Runner:
                 return Measurement.failed(generator, f"config not served: {exc}")
         if generator == "perf_analyzer":
             return probe.with_perf_analyzer(self.endpoints, served, self.options.load, protocol=self.options.protocol,
-                                            input_data=self.options.input_data, shapes=self.options.shapes or None,
+                                            input_data=self.options.input_data,
                                             measurement_ms=self.options.measurement_ms)
         work = self.options.work or Path("reports") / "tune" / self.options.model / "runs"
         work.mkdir(parents=True, exist_ok=True)
         label = point.label().replace(" ", "").replace("/", "-").replace(",", "_")
         return probe.with_locust(self.endpoints, self.options.model, served, self.options.load, work, label,
                                  protocol=self.options.protocol, duration_s=self.options.locust_duration_s,
-                                 log=lambda *_: None)
+                                 payload=self.options.payload.to_table(), log=lambda *_: None)
 
     def point_of(self, candidate: Candidate) -> Point | None:
         """A candidate (served variant + serving changes) as a fully specified point, or None when the format

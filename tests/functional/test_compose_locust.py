@@ -31,20 +31,21 @@ def local(command: list[str]) -> list[str]:
     return ["127.0.0.1" if part == "locust-master" else part for part in command]
 
 
-@pytest.mark.parametrize("user_class", ["DigitsGrpcUser", "DigitsHttpUser"])
-def test_master_and_worker_from_compose_send_load(server, user_class, tmp_path):
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_master_and_worker_from_compose_send_load(server, protocol, tmp_path):
     services = compose_services()
     master, worker = services["locust-master"], services["locust-worker"]
     settings = json.loads(master["environment"]["TRITONKIT_LOAD"])
-    assert set(settings) == {"http_url", "grpc_url"}
-    settings = {"http_url": server.config.http_url, "grpc_url": server.config.grpc_url}
+    assert set(settings) == {"model", "protocol", "http_url", "grpc_url"}
+    # The compose file's settings, with this server's addresses and the protocol under test.
+    settings.update(http_url=server.config.http_url, grpc_url=server.config.grpc_url, protocol=protocol)
     env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
     (port,) = free_ports(1)
     worker_cmd = local(worker["command"]) + ["--master-port", str(port)]
     master_cmd = local(master["command"]) + [
         "--headless", "-u", "4", "-r", "4", "-t", "6s", "--expect-workers", "1", "--expect-workers-max-wait", "60",
         "--master-bind-port", str(port), "--json-file", str(tmp_path / "stats"), "--only-summary",
-        "--loglevel", "WARNING", user_class]
+        "--loglevel", "WARNING", "TritonUser"]
     master_proc = subprocess.Popen(master_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
     worker_proc = subprocess.Popen(worker_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL,

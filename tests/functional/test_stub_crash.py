@@ -1,8 +1,8 @@
 """A Python-backend stub killed under load: the supervisor reloads its model, retrying clients lose nothing.
 
 Own small server (digits only, two instances, so two stubs) with the supervisor on. One test kills a stub
-while Locust (``DigitsHttpUser``, retry on) and two checking gRPC threads (retry on) send requests; the
-other kills one while clients without retry send, to show what they see. Run with ``-s`` or look at the
+while Locust (``TritonUser`` on digits over HTTP, retry on) and two checking gRPC threads (retry on) send
+requests; the other kills one while clients without retry send, to show what they see. Run with ``-s`` or look at the
 ``recovery:`` lines the tests print (they bypass capture).
 """
 
@@ -212,11 +212,11 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
     reference = reference_of(server, pixels)
     events_before = len(server.supervisor.events)
     out = tmp_path / "locust.json"
-    settings = {"model": "digits", "url": server.config.http_url, "shape": {"kind": "users"}, "retry": RETRY,
-                "out": str(out)}
+    settings = {"model": "digits", "protocol": "http", "url": server.config.http_url, "shape": {"kind": "users"},
+                "retry": RETRY, "out": str(out)}
     locust = subprocess.Popen(
         [sys.executable, "-m", "loadtest.drive.locust_main",
-         "-f", str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"), "DigitsHttpUser", "--headless", "--host", server.config.http_url, "-u", "6", "-r", "6", "-t", "20s",
+         "-f", str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"), "TritonUser", "--headless", "--host", server.config.http_url, "-u", "6", "-r", "6", "-t", "20s",
          "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "15", "--exit-code-on-error", "0"],
         cwd=PROJECT_ROOT, env={**os.environ, "TRITONKIT_LOAD": json.dumps(settings)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 import torch
 
+from deploy.server import DEFAULT_REPOSITORY
 from loadtest.drive import perf
-from loadtest.measure.first_request import PayloadError, _serving_repository, members, payload_for
-from loadtest.measure.inprocess import limit, model_spec
+from loadtest.drive.payloads import PayloadOptions
+from loadtest.errors import PayloadError
+from loadtest.measure.first_request import _serving_repository, members, payload_for
+from loadtest.measure.inprocess import ModelSpec, limit, model_spec
 from loadtest.studies.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
 
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
@@ -56,9 +59,10 @@ def test_parse_ignores_a_trailing_metrics_block_and_refuses_other_files():
 
 
 def test_write_input_data_is_perf_analyzers_format(tmp_path):
+    # batch-1 payloads, batch dim first: perf_analyzer takes one item per entry, the batch dim dropped
     samples = [
-        {"input_ids": np.array([101, 2023, 102, 0], dtype=np.int64), "attention_mask": np.array([1, 1, 1, 0])},
-        {"input_ids": np.array([101, 7592, 999, 102]), "attention_mask": np.ones(4, dtype=np.int64)},
+        {"input_ids": np.array([[101, 2023, 102, 0]], dtype=np.int64), "attention_mask": np.array([[1, 1, 1, 0]])},
+        {"input_ids": np.array([[101, 7592, 999, 102]]), "attention_mask": np.ones((1, 4), dtype=np.int64)},
     ]
     path = perf.write_input_data(tmp_path / "in.json", samples)
     data = json.loads(path.read_text())
@@ -67,14 +71,17 @@ def test_write_input_data_is_perf_analyzers_format(tmp_path):
     assert data["data"][1]["attention_mask"] == {"content": [1, 1, 1, 1], "shape": [4]}
     assert all(isinstance(v, int) for v in data["data"][0]["input_ids"]["content"])
 
-    pixels = np.arange(64, dtype=np.float32).reshape(8, 8) / 4
+    pixels = (np.arange(64, dtype=np.float32).reshape(1, 8, 8) / 4)
     data = json.loads(perf.write_input_data(tmp_path / "px.json", [{"PIXELS": pixels}]).read_text())
     assert data["data"][0]["PIXELS"]["shape"] == [8, 8]
     assert data["data"][0]["PIXELS"]["content"][:3] == [0.0, 0.25, 0.5]
+    # an unbatched model's samples keep every dim; BYTES go as strings
+    unbatched = {"name": "g", "max_batch_size": 0, "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}]}
+    data = json.loads(perf.write_input_data(tmp_path / "t.json", [{"TEXT": np.array([b"hi"], dtype=object)}],
+                                            unbatched).read_text())
+    assert data["data"][0]["TEXT"] == {"content": ["hi"], "shape": [1]}
     with pytest.raises(ValueError):
         perf.write_input_data(tmp_path / "x.json", [])
-    with pytest.raises(ValueError, match="only numbers"):
-        perf.write_input_data(tmp_path / "x.json", [{"TEXT": np.array(["hi"])}])
 
 
 def _fake_binary(tmp_path: Path, body: str) -> Path:
@@ -230,18 +237,22 @@ def test_model_spec_reads_names_dtypes_and_file_from_the_config(tmp_path):
 
 
 # -- in-process limit and first-request repository ------------------------------------------------
+def _tiny_spec(path: Path) -> ModelSpec:
+    return ModelSpec(path, ["x", "offset"], ["y"], {"x": np.float32, "offset": np.int64}, 8)
+
+
 def test_inprocess_limit_on_a_tiny_module(tiny_module):
     def make_batch(n):
         return {"offset": np.ones((n, 2), dtype=np.int64), "x": np.ones((n, 3), dtype=np.float32)}  # any order
 
-    result = limit(tiny_module, make_batch, batch_sizes=(1, 2, 4, 8, 64), seconds_per_size=0.02, threads=1,
-                   max_batch=8)
+    result = limit(_tiny_spec(tiny_module), make_batch, batch_sizes=(1, 2, 4, 8, 64), seconds_per_size=0.02,
+                   threads=1, max_batch=8)
     assert [r.batch for r in result.table] == [1, 2, 4, 8]
     assert all(r.calls >= 3 and r.items_per_s > 0 and r.median_ms > 0 for r in result.table)
     assert result.best_batch in (1, 2, 4, 8) and result.best_items_per_s == max(r.items_per_s for r in result.table)
     assert result.batch1_median_ms == result.table[0].median_ms and result.threads == 1
     with pytest.raises(ValueError, match="shape"):
-        limit(tiny_module, lambda n: {"x": np.ones((1, 3), np.float32), "offset": np.ones((1, 2), np.int64)},
+        limit(_tiny_spec(tiny_module), lambda n: {"x": np.ones((1, 3), np.float32), "offset": np.ones((1, 2), np.int64)},
               batch_sizes=(2,), seconds_per_size=0.01, threads=1)
 
 
@@ -293,35 +304,35 @@ def test_a_payload_for_a_model_of_ones_own(tmp_path):
                             'input { name: "n" data_type: TYPE_INT64 dims: 1 }\n'
                             'input { name: "o" data_type: TYPE_FP32 dims: 1 optional: true }\n'
                             'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
-    made = payload_for(repo, "m")
+    with pytest.raises(PayloadError, match=r"'x' of model 'm' has a dynamic dim .* --shape x:3,N"):
+        payload_for(repo, "m")
+    made = payload_for(repo, "m", PayloadOptions(shapes={"x": (3, 8)}))
     assert set(made) == {"x", "n"} and made["x"].shape == (1, 3, 8) and made["x"].dtype == np.float32
-    assert made["n"].shape == (1, 1) and not made["n"].any()
+    assert made["n"].shape == (1, 1) and made["n"].dtype == np.int64
     data = tmp_path / "input.json"
     data.write_text('{"data": [{"x": {"content": [1, 2, 3, 4, 5, 6], "shape": [3, 2]}, "n": [7]}]}')
-    given = payload_for(repo, "m", data)
+    given = payload_for(repo, "m", PayloadOptions(input_data=data))
     assert given["x"].tolist() == [[[1, 2], [3, 4], [5, 6]]] and given["n"].tolist() == [[7]]
 
 
 def test_a_model_without_a_payload_is_one_clear_error(tmp_path):
     repo = _model(tmp_path, 'max_batch_size: 0\ninput { name: "TEXT" data_type: TYPE_STRING dims: 1 }\n'
                             'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
-    with pytest.raises(PayloadError, match="'TEXT' is BYTES; give a request with --input-data"):
+    with pytest.raises(PayloadError, match="'TEXT' of model 'm' is BYTES.* --input-data FILE.json or --samples"):
         payload_for(repo, "m")
     data = tmp_path / "input.json"
     data.write_text('{"data": [{"TEXT": ["hello"]}]}')
-    assert payload_for(repo, "m", data)["TEXT"].tolist() == [b"hello"]
+    assert payload_for(repo, "m", PayloadOptions(input_data=data))["TEXT"].tolist() == [b"hello"]
     data.write_text('{"data": [{}]}')
-    with pytest.raises(PayloadError, match="no data for input 'TEXT'"):
-        payload_for(repo, "m", data)
-    data.write_text('{"data": [{"TEXT": {"b64": "aGk="}}]}')
-    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
-        payload_for(repo, "m", data)
-    data.write_text('{"data": [{"TEXT": {"content": ["a", "b"], "shape": [3]}}]}')
-    with pytest.raises(PayloadError, match="input 'TEXT' is not STRING data"):
-        payload_for(repo, "m", data)
+    with pytest.raises(PayloadError, match="entry 0.*'TEXT'"):
+        payload_for(repo, "m", PayloadOptions(input_data=data))
     with pytest.raises(PayloadError, match="decoupled"):
-        from deploy.server import DEFAULT_REPOSITORY
-
         payload_for(DEFAULT_REPOSITORY, "text_generator")
     with pytest.raises(FileNotFoundError, match="no .*nope/config.pbtxt"):
         payload_for(tmp_path, "nope")
+
+
+def test_the_pipelines_payloads_are_their_own_real_samples():
+    image = payload_for(DEFAULT_REPOSITORY, "image_classifier")
+    assert image["IMAGE"].shape == (1, 1) and image["IMAGE"][0, 0][:2] == b"\xff\xd8"  # a JPEG
+    assert payload_for(DEFAULT_REPOSITORY, "text_embedder")["TEXT"].dtype == object

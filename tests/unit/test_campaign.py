@@ -104,7 +104,7 @@ def test_missing_file_is_named(tmp_path):
 
 def test_locust_command_follows_the_shape():
     scenario = campaign.Scenario("s", "digits", "grpc", {"kind": "open", "rate": 500}, duration_s=10, processes=2)
-    cmd = locust_command(scenario, "DigitsGrpcUser", "127.0.0.1:8001")
+    cmd = locust_command(scenario, "127.0.0.1:8001")
     assert cmd[1:3] == ["-m", "loadtest.drive.locust_main"]  # gRPC readied for gevent before Locust imports
-    assert "DigitsGrpcUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
+    assert "TritonUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "10s"

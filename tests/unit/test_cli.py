@@ -121,3 +121,59 @@ def test_a_load_failure_reason_is_one_line_without_the_python_backends_stack():
               "  /venv/torch/jit/_serialization.py(192): load\n  /backends/pytorch/model.py(86): load\n")
     assert _one_line(reason) == "Internal: RuntimeError: PytorchStreamReader failed reading zip archive"
     assert _one_line("failed to load 'x':\n  no file") == "failed to load 'x': no file"
+
+
+# -- tritonkit loadtest --model: every bad input is one line and exit 2, before a server starts ------------
+USER_CONFIG = '''name: "scorer"
+platform: "pytorch_libtorch"
+max_batch_size: 8
+input { name: "user" data_type: TYPE_FP32 dims: 4 }
+input { name: "ids" data_type: TYPE_INT64 dims: -1 }
+output { name: "probs" data_type: TYPE_FP32 dims: 1 }
+'''
+
+
+@pytest.fixture
+def user_repository(tmp_path):
+    (tmp_path / "repo" / "scorer" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "scorer" / "config.pbtxt").write_text(USER_CONFIG)
+    (tmp_path / "repo" / "texts" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "texts" / "config.pbtxt").write_text(
+        'name: "texts"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+        'input { name: "TEXT" data_type: TYPE_STRING dims: 1 }\noutput { name: "y" data_type: TYPE_FP32 dims: 1 }\n')
+    (tmp_path / "bad.json").write_text('{"data": [{"user": [1, 2, 3], "ids": {"content": [1], "shape": [1]}}]}')
+    return tmp_path
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--model", "nosuch"], "error: model 'nosuch' is not in the repository {repo}; models there: ['scorer', 'texts']"),
+    (["--model", "scorer"], "error: input 'ids' of model 'scorer' has a dynamic dim (dims [-1]): give its size with "
+                            "--shape ids:N"),
+    (["--model", "texts"], "error: input 'TEXT' of model 'texts' is BYTES: random values cannot stand in for it; "
+                           "give real data with --input-data FILE.json or --samples FILE.py:FUNC"),
+    (["--model", "scorer", "--input-data", "{tmp}/bad.json"],
+     "error: --input-data {tmp}/bad.json: entry 0: input 'user': 3 values; shape needs 4"),
+    (["--model", "scorer", "--input-data", "{tmp}/none.json"], "error: --input-data {tmp}/none.json: no such file"),
+    (["--model", "scorer", "--shape", "ids:8", "--samples", "{tmp}/none.py:load"],
+     "error: --samples '{tmp}/none.py:load': no file '{tmp}/none.py'"),
+    (["--model", "scorer", "--shape", "ids"], "error: argument --shape: --shape 'ids' is not NAME:D1,D2,... with "
+                                               "dims >= 1 (tritonkit loadtest --help)"),
+    (["--model", "scorer", "--users", "4", "--rate", "9"],
+     "error: argument --rate: not allowed with argument --users (tritonkit loadtest --help)"),
+    (["--model", "scorer", "--protocol", "tcp"], "error: argument --protocol: invalid choice: 'tcp' (choose from "
+                                                  "'http', 'grpc') (tritonkit loadtest --help)"),
+    (["--model", "scorer", "--users", "0"], "error: --users 0 must be >= 1"),
+    (["--model", "scorer", "--http-url", "127.0.0.1:9", "--grpc-url", "127.0.0.1:9", "--metrics-url",
+      "http://127.0.0.1:9/metrics"], "error: no Triton server answers at --http-url 127.0.0.1:9: [Errno 111] "
+                                     "Connection refused"),
+    ([], "error: give a campaign file or --model NAME (tritonkit loadtest --help)"),
+    (["{tmp}/c.toml", "--model", "scorer"], "error: give a campaign file or --model, not both"),
+])
+def test_loadtest_model_refuses_bad_input_in_one_line(user_repository, extra, message):
+    tmp, repo = user_repository, user_repository / "repo"
+    args = [a.format(tmp=tmp, repo=repo) for a in extra]
+    result = subprocess.run([sys.executable, "-m", "tritonkit_cli", "loadtest", *args, "--repository", str(repo)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [message.format(tmp=tmp, repo=repo)], result.stderr
+    assert "starting tritonserver" not in result.stdout

@@ -21,7 +21,7 @@ def tune(*args: str) -> subprocess.CompletedProcess:
     (["digits", "--slo-p99-ms", "-1", "--users", "4"], ["'-1' must be > 0"]),
     (["digits", "--slo-p99-ms", "5", "--users", "4", "--shape", "ids"], ["--shape 'ids' is not NAME:D1,D2"]),
     (["digits", "--slo-p99-ms", "5", "--users", "4", "--delays-us", "0,soon"], ["'0,soon' is not a list of delays"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--input-data", "missing.json"], ["--input-data", "does not exist"]),
+    (["digits", "--slo-p99-ms", "5", "--users", "4", "--input-data", "missing.json"], ["--input-data missing.json: no such file"]),
     (["digits", "--slo-p99-ms", "5", "--users", "4", "--max-error-rate", "2"], ["--max-error-rate 2"]),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):

@@ -3,6 +3,7 @@ carrying the settings production needs. The stack itself runs only where Docker 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -166,7 +167,8 @@ def test_locust_master_and_workers_run_the_project_locustfile(services):
         command = service["command"]
         assert command[:3] == ["python", "-m", "loadtest.drive.locust_main"]
         assert (PROJECT_ROOT / command[command.index("-f") + 1]).is_file()
-        assert '"grpc_url": "triton:8001"' in service["environment"]["TRITONKIT_LOAD"]
+        settings = json.loads(service["environment"]["TRITONKIT_LOAD"])
+        assert settings["grpc_url"] == "triton:8001" and settings["model"] and settings["protocol"] == "grpc"
     assert "--master" in master["command"] and "--class-picker" in master["command"]
     assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
     assert {p["target"] for p in master["ports"]} == {8089}

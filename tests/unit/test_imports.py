@@ -29,7 +29,7 @@ LAYERS = (
 )
 """loadtest's modules by layer: a module may import its own layer and those below, never one above."""
 STUDIES = "loadtest.studies"
-STUDY_PARTS = {"overload_report": "overload", "baselines": "bench"}
+STUDY_PARTS = {"overload_report": "overload", "baselines": "bench", "bench_report": "bench"}
 """Modules of ``loadtest/studies/`` that belong to a study of another name."""
 
 
@@ -276,7 +276,7 @@ def test_the_graph_reads_the_project(project):
     assert {layer_of(m) for m in project if m.startswith("loadtest.")} == {0, 1, 2, 3, 4, 5}
     assert any(i.imported == "loadtest.measure.run" for i in project["loadtest.measure.saturation"])
     assert "export.zoo.digits" in heavy_modules(project) and "loadtest.campaign" not in heavy_modules(project)
-    assert any(i.in_function and i.imported == "export.zoo.digits" for i in project["loadtest.drive.payloads"])
+    assert any(i.in_function and i.imported == "export.zoo.efficientnet" for i in project["export.zoo.pipelines"])
 
 
 # --- each check can fail -------------------------------------------------------------------------

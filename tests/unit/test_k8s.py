@@ -31,7 +31,7 @@ CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema bundled: checked by hand b
 EXPORT_COMMAND = ["python", "-m", "export", "--target", "{target}", "--repository", "/models",
                   "--seed-from", "/opt/tritonkit/model_repository"]
 LOCUST = ["python", "-m", "loadtest.drive.locust_main", "-f", "loadtest/drive/locustfile.py"]
-LOAD_SETTINGS = {"http_url": "triton:8000", "grpc_url": "triton:8001"}
+LOAD_SETTINGS = {"model": "digits", "protocol": "grpc", "http_url": "triton:8000", "grpc_url": "triton:8001"}
 EXPECTED = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export"),
             ("Deployment", "triton"), ("Service", "triton"), ("PodMonitor", "triton"),
             ("HorizontalPodAutoscaler", "triton"), ("PodDisruptionBudget", "triton"),

@@ -1,10 +1,11 @@
-"""The hand-written alternative to Triton: a TorchScript module behind FastAPI + uvicorn, JSON in and out.
+"""The hand-written alternative to Triton: the exported file (TorchScript or ONNX) behind FastAPI + uvicorn, JSON
+in and out.
 
 This is what a user typically writes instead of deploying Triton, so ``make bench`` measures it
 under the same load as the server:
 
 * per-request mode (default): a plain ``def`` endpoint, which FastAPI runs in its thread pool, calls
-  the module once per HTTP request;
+  the model once per HTTP request;
 * batcher mode (``batcher=True``): an ``async`` endpoint hands each request to a home-made asyncio
   micro-batcher (:class:`MicroBatcher`) that runs one forward for up to ``max_batch`` rows or
   ``max_wait_ms`` of waiting, in one worker thread.
@@ -22,7 +23,8 @@ Input dtypes: taken from the model's ``config.pbtxt`` when started through :func
 fixed per input by its first use (JSON floats -> float32, JSON integers -> int64) and later requests
 are cast to that dtype (a float where integers are expected is refused).
 
-Threads: torch's own default (all cores) unless ``threads`` is given; that is what a user gets.
+Threads: torch's (or onnxruntime's) own default (all cores it may use) unless ``threads`` is given; that is what
+a user gets. ``serve_in_subprocess(cpus=...)`` pins the process to the cores a measurement gives it.
 
 Run: ``python -m loadtest.studies.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
 """
@@ -48,13 +50,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from loadtest.measure.inprocess import model_spec, optimized_execution
+from loadtest.measure.inprocess import ExportedModel, model_spec
 
 _ENV_PREFIX = "TRITONKIT_BASELINE_"
 
@@ -68,37 +69,9 @@ class InferRequest(BaseModel):
 
 
 # -- the model ------------------------------------------------------------------------------------
-class Predictor:
-    """The TorchScript module called with numpy arrays by name; thread-safe (torch is)."""
-
-    def __init__(self, model_path: Path, input_names: list[str], output_names: list[str],
-                 threads: int | None = None):
-        if threads:
-            torch.set_num_threads(int(threads))
-        self.module = torch.jit.load(str(model_path), map_location="cpu").eval()
-        self.optimized = optimized_execution(Path(model_path))
-        self.input_names = list(input_names)
-        self.output_names = list(output_names)
-        forward_args = [a.name for a in self.module.forward.schema.arguments][1:]
-        if len(forward_args) != len(self.input_names):
-            raise ValueError(f"{model_path}: forward takes {forward_args}, given inputs {self.input_names}")
-        # Like Triton's libtorch backend: by argument name when the names match, else in order.
-        if set(self.input_names) == set(forward_args):
-            self.order = list(forward_args)
-        else:
-            self.order = list(self.input_names)
-
-    def __call__(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args = [torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in self.order]
-        with torch.inference_mode(), torch.jit.optimized_execution(self.optimized):
-            result = self.module(*args)
-        if isinstance(result, torch.Tensor):
-            result = (result,)
-        elif isinstance(result, dict):
-            result = tuple(result.values())
-        if len(result) != len(self.output_names):
-            raise RuntimeError(f"model returned {len(result)} outputs, expected {self.output_names}")
-        return {name: t.numpy() for name, t in zip(self.output_names, result)}
+class Predictor(ExportedModel):
+    """The exported file called with numpy arrays by name (``loadtest.measure.inprocess.ExportedModel``);
+    thread-safe (torch and onnxruntime are)."""
 
 
 class InputDecoder:
@@ -319,7 +292,7 @@ def _settle(future: asyncio.Future, result=None, exc: Exception | None = None) -
 def create_app(model_path: Path, input_names: list[str], output_names: list[str], *, batcher: bool = False,
                max_batch: int = 32, max_wait_ms: float = 2.0, threads: int | None = None,
                input_dtypes: dict[str, Any] | None = None) -> FastAPI:
-    """The FastAPI app serving ``model_path`` (TorchScript) on ``POST /infer``; see the module doc."""
+    """The FastAPI app serving ``model_path`` (TorchScript or ONNX) on ``POST /infer``; see the module doc."""
     predictor = Predictor(Path(model_path), input_names, output_names, threads)
     decode = InputDecoder(input_names, input_dtypes)
     micro = MicroBatcher(predictor, max_batch, max_wait_ms) if batcher else None
@@ -441,8 +414,10 @@ def main(argv: list[str] | None = None) -> int:
 # -- running it in a subprocess -------------------------------------------------------------------
 def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository: Path = DEFAULT_REPOSITORY, *,
                         workers: int = 1, threads: int | None = None, max_batch: int | None = None,
-                        max_wait_ms: float = 2.0, timeout_s: float = 90.0) -> subprocess.Popen:
-    """Start the baseline on 127.0.0.1:``port`` and return once ``GET /health`` answers 200.
+                        max_wait_ms: float = 2.0, timeout_s: float = 90.0,
+                        cpus: frozenset[int] | None = None) -> subprocess.Popen:
+    """Start the baseline on 127.0.0.1:``port`` (pinned to ``cpus`` when given) and return once ``GET /health``
+    answers 200.
 
     The process runs in its own session (its workers with it); stop it with :func:`stop_subprocess`.
     Its output goes to ``proc.log_path``. If it exits or is not healthy within ``timeout_s``, it is
@@ -460,7 +435,8 @@ def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository
     fd, log_name = tempfile.mkstemp(prefix=f"baseline-{model}-", suffix=".log")
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     proc.log_path = Path(log_name)
     url = f"http://127.0.0.1:{port}/health"
     deadline = time.monotonic() + timeout_s
