@@ -13,7 +13,7 @@ one inter-op thread (``backends/pytorch/model.py``), so the row measures what th
 Without ``cpus``, the cores this process may use. Affinity and thread count are restored afterwards.
 
 It computes on the load test's own payloads stacked into batches (``loadtest.drive.payloads.stack``).
-Also here: :func:`model_spec`, the exported file and tensors of a served model, read from its config, and
+Also here: :func:`model_file`, the exported file and tensors of a served model, read from its config, and
 :func:`load_exported`, the file as a callable (the FastAPI baseline serves it with the same code).
 
 Run: ``python -m loadtest.measure.inprocess --model digits [--seconds 2] [--cpus 1]`` with the payload flags
@@ -139,11 +139,11 @@ class ExportedModel:
         return {name: t.numpy() for name, t in zip(self.output_names, result)}
 
 
-def load_exported(spec: "ModelSpec", threads: int | None = None) -> ExportedModel:
+def load_exported(spec: "ModelFile", threads: int | None = None) -> ExportedModel:
     return ExportedModel(spec.model_path, spec.input_names, spec.output_names, threads)
 
 
-def limit(spec: "ModelSpec", make_batch: Callable[[int], dict[str, np.ndarray]],
+def limit(spec: "ModelFile", make_batch: Callable[[int], dict[str, np.ndarray]],
           batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
           threads: int | None = None, max_batch: int | None = None, cpus: frozenset[int] | None = None
           ) -> InProcessLimit:
@@ -211,7 +211,10 @@ def _check_batch(arrays: dict[str, np.ndarray], input_names: list[str], batch: i
 
 # -- reading the Triton config --------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class ModelSpec:
+class ModelFile:
+    """A served model's exported file and its tensors, as the in-process row and the FastAPI baseline load it
+    (the config itself is ``export.spec.ModelSpec``'s business; this holds only what running the file needs)."""
+
     model_path: Path
     input_names: list[str]
     output_names: list[str]
@@ -221,7 +224,7 @@ class ModelSpec:
     """The config as Triton's JSON (what the payloads are made from)."""
 
 
-def model_spec(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelSpec:
+def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
     """Names, dtypes and exported file (TorchScript or ONNX) of ``<repository>/<model>`` from its ``config.pbtxt``."""
     from google.protobuf import json_format
 
@@ -243,7 +246,7 @@ def model_spec(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelSpec:
         if name not in NUMPY_DTYPES or name == "BYTES":
             raise ValueError(f"{model}: input {tensor['name']} has {name}, not supported by the baseline")
         dtypes[tensor["name"]] = NUMPY_DTYPES[name]
-    return ModelSpec(folder / str(versions[-1]) / filename, [t.name for t in config.input],
+    return ModelFile(folder / str(versions[-1]) / filename, [t.name for t in config.input],
                      [t.name for t in config.output], dtypes, int(config.max_batch_size), as_json)
 
 
@@ -260,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     add_payload_arguments(parser)
     args = parser.parse_args(argv)
 
-    spec = model_spec(args.model, args.repository)
+    spec = model_file(args.model, args.repository)
     samples = payloads(spec.config, default_options(args.model, payload_options(args)))
     result = limit(spec, lambda n: stack(samples, n), tuple(int(b) for b in args.batch_sizes.split(",")),
                    args.seconds, args.threads, args.max_batch or spec.max_batch_size or None, args.cpus)

@@ -53,7 +53,7 @@ from loadtest.drive.runner import run_locust
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure.first_request import measure
-from loadtest.measure.inprocess import ModelSpec, limit, model_spec
+from loadtest.measure.inprocess import ModelFile, limit, model_file
 from loadtest.measure.run import measure_run
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
 from loadtest.studies.bench_report import (P99_BUDGET_MS, RATIOS, ROWS, TARGETS, describe, evaluate_targets,
@@ -115,7 +115,7 @@ class Bench:
     """One model's inputs to every row: its exported file and config, the requests and the closed-loop users."""
 
     model: str
-    spec: ModelSpec
+    spec: ModelFile
     samples: list
     server_cpus: frozenset[int]
     users: int
@@ -318,7 +318,7 @@ def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
     or ValueError naming the model and what is wrong)."""
     benches = {}
     for model in opts.models:
-        spec = model_spec(model, opts.repository)
+        spec = model_file(model, opts.repository)
         benches[model] = Bench(model, spec, payloads(spec.config, default_options(model, opts.payload)), server_cpus,
                                opts.users_for(model, spec.config))
     return benches

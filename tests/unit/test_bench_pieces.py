@@ -16,7 +16,7 @@ from loadtest.drive import perf
 from loadtest.drive.payloads import PayloadOptions
 from loadtest.errors import PayloadError
 from loadtest.measure.first_request import _serving_repository, members, payload_for
-from loadtest.measure.inprocess import ModelSpec, limit, model_spec
+from loadtest.measure.inprocess import ModelFile, limit, model_file
 from loadtest.studies.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
 
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
@@ -230,15 +230,15 @@ def test_model_spec_reads_names_dtypes_and_file_from_the_config(tmp_path):
         'input { name: "input_ids" data_type: TYPE_INT64 dims: -1 }\n'
         'input { name: "attention_mask" data_type: TYPE_INT64 dims: -1 }\n'
         'output { name: "embedding" data_type: TYPE_FP32 dims: 384 }\n')
-    spec = model_spec("m", tmp_path)
+    spec = model_file("m", tmp_path)
     assert spec.input_names == ["input_ids", "attention_mask"] and spec.output_names == ["embedding"]
     assert spec.input_dtypes == {"input_ids": np.int64, "attention_mask": np.int64}
     assert spec.max_batch_size == 16 and spec.model_path == folder / "1" / "model.pt"
 
 
 # -- in-process limit and first-request repository ------------------------------------------------
-def _tiny_spec(path: Path) -> ModelSpec:
-    return ModelSpec(path, ["x", "offset"], ["y"], {"x": np.float32, "offset": np.int64}, 8)
+def _tiny_spec(path: Path) -> ModelFile:
+    return ModelFile(path, ["x", "offset"], ["y"], {"x": np.float32, "offset": np.int64}, 8)
 
 
 def test_inprocess_limit_on_a_tiny_module(tiny_module):

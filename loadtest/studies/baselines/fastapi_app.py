@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from loadtest.measure.inprocess import ExportedModel, model_spec
+from loadtest.measure.inprocess import ExportedModel, model_file
 
 _ENV_PREFIX = "TRITONKIT_BASELINE_"
 
@@ -362,7 +362,7 @@ def create_app(model_path: Path, input_names: list[str], output_names: list[str]
 
 def app_for_model(model: str, repository: Path = DEFAULT_REPOSITORY, *, batcher: bool = False,
                   max_batch: int | None = None, max_wait_ms: float = 2.0, threads: int | None = None) -> FastAPI:
-    spec = model_spec(model, repository)
+    spec = model_file(model, repository)
     return create_app(spec.model_path, spec.input_names, spec.output_names, batcher=batcher,
                       max_batch=max_batch or spec.max_batch_size or 32, max_wait_ms=max_wait_ms,
                       threads=threads, input_dtypes=spec.input_dtypes)
@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             _ENV_PREFIX + "MAX_BATCH": str(args.max_batch or ""), _ENV_PREFIX + "MAX_WAIT_MS": str(args.max_wait_ms),
             _ENV_PREFIX + "THREADS": str(args.threads or ""),
         })
-        model_spec(args.model, args.repository)  # fail here, not in each worker
+        model_file(args.model, args.repository)  # fail here, not in each worker
         uvicorn.run("loadtest.studies.baselines.fastapi_app:app_from_env", factory=True, host="127.0.0.1",
                     port=args.port, workers=args.workers, log_level="warning", access_log=False)
         return 0
