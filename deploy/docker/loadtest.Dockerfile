@@ -2,7 +2,7 @@
 # with the pins of requirements.lock, torch as the CPU wheel (the load generators never use a GPU).
 FROM python:3.11-slim-bookworm
 WORKDIR /app
-COPY pyproject.toml requirements.lock tritonkit_cli.py ./
+COPY pyproject.toml requirements.lock tritonkit_cli.py tritonkit_errors.py ./
 COPY backends backends
 COPY deploy deploy
 COPY export export

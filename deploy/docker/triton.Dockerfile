@@ -13,6 +13,7 @@ RUN pip install --no-cache-dir --break-system-packages --extra-index-url https:/
  && python3 -c "import site; open(site.getsitepackages()[0] + '/tritonkit.pth', 'w').write('/opt/tritonkit\n')"
 
 # The Python models import backends.* and export.zoo (labels); compose also mounts ./backends over this copy.
+COPY tritonkit_errors.py /opt/tritonkit/
 COPY backends /opt/tritonkit/backends
 COPY export /opt/tritonkit/export
 ENV PYTHONDONTWRITEBYTECODE=1

@@ -269,6 +269,9 @@ class TritonUser(User):
         self.retry = RetryPolicy.from_settings(self.settings)
 
     def on_stop(self) -> None:
+        # Requests still in flight reached the server: let them answer so they are counted, as the server
+        # counts them (a worker may be stopped before its own run end, which it counts from its test_start).
+        self.inflight.join(timeout=5)
         self.inflight.kill(block=True, timeout=5)
         self.sender.close()
 

@@ -108,7 +108,10 @@ class Container:
 
     @staticmethod
     def _bind(source: Path, target: str, read_only: bool, inside) -> str:
-        mount = f"mkdir -p {inside(target)} && mount --rbind {shlex.quote(str(source))} {inside(target)}"
+        # A file (COPY of one file) needs a file to bind onto, a folder a folder.
+        make = (f"mkdir -p {inside(str(Path(target).parent))} && touch {inside(target)}" if Path(source).is_file()
+                else f"mkdir -p {inside(target)}")
+        mount = f"{make} && mount --rbind {shlex.quote(str(source))} {inside(target)}"
         return mount + (f" && mount -o remount,bind,ro {inside(target)}" if read_only else "")
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:

@@ -55,8 +55,13 @@ def dockerfile(name: str) -> tuple[str, list[tuple[str, str]], list[str] | None]
     text = (DOCKER / f"{name}.Dockerfile").read_text()
     workdir = (re.findall(r"^WORKDIR\s+(\S+)", text, re.M) or ["/"])[-1]
     copies = []
-    for source, target in re.findall(r"^COPY\s+(\S+)\s+(\S+)\s*$", text, re.M):
-        copies.append((source, target if target.startswith("/") else f"{workdir}/{target}"))
+    for line in re.findall(r"^COPY\s+(.+?)\s*$", text, re.M):
+        *sources, target = line.split()
+        into = target.endswith("/") or target == "." or len(sources) > 1  # Docker: a folder to copy into
+        target = target if target.startswith("/") else f"{workdir}/{target}"
+        target = str(Path(target))  # "/opt/tritonkit/./" -> "/opt/tritonkit"
+        for source in sources:
+            copies.append((source, f"{target}/{Path(source).name}" if into else target))
     cmd = re.search(r"^CMD\s+(\[.*\])\s*$", text, re.M)
     return workdir, copies, json.loads(cmd.group(1)) if cmd else None
 
