@@ -2,7 +2,7 @@
 
 ``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/cli.py); ``python -m loadtest.studies.bench``
 is the side-by-side benchmark; ``python -m loadtest.measure.report results.json`` re-renders a report.
-README's "Load testing" section explains the parts.
+docs/load-testing.md and docs/tuning.md explain the parts.
 
 Layers, each importing only the ones below it (``tests/unit/test_imports.py`` checks it)::
 
