@@ -7,18 +7,9 @@ import pytest
 from loadtest import campaign
 from loadtest.errors import CampaignError
 from loadtest.drive.runner import locust_command
+from tests.campaign_samples import MINIMAL
 
 CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
-MINIMAL = """
-name = "c"
-[slo]
-p99_ms = 5
-[[scenarios]]
-name = "s"
-model = "digits"
-protocol = "grpc"
-shape = { kind = "users", users = 4 }
-"""
 
 
 def example() -> str:

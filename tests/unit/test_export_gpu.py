@@ -93,7 +93,7 @@ def test_onnx_tensorrt_accelerator_caches_engines_with_one_profile_for_the_serve
 
 
 def test_the_engine_cache_is_a_folder_the_served_container_can_write():
-    from tests.unit.test_k8s import container, one, pod_spec
+    from tests.k8s_manifests import container, one, pod_spec
 
     path = config_io.TRT_CACHE_DIR
     for overlay in ("gpu", "cpu"):

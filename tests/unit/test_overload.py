@@ -3,7 +3,6 @@
 import argparse
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +17,7 @@ from loadtest.measure.results import RunResult, ServerStats
 from loadtest.studies import overload, overload_report, soak
 from export.spec import QueuePolicy
 from tests.served import served_config
-from tests.unit.test_campaign import MINIMAL
+from tests.campaign_samples import MINIMAL
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
 BASE = MINIMAL.replace('shape = { kind = "users", users = 4 }', 'shape = { kind = "open", rate = 100 }')
