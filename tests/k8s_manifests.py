@@ -1,6 +1,6 @@
 """deploy/k8s as the tests read it: each overlay's stages rendered with ``kubectl kustomize`` (once per
 process), the documents, pods and containers in them, and the names the manifests must agree on. Shared by
-tests/unit/test_k8s*.py, test_security.py, test_export_gpu.py and tests/functional/test_container_rules.py;
+tests/unit/test_k8s*.py, test_security.py, test_tensorrt.py and tests/functional/test_container_rules.py;
 the ``overlay`` fixture (each overlay in turn) is in tests/unit/conftest.py."""
 
 from __future__ import annotations
