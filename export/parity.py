@@ -8,7 +8,7 @@ checks what a user sees: top-1 agreement for classifiers, cosine similarity for 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

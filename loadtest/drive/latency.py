@@ -19,8 +19,14 @@ from collections import Counter
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.drive.client_stats import (PERCENTILES, ClientStats, TimelinePoint, failure_status, is_refusal,
-                                         percentile_key)
+from loadtest.drive.client_stats import (
+    PERCENTILES,
+    ClientStats,
+    TimelinePoint,
+    failure_status,
+    is_refusal,
+    percentile_key,
+)
 
 HIGHEST_US = 120_000_000
 """Largest latency recorded (2 minutes); longer ones are clamped to it."""

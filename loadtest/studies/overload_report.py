@@ -18,7 +18,7 @@ def _statuses(counts: dict[str, int]) -> str:
 
 
 TABLE_HEADERS = ["config", "load", "offered req/s", "accepted req/s", "refusal rate", "dropped (client)",
-                 "other errors", "p99 accepted ms", f"p99 <= budget", "refusal statuses"]
+                 "other errors", "p99 accepted ms", "p99 <= budget", "refusal statuses"]
 
 
 def table(rows: list[dict[str, Any]]) -> list[list[str]]:

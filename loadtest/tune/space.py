@@ -61,7 +61,7 @@ class Point:
         return {**dataclasses.asdict(self), "preferred": list(self.preferred)}
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "Point":
+    def from_dict(cls, raw: dict) -> Point:
         return cls(raw["format"], raw["batcher"], tuple(raw["preferred"]), int(raw["instances"]),
                    int(raw["max_batch_size"]))
 

@@ -3,7 +3,6 @@ memory sampled; the report files are written and the three checks computed (not 
 finds its rate itself: the closed-loop and open-loop searches against the real server, in a few short steps."""
 
 import functools
-
 import json
 import os
 import signal

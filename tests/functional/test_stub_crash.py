@@ -22,8 +22,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from deploy.server import PROJECT_ROOT, LocalServer
 from deploy.retry import RetryPolicy, call_with_retry
+from deploy.server import PROJECT_ROOT, LocalServer
 from deploy.supervisor import parse_stub
 from tests.digits_server import digits_repository, scans, small_server
 

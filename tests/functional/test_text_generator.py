@@ -18,8 +18,7 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backends.generation import (GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer,
-                                 parse_request)
+from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
 from export import catalog, pipeline
 from export.zoo import smollm
 from tests.conftest import server_config, start_or_fail

@@ -3,7 +3,6 @@ ensemble with its members) and the payload it sends."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 

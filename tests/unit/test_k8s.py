@@ -14,9 +14,23 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.k8s_manifests import (CRD_GROUPS, EXPECTED, EXPORT_COMMAND, GPU, K8S, all_containers, container, docs,
-                                 dotenv, flags, one, pod_spec, pod_templates, quantity, selects)
-
+from tests.k8s_manifests import (
+    CRD_GROUPS,
+    EXPECTED,
+    EXPORT_COMMAND,
+    GPU,
+    K8S,
+    all_containers,
+    container,
+    docs,
+    dotenv,
+    flags,
+    one,
+    pod_spec,
+    pod_templates,
+    quantity,
+    selects,
+)
 
 # --- rendering and schemas -------------------------------------------------------------------------
 

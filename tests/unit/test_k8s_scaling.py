@@ -6,9 +6,19 @@ import re
 
 import yaml
 
-from tests.k8s_manifests import (ADAPTER_VALUES, LOAD_SETTINGS, LOCUST, adapter_rule, container, docs, one,
-                                 pod_spec, pod_templates, quantity, selects)
-
+from tests.k8s_manifests import (
+    ADAPTER_VALUES,
+    LOAD_SETTINGS,
+    LOCUST,
+    adapter_rule,
+    container,
+    docs,
+    one,
+    pod_spec,
+    pod_templates,
+    quantity,
+    selects,
+)
 
 # --- autoscaling and disruption ---------------------------------------------------------------------
 

@@ -9,9 +9,20 @@ import yaml
 
 from deploy import monitoring
 from export.seed import COMPLETE_MARKER
-from tests.k8s_manifests import (EXPECTED, EXPORT_STAGE, GPU, K8S, container, flags, one,
-                                 pod_spec, render, stage, stage_path)
 from tests.deploy_tools import promtool
+from tests.k8s_manifests import (
+    EXPECTED,
+    EXPORT_STAGE,
+    GPU,
+    K8S,
+    container,
+    flags,
+    one,
+    pod_spec,
+    render,
+    stage,
+    stage_path,
+)
 
 PRODUCT = "nvidia.com/gpu.product"
 

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from export.spec import QueuePolicy
 from loadtest import campaign
 from loadtest.drive import apply, target
 from loadtest.drive.client_stats import ClientStats, TimelinePoint, failure_status
@@ -15,9 +16,8 @@ from loadtest.errors import CampaignError, VariantError
 from loadtest.measure import saturation
 from loadtest.measure.results import RunResult, ServerStats
 from loadtest.studies import overload, overload_report, soak
-from export.spec import QueuePolicy
-from tests.served import served_config
 from tests.campaign_samples import MINIMAL
+from tests.served import served_config
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
 BASE = MINIMAL.replace('shape = { kind = "users", users = 4 }', 'shape = { kind = "open", rate = 100 }')

@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 
 from export import catalog
-from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, input_data_json,
-                                     is_decoupled, payload_options, payloads, served_model, stack)
+from loadtest.drive.payloads import (
+    PayloadOptions,
+    add_payload_arguments,
+    default_options,
+    input_data_json,
+    is_decoupled,
+    payload_options,
+    payloads,
+    served_model,
+    stack,
+)
 from loadtest.errors import PayloadError
 
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")

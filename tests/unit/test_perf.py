@@ -11,7 +11,6 @@ import pytest
 
 from loadtest.drive import perf
 
-
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
 
 

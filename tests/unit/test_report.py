@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from loadtest.measure.report import main, write_report
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
+from loadtest.measure.report import main, write_report
 from loadtest.measure.results import CampaignResult, RunResult, ServerStats
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}

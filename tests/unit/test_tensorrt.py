@@ -9,7 +9,8 @@ import torch
 import yaml
 
 from deploy.server import PROJECT_ROOT
-from export import catalog, config as config_io, zoo
+from export import catalog, zoo
+from export import config as config_io
 from export.formats import tensorrt
 from export.spec import MAX_DYNAMIC_DIM
 from export.variants import Variant

@@ -43,8 +43,15 @@ import torch
 import triton_python_backend_utils as pb_utils
 
 from backends import chat
-from backends.generation import (GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, choose_tokens,
-                                 parse_request)
+from backends.generation import (
+    GenerationInputError,
+    Limits,
+    StopMatcher,
+    TokenBytes,
+    TokenStreamer,
+    choose_tokens,
+    parse_request,
+)
 from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
 
 CANCEL_CHECK_S = 0.05
