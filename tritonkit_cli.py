@@ -16,7 +16,8 @@ EXIT_STATUS = """\
 exit status:
   0  done
   1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
-     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or /dev/shm region behind)
+     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or
+     /dev/shm region behind)
   2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
   3  export: a format's toolchain is missing here (the other formats were exported);
      loadtest, tune: the server, Locust or perf_analyzer failed

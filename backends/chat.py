@@ -81,7 +81,7 @@ class ChatTemplate:
         try:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
             made = cls(**raw)
-            made.stop_ids  # every named token has an id
+            _ = made.stop_ids  # every named token has an id (the property raises KeyError for one without)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ChatTemplateError(f"{path}: not a chat template file ({type(exc).__name__}: {exc})") from None
         return made

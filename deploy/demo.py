@@ -96,7 +96,7 @@ def _image_classifier(server: LocalServer) -> None:
         Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
         answer = infer(client, "image_classifier", {"IMAGE": np.array([[buffer.getvalue()]], dtype=object),
                                                     "TOP_K": np.array([[3]], dtype=np.int32)})
-        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0]))
+        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0], strict=True))
         print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
 
 

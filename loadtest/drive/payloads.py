@@ -245,7 +245,7 @@ def _random_shape(spec: InputSpec, model: ServedModel, shapes: dict[str, tuple[i
     dims = spec.dims
     if spec.name in shapes:
         dims = shapes[spec.name]
-        if len(dims) != len(spec.dims) or any(c != -1 and c != d for c, d in zip(spec.dims, dims)):
+        if len(dims) != len(spec.dims) or any(c != -1 and c != d for c, d in zip(spec.dims, dims, strict=True)):
             raise PayloadError(f"--shape {spec.name}:{','.join(map(str, dims))} does not fit the config's dims "
                                f"{list(spec.dims)} (batch dim left out)")
     elif -1 in dims:

@@ -125,7 +125,7 @@ class ExportedModel:
     def __call__(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.session is not None:
             out = self.session.run(self.output_names, {n: np.ascontiguousarray(arrays[n]) for n in self.input_names})
-            return dict(zip(self.output_names, out))
+            return dict(zip(self.output_names, out, strict=True))
         import torch
 
         args = [torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in self.order]
@@ -137,7 +137,7 @@ class ExportedModel:
             result = tuple(result.values())
         if len(result) != len(self.output_names):
             raise RuntimeError(f"model returned {len(result)} outputs, expected {self.output_names}")
-        return {name: t.numpy() for name, t in zip(self.output_names, result)}
+        return {name: t.numpy() for name, t in zip(self.output_names, result, strict=True)}
 
 
 def load_exported(spec: ModelSpec, threads: int | None = None) -> ExportedModel:

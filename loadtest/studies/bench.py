@@ -298,7 +298,7 @@ def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
         log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {users} users, {opts.duration_s:g} s")
         procs = []
 
-        def one() -> dict:
+        def one(key: str = key, port: int = port, batcher: bool = batcher, procs: list = procs) -> dict:
             procs.append(serve_in_subprocess(model, port, batcher, opts.repository, timeout_s=120,
                                              cpus=bench.server_cpus or None))
             log(f"[{model}] {key}: primed in {prime(bench, f'127.0.0.1:{port}', users, batcher, True):.1f} s")

@@ -90,8 +90,8 @@ def markdown_table(rows: list[list[str]], headers=HEADERS) -> str:
 
 def text_table(rows: list[list[str]], headers=HEADERS) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    out += ["  ".join(c.replace("**", "").ljust(w) for c, w in zip(row, widths)) for row in rows]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    out += ["  ".join(c.replace("**", "").ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(out)
 
 

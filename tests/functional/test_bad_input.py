@@ -336,7 +336,7 @@ def test_an_oversized_text_fails_alone_in_its_batch(server):
     payloads = [good, big, good, good, big, good]
     results = infer_concurrently(server.config.http_url, "text_embedder", [{"TEXT": objects(p)} for p in payloads],
                                  "EMBEDDING")
-    for payload, result in zip(payloads, results):
+    for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 384), result
         else:
@@ -349,7 +349,7 @@ def test_an_oversized_image_fails_alone_in_its_batch(server):
     payloads = [good, big, good, good]
     results = infer_concurrently(server.config.http_url, "image_classifier", [{"IMAGE": objects(p)} for p in payloads],
                                  "CLASS_IDS")
-    for payload, result in zip(payloads, results):
+    for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 5), result
         else:

@@ -112,7 +112,8 @@ class CheckingClients:
                 retried = []
                 try:
                     kwargs = {"client_timeout": 30} if self.protocol == "grpc" else {}
-                    result, _ = call_with_retry(lambda: client.infer("digits", [tensor], **kwargs), self.retry,
+                    result, _ = call_with_retry(lambda tensor=tensor, kwargs=kwargs: client.infer("digits", [tensor], **kwargs),
+                                                self.retry,
                                                 on_retry=retried.append)
                 except InferenceServerException as exc:
                     with self.lock:

@@ -38,7 +38,7 @@ def test_the_batcher_groups_matching_shapes_and_splits_results_back(tiny_module)
         requests.append({"x": rng.normal(size=(rows, width)).astype(np.float32),
                          "offset": rng.integers(0, 5, size=(rows, 2)).astype(np.int64)})
     results, batcher = _run_batcher(predict, requests, max_batch=32, max_wait_ms=50)
-    for request, result in zip(requests, results):
+    for request, result in zip(requests, results, strict=True):
         expected = request["x"] * 2 + request["offset"].sum(axis=1, keepdims=True)
         np.testing.assert_allclose(result["y"], expected, rtol=1e-6)
     # one forward per shape, all requests of a shape in it

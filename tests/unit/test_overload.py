@@ -201,7 +201,9 @@ def recorded_run(variant: str, *, offered: int, accepted: int, refused: int, dro
     failures = offered - accepted
     timeline = [TimelinePoint(0.0, warmup_failures, warmup_failures, None, None, warmup_failures)]
     for second in range(2, 10):
-        share = (lambda n: n // 8 + (1 if second - 2 < n % 8 else 0))
+        def share(n: int, second: int = second) -> int:
+            return n // 8 + (1 if second - 2 < n % 8 else 0)
+
         timeline.append(TimelinePoint(float(second), share(offered), share(failures), 1.0, p99, share(refused)))
     statuses = {"503": refused + warmup_failures, **({"dropped": dropped} if dropped else {})}
     client = ClientStats(requests=offered + warmup_failures, failures=failures + warmup_failures, duration_s=8.0,

@@ -47,9 +47,9 @@ def test_random_values_for_every_datatype_with_the_batch_dim(datatype):
     # fresh per sample, the same for the same seed, another for another seed
     assert not all(np.array_equal(got[0]["x"], s["x"]) for s in got[1:]) or datatype == "BOOL"
     again = payloads(config([("x", datatype, (3, 4))]), PayloadOptions(count=5))
-    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, again))
+    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, again, strict=True))
     other = payloads(config([("x", datatype, (3, 4))]), PayloadOptions(count=5, seed=1))
-    assert not all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, other))
+    assert not all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, other, strict=True))
 
 
 def test_int_range_and_an_unbatched_model_without_the_batch_dim():

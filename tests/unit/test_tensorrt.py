@@ -87,7 +87,7 @@ def test_onnx_tensorrt_accelerator_caches_engines_with_one_profile_for_the_serve
         for tensor in spec.inputs:
             low, opt, high = ([int(d) for d in profiles[w][tensor.name].split("x")] for w in ("min", "opt", "max"))
             assert low[0] == 1 and high[0] == spec.max_batch_size and low[0] <= opt[0] <= high[0], spec.name
-            for d, lo, o, hi in zip(tensor.dims, low[1:], opt[1:], high[1:]):
+            for d, lo, o, hi in zip(tensor.dims, low[1:], opt[1:], high[1:], strict=True):
                 assert (lo, hi) == ((1, MAX_DYNAMIC_DIM) if d == -1 else (d, d)), (spec.name, tensor.name)
                 assert lo <= o <= hi
         assert set(profiles["min"]) == {t.name for t in spec.inputs}
