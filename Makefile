@@ -21,7 +21,9 @@ serve: export ## run the local tritonserver on HTTP 8000, gRPC 8001, metrics 800
 demo: setup ## export, serve, send real requests, print the answers and server metrics, stop
 	$(VENV)/bin/tritonkit demo
 
-test: setup ## the test suite, against a real tritonserver started on free ports
+test: setup ## ruff (lint, then format check), then the test suite against a real tritonserver on free ports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest
 
 CAMPAIGN ?= loadtest/campaigns/smoke.toml

@@ -16,7 +16,8 @@ EXIT_STATUS = """\
 exit status:
   0  done
   1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
-     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or /dev/shm region behind)
+     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or
+     /dev/shm region behind)
   2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
   3  export: a format's toolchain is missing here (the other formats were exported);
      loadtest, tune: the server, Locust or perf_analyzer failed
@@ -27,7 +28,8 @@ MAKE_TARGETS = (
     ("export", "python -m export", "= tritonkit export: the built-in models into model_repository/"),
     ("serve", "tritonkit serve", "the local tritonserver on 8000/8001/8002 until Ctrl-C"),
     ("demo", "tritonkit demo", "export, serve, real requests, metrics, a short load campaign, stop"),
-    ("test", "python -m pytest", "the test suite against a real tritonserver on free ports"),
+    ("test", "ruff check ., ruff format --check ., python -m pytest",
+     "lint and format check, then the test suite against a real tritonserver on free ports"),
     ("loadtest", "tritonkit loadtest $(CAMPAIGN)", "a campaign (default loadtest/campaigns/smoke.toml)"),
     ("overload", "python -m loadtest.studies.overload --model $(MODEL)", "queue policy at 1x/1.5x/2x saturation"),
     ("soak", "python -m loadtest.studies.soak --model $(MODEL)", "10 min at 70% of saturation: errors, p99 drift, memory"),

@@ -124,7 +124,7 @@ class BatchingModel:
 
     def _run_group(self, members, responses) -> None:
         try:
-            columns = list(zip(*(arrays for _, arrays in members)))
+            columns = list(zip(*(arrays for _, arrays in members), strict=True))
             results = self.forward([c[0] if len(c) == 1 else self.concat(list(c)) for c in columns])
             if len(results) != len(self.outputs):
                 raise RuntimeError(f"{self.name}: model returned {len(results)} outputs, the config lists {len(self.outputs)}")
@@ -139,7 +139,7 @@ class BatchingModel:
         for i, arrays in members:
             size = arrays[0].shape[0] if self.max_batch_size else None
             outputs = [self.from_array(name, r[start:start + size] if size is not None else r)
-                       for name, r in zip(self.outputs, results)]
+                       for name, r in zip(self.outputs, results, strict=True)]
             responses[i] = pb_utils.InferenceResponse(output_tensors=outputs)
             start += size or 0
 

@@ -52,7 +52,7 @@ class ChatTemplate:
         return frozenset({self.ids[self.end_of_turn_token], self.ids[self.eos_token]})
 
     @classmethod
-    def from_gguf(cls, path: Path) -> "ChatTemplate":
+    def from_gguf(cls, path: Path) -> ChatTemplate:
         from gguf import GGUFReader
 
         reader = GGUFReader(str(path))
@@ -77,11 +77,11 @@ class ChatTemplate:
                    source=f"{Path(path).name}: tokenizer.chat_template, tokenizer.ggml.{{bos,eos,eot}}_token_id")
 
     @classmethod
-    def load(cls, path: Path) -> "ChatTemplate":
+    def load(cls, path: Path) -> ChatTemplate:
         try:
             raw = json.loads(Path(path).read_text(encoding="utf-8"))
             made = cls(**raw)
-            made.stop_ids  # every named token has an id
+            _ = made.stop_ids  # every named token has an id (the property raises KeyError for one without)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise ChatTemplateError(f"{path}: not a chat template file ({type(exc).__name__}: {exc})") from None
         return made

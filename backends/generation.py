@@ -49,7 +49,7 @@ class Limits:
                 raise ValueError(f"{field.name.upper()} must be at least 1, got {getattr(self, field.name)}")
 
     @classmethod
-    def from_parameters(cls, params: dict[str, str]) -> "Limits":
+    def from_parameters(cls, params: dict[str, str]) -> Limits:
         """The limits from a model config's parameters (``MAX_PROMPT_TOKENS``, ...); defaults where absent."""
         values = {}
         for field in dataclasses.fields(cls):
@@ -159,7 +159,7 @@ def _byte_decoder() -> dict[str, int]:
             printable.append(b)
             chars.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(printable, chars)}
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
 
 
 class TokenBytes:

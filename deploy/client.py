@@ -5,9 +5,9 @@ from __future__ import annotations
 import urllib.request
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from prometheus_client.parser import text_string_to_metric_families
 from tritonclient.utils import np_to_triton_dtype
 
 PROTOCOLS = ("http", "grpc")

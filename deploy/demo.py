@@ -96,7 +96,7 @@ def _image_classifier(server: LocalServer) -> None:
         Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
         answer = infer(client, "image_classifier", {"IMAGE": np.array([[buffer.getvalue()]], dtype=object),
                                                     "TOP_K": np.array([[3]], dtype=np.int32)})
-        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0]))
+        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0], strict=True))
         print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
 
 
@@ -116,7 +116,7 @@ def _text_generator(server: LocalServer) -> None:
     import urllib.request
 
     question, max_tokens = "What is the capital of France?", 64
-    print(f"\n== text_generator: SmolLM2-135M-Instruct, greedy, streamed over HTTP generate_stream (server-sent events)")
+    print("\n== text_generator: SmolLM2-135M-Instruct, greedy, streamed over HTTP generate_stream (server-sent events)")
     print("  CHAT=true: the question goes through the model's own chat template (from its GGUF); the answer "
           "ends at the template's end-of-turn token")
     request = urllib.request.Request(
@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     except (ServerError, ExportError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 1
-    print(f"  server stopped; " + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
+    print("  server stopped; " + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
           + f"; log: {server.log_path}")
     return 1 if left or status else 0
 

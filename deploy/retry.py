@@ -11,7 +11,7 @@ import dataclasses
 import random
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 RETRYABLE_GRPC = frozenset({"StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED"})
@@ -73,7 +73,7 @@ class RetryPolicy:
             raise ValueError("retry backoff_ms and max_backoff_ms must be >= 0")
 
     @classmethod
-    def from_settings(cls, settings: dict | None) -> "RetryPolicy | None":
+    def from_settings(cls, settings: dict | None) -> RetryPolicy | None:
         """The policy of ``settings["retry"]``; None when absent (the default: no retry)."""
         raw = (settings or {}).get("retry")
         if not raw:

@@ -21,8 +21,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -147,7 +147,7 @@ class TritonDistribution:
     root: Path
 
     @classmethod
-    def find(cls) -> "TritonDistribution":
+    def find(cls) -> TritonDistribution:
         try:
             import pytriton
         except ImportError as exc:
@@ -250,7 +250,7 @@ class LocalServer:
         env.pop("PYTHONPATH", None)
         return env
 
-    def start(self, should_stop: Callable[[], bool] | None = None) -> "LocalServer":
+    def start(self, should_stop: Callable[[], bool] | None = None) -> LocalServer:
         """Start the server and wait until it is ready; ``should_stop()`` turning true while it loads stops it
         and raises :class:`ServerStopRequested` (a signal before ready: nothing is left running)."""
         if self.process is not None:
@@ -329,7 +329,7 @@ class LocalServer:
         self.left_behind = left
         return left
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -11,7 +11,7 @@ I/O. The main loop polls it.
 from __future__ import annotations
 
 import signal
-from typing import Callable
+from collections.abc import Callable
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -53,7 +53,7 @@ class StopRequest:
         """``stop()``: whether a stop was asked for (a ``should_stop`` callback)."""
         return self.signum != 0
 
-    def __enter__(self) -> "StopRequest":
+    def __enter__(self) -> StopRequest:
         self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
         return self
 

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     onnxruntime.set_default_logger_severity(3)
     print(f"torch {torch.__version__}, onnxruntime {onnxruntime.__version__}, {threads} threads\n")
-    print(f"| model | batch | variant | median ms | eager / variant |\n|---|---|---|---|---|")
+    print("| model | batch | variant | median ms | eager / variant |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as workdir:
         for name in names:
             for row in bench_model(name, Path(workdir)):

@@ -16,8 +16,15 @@ import dataclasses
 from typing import Any
 
 from export.errors import SpecError
-from export.spec import INSTANCE_KINDS, QUEUE_POLICY_FIELDS, TIMEOUT_ACTIONS, DynamicBatching, InstanceGroup, \
-    ModelSpec, QueuePolicy
+from export.spec import (
+    INSTANCE_KINDS,
+    QUEUE_POLICY_FIELDS,
+    TIMEOUT_ACTIONS,
+    DynamicBatching,
+    InstanceGroup,
+    ModelSpec,
+    QueuePolicy,
+)
 
 BATCHER_FIELDS = ("max_queue_delay_us", "preferred_batch_sizes", *QUEUE_POLICY_FIELDS)
 """Changes that need (and add, where there is none) the dynamic batcher."""
@@ -81,7 +88,7 @@ class ServingChanges:
                                 "removes it")
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "ServingChanges":
+    def from_dict(cls, values: dict[str, Any]) -> ServingChanges:
         """From a table such as a campaign variant's; an unknown key is refused by name."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(values) - known

@@ -94,7 +94,7 @@ def _tensorrt_cache_and_profile(spec: ModelSpec) -> dict[str, str]:
     the model is served with: without them the accelerator builds a new engine for each new input shape."""
     ranges = shape_ranges(spec.inputs, spec.max_batch_size)
     profile = {
-        f"trt_profile_{which}_shapes": ",".join(f"{t.name}:{'x'.join(map(str, r[i]))}" for t, r in zip(spec.inputs, ranges))
+        f"trt_profile_{which}_shapes": ",".join(f"{t.name}:{'x'.join(map(str, r[i]))}" for t, r in zip(spec.inputs, ranges, strict=True))
         for i, which in enumerate(("min", "opt", "max"))
     }
     return {"trt_engine_cache_enable": "1", "trt_engine_cache_path": TRT_CACHE_DIR,

@@ -8,7 +8,7 @@ checks what a user sees: top-1 agreement for classifiers, cosine similarity for 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -53,8 +53,8 @@ def check(zoo: ZooModel, run: Callable, precision: str, max_batch_size: int, see
             inputs = zoo.random_inputs(batch, seq, generator)
             expected, actual = _eager(zoo, inputs), _as_tuple(run(*inputs))
             case_abs = case_rel = 0.0
-            case_ok = True
-            for e, a in zip(expected, actual):
+            case_ok = len(expected) == len(actual)  # an output missing or extra fails the case
+            for e, a in zip(expected, actual, strict=False):
                 e, a = e.float().cpu(), a.float().cpu()
                 if e.shape != a.shape:
                     case_ok = False

@@ -82,7 +82,7 @@ class TensorSpec:
                                 f"not {self.datatype}")
 
     @classmethod
-    def parse(cls, text: str) -> "TensorSpec":
+    def parse(cls, text: str) -> TensorSpec:
         """``NAME:DTYPE:DIMS[:FORMAT]`` as on the command line, e.g. ``PIXELS:FP32:64``, ``ids:INT64:-1`` or
         ``image:FP32:3,224,224:NCHW`` (FORMAT: ``NCHW`` or ``NHWC``, with or without ``FORMAT_``)."""
         parts = text.split(":")
@@ -140,7 +140,7 @@ class QueuePolicy:
         """Whether the policy refuses or times out anything (else Triton's unbounded FIFO is the same)."""
         return bool(self.max_queue_size or self.default_timeout_us or self.allow_timeout_override)
 
-    def replace(self, **changes: Any) -> "QueuePolicy":
+    def replace(self, **changes: Any) -> QueuePolicy:
         return dataclasses.replace(self, **changes)
 
 
@@ -177,7 +177,7 @@ class DynamicBatching:
     nothing becomes None."""
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> "DynamicBatching":
+    def from_settings(cls, settings: dict[str, Any]) -> DynamicBatching:
         """The ``[model.dynamic_batching]`` table of models.toml: this class's fields and, flat beside them,
         ``QueuePolicy``'s (``max_queue_size``, ``default_timeout_us``, ...)."""
         own = {f.name for f in dataclasses.fields(cls)} - {"queue_policy"}
@@ -206,7 +206,7 @@ class DynamicBatching:
             warnings.warn(QUEUE_POLICY_DELAY_WARNING.format(delay=self.max_queue_delay_us), QueuePolicyWarning,
                           stacklevel=3)
 
-    def replace(self, **changes: Any) -> "DynamicBatching":
+    def replace(self, **changes: Any) -> DynamicBatching:
         return dataclasses.replace(self, **changes)
 
 
@@ -323,5 +323,5 @@ class ModelSpec:
                 return tensor
         raise KeyError(f"model {self.name!r} has no input {name!r}")
 
-    def replace(self, **changes: Any) -> "ModelSpec":
+    def replace(self, **changes: Any) -> ModelSpec:
         return dataclasses.replace(self, **changes)

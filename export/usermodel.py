@@ -77,9 +77,12 @@ def load_user_model(reference: str, name: str | None, inputs: list[TensorSpec], 
         raise UserModelError(f"{reference}: forward must return tensors, got {[type(t).__name__ for t in first]}")
     if len(first) != len(outputs):
         raise SpecError(f"{reference}: the model returns {len(first)} outputs, --output names {len(outputs)}")
+    if len(first) != len(second) or any(a.dim() != b.dim() for a, b in zip(first, second, strict=True)):
+        raise UserModelError(f"{reference}: the outputs' number or rank changes with the batch size: "
+                             f"{[tuple(t.shape) for t in first]} vs {[tuple(t.shape) for t in second]}")
     output_specs = tuple(
-        TensorSpec(out_name, _datatype(a.dtype), tuple(-1 if da != db else da for da, db in zip(a.shape[1:], b.shape[1:])))
-        for out_name, a, b in zip(outputs, first, second)
+        TensorSpec(out_name, _datatype(a.dtype), tuple(-1 if da != db else da for da, db in zip(a.shape[1:], b.shape[1:], strict=True)))
+        for out_name, a, b in zip(outputs, first, second, strict=True)
     )
     return ZooModel(
         name=name, module=module, inputs=tuple(inputs), outputs=output_specs, example_inputs=small,

@@ -57,7 +57,7 @@ class Variant:
         return self.format in REQUIRED_FORMATS[target]
 
     @classmethod
-    def parse(cls, text: str) -> "Variant":
+    def parse(cls, text: str) -> Variant:
         fmt, _, precision = text.partition("/")
         return cls(fmt, precision or "fp32")
 

@@ -181,7 +181,7 @@ class Candidate:
 
     @classmethod
     def of(cls, name: str, models: tuple[str, ...] = (), format: str = "torchscript", precision: str = "fp32",
-           **changes: Any) -> "Candidate":
+           **changes: Any) -> Candidate:
         """From a campaign's ``[[variants]]`` table: ``format``/``precision`` and ``ServingChanges``' fields
         (``max_queue_delay_us``, ``preferred_batch_sizes``, ``instances``, ``max_batch_size``, ``warmup``,
         ``dynamic_batching``, ``max_queue_size``, ``default_timeout_us``, ``timeout_action``, ...)."""

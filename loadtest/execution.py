@@ -8,7 +8,7 @@ import dataclasses
 import math
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from loadtest.campaign import Campaign
@@ -27,7 +27,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
     work.mkdir(parents=True, exist_ok=True)
     pairs = [(v, s) for v in campaign.variants for s in campaign.scenarios
              if v.applies_to(s.model) or v.name == "as-deployed"]
-    result = CampaignResult(campaign.name, datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    result = CampaignResult(campaign.name, datetime.now(UTC).isoformat(timespec="seconds"),
                             dataclasses.asdict(campaign.slo), [])
     check_campaign_payloads(pairs, endpoints, log)
     serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the original)

@@ -65,7 +65,7 @@ class TritonPythonModel(BatchingModel):
         return np.concatenate(arrays)
 
     def forward(self, inputs):
-        return self.session.run(self.outputs, dict(zip(self.inputs, inputs)))
+        return self.session.run(self.outputs, dict(zip(self.inputs, inputs, strict=True)))
 
     def finalize(self):
         self.session = None

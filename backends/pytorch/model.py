@@ -130,7 +130,7 @@ class TritonPythonModel(BatchingModel):
 
     def forward(self, inputs):
         args = [None] * len(inputs)
-        for tensor, position in zip(inputs, self.input_positions):
+        for tensor, position in zip(inputs, self.input_positions, strict=True):
             args[position] = tensor.to(self.device, non_blocking=True)
         with torch.inference_mode() if self.inference_mode else torch.no_grad():
             result = self.module(*args)
@@ -141,7 +141,7 @@ class TritonPythonModel(BatchingModel):
         if len(result) != len(self.outputs):
             raise RuntimeError(f"{self.name}: model returned {len(result)} outputs, the config lists {len(self.outputs)}")
         ordered = [result[p] for p in self.output_positions]
-        for name, dtype, tensor in zip(self.outputs, self.output_dtypes, ordered):
+        for name, dtype, tensor in zip(self.outputs, self.output_dtypes, ordered, strict=True):
             if tensor.dtype != dtype:
                 raise RuntimeError(f"{self.name}: output {name!r} is {tensor.dtype}, the config says {dtype}")
         return ordered

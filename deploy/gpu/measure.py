@@ -96,7 +96,7 @@ def served_throughput(check: Check):
         model = check.zoo[name]
         seq = check.sizes.seq_len if model.seq_lengths else None
         inputs = {t.name: x.cpu().numpy() for t, x in
-                  zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(2)))}
+                  zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(2)), strict=True)}
         figures = load.run(check.server.config.grpc_url, served_as, inputs, check.sizes.concurrency,
                            check.sizes.served_seconds, check.sizes.load_processes)
         check.results["details"].setdefault("served_throughput", {})[served_as] = figures

@@ -33,7 +33,7 @@ def serve(check: Check):
     from export import config as config_io
 
     load = []
-    for name, variants in check.served.items():
+    for variants in check.served.values():
         load += list(variants.values())
         warm = variants.get(FIRST_REQUEST_VARIANT)
         if warm:  # the same model with its warmup removed, for the first-request comparison
@@ -72,7 +72,7 @@ def answers(check: Check):
             expected = model.module(*[x.to(check.device) for x in inputs])
         expected = expected if isinstance(expected, tuple) else (expected,)
         expected = [e.float().cpu().numpy() for e in expected]
-        payload = {t.name: x.cpu().numpy() for t, x in zip(model.inputs, inputs)}
+        payload = {t.name: x.cpu().numpy() for t, x in zip(model.inputs, inputs, strict=True)}
         for text, served_as in variants.items():
             tolerance = model.tolerances[text.split("/")[1]]
             for protocol in ("http", "grpc"):
@@ -82,7 +82,7 @@ def answers(check: Check):
                     got = infer(client, served_as, payload, [t.name for t in model.outputs])
                 finally:
                     client.close()
-                for out, exp in zip(model.outputs, expected):
+                for out, exp in zip(model.outputs, expected, strict=True):
                     ok, err = within(got[out.name], exp, tolerance)
                     checked.append(f"{served_as}/{protocol} {err:.1e}")
                     check.results["details"].setdefault("answers", []).append(
@@ -111,7 +111,7 @@ def first_request(check: Check):
             model = check.zoo[name]
             seq = check.sizes.seq_len if model.seq_lengths else None
             payload = {t.name: x.cpu().numpy() for t, x in
-                       zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(3)))}
+                       zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(3)), strict=True)}
             firsts = {}
             for served_as in (warm, warm + NOWARM_SUFFIX):
                 t0 = time.perf_counter()

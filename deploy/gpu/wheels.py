@@ -20,8 +20,8 @@ import importlib.metadata
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 BUDGET_BYTES = 60_000_000
 """What the issue allows the brought wheels to weigh in all."""

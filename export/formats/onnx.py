@@ -58,7 +58,7 @@ def load(path: Path, device: str = "cpu", variant: Variant = Variant("onnx")):
     names = [i.name for i in session.get_inputs()]
 
     def run(*inputs: torch.Tensor):
-        outputs = session.run(None, {n: x.cpu().numpy() for n, x in zip(names, inputs)})
+        outputs = session.run(None, {n: x.cpu().numpy() for n, x in zip(names, inputs, strict=True)})
         return tuple(torch.from_numpy(o) for o in outputs)
 
     return run

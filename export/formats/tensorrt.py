@@ -41,7 +41,7 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda",
     dtypes = {"FP32": torch.float32, "INT64": torch.int64, "INT32": torch.int32, "FP16": torch.float16}
     inputs = [
         torch_tensorrt.Input(min_shape=low, opt_shape=opt, max_shape=high, dtype=dtypes[t.datatype])
-        for t, (low, opt, high) in zip(zoo.inputs, input_ranges(zoo, max_batch_size))
+        for t, (low, opt, high) in zip(zoo.inputs, input_ranges(zoo, max_batch_size), strict=True)
     ]
     precisions = {torch.float32} | ({torch.half} if variant.precision == "fp16" else set())
     module = zoo.module.to(device).eval()

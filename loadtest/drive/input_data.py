@@ -125,7 +125,7 @@ def _check_names(entry: dict, model: ServedModel, where: str) -> None:
 
 
 def _fits(dims: tuple[int, ...], config_dims: tuple[int, ...]) -> bool:
-    return len(dims) == len(config_dims) and all(c in (-1, d) for d, c in zip(dims, config_dims))
+    return len(dims) == len(config_dims) and all(c in (-1, d) for d, c in zip(dims, config_dims, strict=True))
 
 
 def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:

@@ -19,8 +19,14 @@ from collections import Counter
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.drive.client_stats import (PERCENTILES, ClientStats, TimelinePoint, failure_status, is_refusal,
-                                         percentile_key)
+from loadtest.drive.client_stats import (
+    PERCENTILES,
+    ClientStats,
+    TimelinePoint,
+    failure_status,
+    is_refusal,
+    percentile_key,
+)
 
 HIGHEST_US = 120_000_000
 """Largest latency recorded (2 minutes); longer ones are clamped to it."""
@@ -66,11 +72,11 @@ def percentiles_ms(hist: HdrHistogram) -> dict[str, float]:
     """p50 ... p99.9, mean, min, max in ms; NaN when the histogram is empty."""
     if hist.get_total_count() == 0:
         return {k: math.nan for k in [*map(percentile_key, PERCENTILES), "mean", "min", "max"]}
-    values = value_at(hist, (*PERCENTILES, 0.0, 100.0))
-    out = {percentile_key(p): v / 1000 for p, v in zip(PERCENTILES, values)}
+    *ranked, lowest, highest = value_at(hist, (*PERCENTILES, 0.0, 100.0))
+    out = {percentile_key(p): v / 1000 for p, v in zip(PERCENTILES, ranked, strict=True)}
     out["mean"] = hist.get_mean_value() / 1000
-    out["min"] = values[-2] / 1000
-    out["max"] = values[-1] / 1000
+    out["min"] = lowest / 1000
+    out["max"] = highest / 1000
     return out
 
 

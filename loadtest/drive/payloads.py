@@ -30,14 +30,22 @@ import importlib.util
 import inspect
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from export import catalog
-from loadtest.drive.input_data import (NUMPY_DTYPES, InputSpec, ServedModel, check_sample, read_input_data,
-                                       served_model, to_input_data)
+from loadtest.drive.input_data import (
+    NUMPY_DTYPES,
+    InputSpec,
+    ServedModel,
+    check_sample,
+    read_input_data,
+    served_model,
+    to_input_data,
+)
 from loadtest.errors import PayloadError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +97,7 @@ class PayloadOptions:
         return self.input_data is not None or self.samples is not None
 
     @classmethod
-    def from_table(cls, table: dict[str, Any] | None, where: str = "payload") -> "PayloadOptions":
+    def from_table(cls, table: dict[str, Any] | None, where: str = "payload") -> PayloadOptions:
         """A campaign's ``payload`` table (or ``TRITONKIT_LOAD``'s ``payload``): ``shape = ["NAME:D1,D2", ...]``,
         ``int_range = "LO:HI"``, ``input_data = "f.json"``, ``samples = "f.py:fn"``, ``seed``, ``count``."""
         if table is None:
@@ -237,7 +245,7 @@ def _random_shape(spec: InputSpec, model: ServedModel, shapes: dict[str, tuple[i
     dims = spec.dims
     if spec.name in shapes:
         dims = shapes[spec.name]
-        if len(dims) != len(spec.dims) or any(c != -1 and c != d for c, d in zip(spec.dims, dims)):
+        if len(dims) != len(spec.dims) or any(c != -1 and c != d for c, d in zip(spec.dims, dims, strict=True)):
             raise PayloadError(f"--shape {spec.name}:{','.join(map(str, dims))} does not fit the config's dims "
                                f"{list(spec.dims)} (batch dim left out)")
     elif -1 in dims:

@@ -26,7 +26,7 @@ class Endpoints:
     """Full URL of the Prometheus endpoint."""
 
     @classmethod
-    def of(cls, server) -> "Endpoints":
+    def of(cls, server) -> Endpoints:
         c = server.config
         return cls(c.http_url, c.grpc_url, c.metrics_url)
 

@@ -41,7 +41,14 @@ import numpy as np
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import config as config_io
-from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, is_decoupled, payload_options, payloads
+from loadtest.drive.payloads import (
+    PayloadOptions,
+    add_payload_arguments,
+    default_options,
+    is_decoupled,
+    payload_options,
+    payloads,
+)
 from loadtest.errors import PayloadError
 
 

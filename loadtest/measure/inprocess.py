@@ -29,8 +29,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,7 @@ class ExportedModel:
     def __call__(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.session is not None:
             out = self.session.run(self.output_names, {n: np.ascontiguousarray(arrays[n]) for n in self.input_names})
-            return dict(zip(self.output_names, out))
+            return dict(zip(self.output_names, out, strict=True))
         import torch
 
         args = [torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in self.order]
@@ -136,14 +137,14 @@ class ExportedModel:
             result = tuple(result.values())
         if len(result) != len(self.output_names):
             raise RuntimeError(f"model returned {len(result)} outputs, expected {self.output_names}")
-        return {name: t.numpy() for name, t in zip(self.output_names, result)}
+        return {name: t.numpy() for name, t in zip(self.output_names, result, strict=True)}
 
 
-def load_exported(spec: "ModelFile", threads: int | None = None) -> ExportedModel:
+def load_exported(spec: ModelFile, threads: int | None = None) -> ExportedModel:
     return ExportedModel(spec.model_path, spec.input_names, spec.output_names, threads)
 
 
-def limit(spec: "ModelFile", make_batch: Callable[[int], dict[str, np.ndarray]],
+def limit(spec: ModelFile, make_batch: Callable[[int], dict[str, np.ndarray]],
           batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
           threads: int | None = None, max_batch: int | None = None, cpus: frozenset[int] | None = None
           ) -> InProcessLimit:
@@ -236,7 +237,7 @@ def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
     if filename is None:
         raise ValueError(f"{model}: platform {config.platform or config.backend!r} is neither TorchScript nor ONNX; "
                          f"the in-process row and the FastAPI baseline load {sorted(FILENAMES)} models")
-    versions = sorted((int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit()))
+    versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     if not versions or not (folder / str(versions[-1]) / filename).is_file():
         raise FileNotFoundError(f"no {filename} under {folder}/<version>/: export the model first (make export)")
     as_json = json_format.MessageToDict(config, preserving_proto_field_name=True)

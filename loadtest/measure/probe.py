@@ -97,7 +97,7 @@ class Measurement:
         return f"generator saturated: {self.saturated}" if self.saturated else ""
 
     @classmethod
-    def failed(cls, generator: str, error: str) -> "Measurement":
+    def failed(cls, generator: str, error: str) -> Measurement:
         return cls(0.0, math.nan, math.nan, 0.0, generator, error=error.strip().splitlines()[0] if error.strip()
                    else "failed")
 
@@ -105,7 +105,7 @@ class Measurement:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> "Measurement":
+    def from_dict(cls, raw: dict[str, Any]) -> Measurement:
         return cls(**raw)
 
 

@@ -242,7 +242,7 @@ def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
     budget = _num(result.slo.get("p99_ms"))
     # One colour per variant across all panels, so a config is recognisable from scenario to scenario.
     colors = {v: f"C{i % 10}" for i, v in enumerate(dict.fromkeys(r.variant for r in result.runs))}
-    for ax, scenario in zip(axes, scenarios):
+    for ax, scenario in zip(axes, scenarios, strict=True):
         runs = [r for r in result.runs if r.scenario == scenario]
         for variant in dict.fromkeys(r.variant for r in runs):
             points = sorted(((r.client.throughput_rps, _lat(r, "p50"), _lat(r, "p99"))
@@ -299,7 +299,7 @@ def _plot_batch_sizes(result: CampaignResult, path: Path) -> Path:
     if not runs:
         return _no_data(path, title, "no run has server batch statistics")
     fig, axes = _grid(min(len(runs), MAX_BATCH_PANELS), width=4.5, height=3.0)
-    for ax, run in zip(axes, runs):
+    for ax, run in zip(axes, runs[:MAX_BATCH_PANELS], strict=True):
         sizes = sorted(run.server.batch_histogram)
         ax.bar([str(s) for s in sizes], [run.server.batch_histogram[s] for s in sizes], color="C2")
         ax.set_title(f"{_label(run)} (avg {run.server.avg_batch:.2f})", fontsize=10)
@@ -349,7 +349,7 @@ def _plot_time_breakdown(result: CampaignResult, path: Path) -> Path:
         # A negative client+network (clock noise) cannot be stacked; clamp it.
         widths = [max(_num(r.server.breakdown_ms.get(key)) or 0.0, 0.0) for r in runs]
         ax.barh(labels, widths, left=left, color=f"C{i}", label=name)
-        left = [a + b for a, b in zip(left, widths)]
+        left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.invert_yaxis()
     ax.set_xlabel("mean latency (ms)")
     ax.set_title(title)
@@ -381,7 +381,8 @@ th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; 
 <a href="timeline.csv">timeline.csv</a>, <a href="summary.md">summary.md</a></p>
 <h2>Runs</h2>
 <table><tr>{% for h in headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in rows %}<tr>{% for c in row[:-1] %}<td>{{ c }}</td>{% endfor %}<td class="{{ row[-1] }}">{{ row[-1] }}</td></tr>
+{% for row in rows %}<tr>{% for c in row[:-1] %}<td>{{ c }}</td>{% endfor %}
+<td class="{{ row[-1] }}">{{ row[-1] }}</td></tr>
 {% endfor %}</table>
 <h2>SLO verdict</h2><ul>
 {% for run in r.runs %}<li><b>{{ run.scenario }} / {{ run.variant }}</b>:

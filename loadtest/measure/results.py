@@ -81,7 +81,7 @@ class CampaignResult:
         path.write_text(json.dumps(dataclasses.asdict(self), indent=1))
 
     @classmethod
-    def load(cls, path: Path) -> "CampaignResult":
+    def load(cls, path: Path) -> CampaignResult:
         return from_dict(json.loads(Path(path).read_text()))
 
 

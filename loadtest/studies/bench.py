@@ -39,7 +39,7 @@ import tempfile
 import time
 import tomllib
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from deploy.client import connect, infer
@@ -47,8 +47,14 @@ from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerC
 from export import catalog
 from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import apply, perf, target
-from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, payload_options,
-                                     payloads, stack)
+from loadtest.drive.payloads import (
+    PayloadOptions,
+    add_payload_arguments,
+    default_options,
+    payload_options,
+    payloads,
+    stack,
+)
 from loadtest.drive.runner import run_locust
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
@@ -56,8 +62,18 @@ from loadtest.measure.first_request import measure
 from loadtest.measure.inprocess import ModelFile, limit, model_file
 from loadtest.measure.run import measure_run
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
-from loadtest.studies.bench_report import (P99_BUDGET_MS, RATIOS, ROWS, TARGETS, describe, evaluate_targets,
-                                           ratio, ratios, render, throughput)
+from loadtest.studies.bench_report import (
+    P99_BUDGET_MS,
+    RATIOS,
+    ROWS,
+    TARGETS,
+    describe,
+    evaluate_targets,
+    ratio,
+    ratios,
+    render,
+    throughput,
+)
 
 __all__ = ["Options", "run", "main", "ROWS", "RATIOS", "TARGETS", "ratio", "ratios", "throughput", "render",
            "describe", "evaluate_targets", "tuned_source", "perf_levels", "options", "P99_BUDGET_MS", "default_users"]
@@ -282,7 +298,7 @@ def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
         log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {users} users, {opts.duration_s:g} s")
         procs = []
 
-        def one() -> dict:
+        def one(key: str = key, port: int = port, batcher: bool = batcher, procs: list = procs) -> dict:
             procs.append(serve_in_subprocess(model, port, batcher, opts.repository, timeout_s=120,
                                              cpus=bench.server_cpus or None))
             log(f"[{model}] {key}: primed in {prime(bench, f'127.0.0.1:{port}', users, batcher, True):.1f} s")
@@ -335,7 +351,7 @@ def run(opts: Options, log=None) -> dict:
     benches = prepare(opts, server_cpus)
     import torch  # only for the machine line; the rows import what their file needs
 
-    result = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    result = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
               "machine": f"{len(os.sched_getaffinity(0))} CPUs, torch {torch.__version__}",
               "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
               "settings": {"duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "processes": opts.processes,

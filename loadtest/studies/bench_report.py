@@ -98,7 +98,8 @@ def render_model(model: str, entry: dict) -> str:
         return f"{r['throughput']:,.0f} infer/s at concurrency {r['concurrency']} (p99 {_ms(r['p99_ms'])} ms)" \
             if r else "no level"
     lines.append(f"perf_analyzer (row 3, gRPC, the rows' payloads): failed: {perf.get('error')}" if "best" not in perf else
-                 f"perf_analyzer (row 3, gRPC, the rows' payloads, concurrency {perf['range']}): best {level(perf['best'])}; "
+                 f"perf_analyzer (row 3, gRPC, the rows' payloads, concurrency {perf['range']}): "
+                 f"best {level(perf['best'])}; "
                  f"best with p99 < {P99_BUDGET_MS:g} ms: {level(perf.get('best_under_p99'))}"
                  + (f"; no stable figure at concurrency {', '.join(map(str, perf['failed']))}" if perf.get("failed") else ""))
     lines.append(render_one_client(entry))

@@ -10,14 +10,14 @@ step; ``text_generator_cold``: the same with ``WARMUP`` off). The server and its
 ``--server-cpus``, this process (the load generator) on ``--client-cpus``: by default the upper and
 the lower half of the CPUs, so neither steals the other's cores.
 
-1. **Throughput.** For each stream count N: the in-process row runs the same generation code the
-   server runs (``backends.inflight.RunningBatch`` over the same TorchScript files) on exactly the
-   server's CPUs with its torch threads and the generator's ``DISABLE_OPTIMIZED_EXECUTION``, at
-   batch N on the same N prompts: one prefill, then ``--tokens - 1`` decode steps; its rate is N tokens per decode step. The served row sends N gRPC
-   streams together (greedy, ``--tokens`` each) and counts the tokens the server generated (its log)
-   over the wall time from the first request to the last final response: prefill and time to first
-   token included. Then the ratio, against the targets (1 stream >= 0.9x batch 1, 8 >= 0.7x batch 8,
-   32 >= 0.6x batch 32), printed met or missed.
+1. **Throughput.** For each stream count N: the in-process row runs the same generation code the server runs
+   (``backends.inflight.RunningBatch`` over the same TorchScript files) on exactly the server's CPUs with its
+   torch threads and the generator's ``DISABLE_OPTIMIZED_EXECUTION``, at batch N on the same N prompts: one
+   prefill, then ``--tokens - 1`` decode steps; its rate is N tokens per decode step. The served row sends N
+   gRPC streams together (greedy, ``--tokens`` each) and counts the tokens the server generated (its log) over
+   the wall time from the first request to the last final response: prefill and time to first token included.
+   Then the ratio, against the targets (1 stream >= 0.9x batch 1, 8 >= 0.7x batch 8, 32 >= 0.6x batch 32),
+   printed met or missed.
 2. **Step modes** (one stream; ``--no-step-modes`` skips): the median decode step as the server logs
    it, in-process against BLS, at a 5-token and a ~300-token prompt.
 3. **First request** (``--no-first-request`` skips): the time to first token of the first request
@@ -140,13 +140,13 @@ def run_streams(url: str, model: str, prompts: list[str], tokens: int, concurren
     t0 = time.perf_counter()
     if concurrent:
         threads = [threading.Thread(target=stream_one, args=(url, model, p, tokens, t0, r))
-                   for p, r in zip(prompts, results)]
+                   for p, r in zip(prompts, results, strict=True)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     else:
-        for p, r in zip(prompts, results):
+        for p, r in zip(prompts, results, strict=True):
             stream_one(url, model, p, tokens, t0, r)
     wall = max(r["end"] for r in results)
     return {"ttft_mean": statistics.mean(r["ttft"] for r in results), "ttft_max": max(r["ttft"] for r in results),

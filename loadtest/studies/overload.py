@@ -30,7 +30,7 @@ import json
 import math
 import sys
 import tomllib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,14 @@ from loadtest.measure.results import RunResult, from_dict
 from loadtest.measure.run import run_scenario
 from loadtest.measure.saturation import OFFER_SHORTFALL, Saturation, find_saturation, open_scenario, settle
 from loadtest.measure.study_report import ms_text
-from loadtest.studies.overload_report import (TABLE_HEADERS, WITH_POLICY, WITHOUT_POLICY, table, text_table,
-                                              write_outputs)
+from loadtest.studies.overload_report import (
+    TABLE_HEADERS,
+    WITH_POLICY,
+    WITHOUT_POLICY,
+    table,
+    text_table,
+    write_outputs,
+)
 
 OUT = Path("reports/overload")
 CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
@@ -205,7 +211,7 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field);
     ``payload``: the requests' payload table (``Scenario.payload``; default: the catalog model's samples, else
     random values from the served config)."""
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ def _statuses(counts: dict[str, int]) -> str:
 
 
 TABLE_HEADERS = ["config", "load", "offered req/s", "accepted req/s", "refusal rate", "dropped (client)",
-                 "other errors", "p99 accepted ms", f"p99 <= budget", "refusal statuses"]
+                 "other errors", "p99 accepted ms", "p99 <= budget", "refusal statuses"]
 
 
 def table(rows: list[dict[str, Any]]) -> list[list[str]]:
@@ -30,8 +30,8 @@ def table(rows: list[dict[str, Any]]) -> list[list[str]]:
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(lines)
 
 
@@ -63,7 +63,7 @@ def summary_md(data: dict[str, Any]) -> str:
     refusal_lat = [(r["config"], r["factor"], r["refusal_latency_ms"]) for r in rows if r["refusal_latency_ms"]]
     if refusal_lat:
         lines += ["Refusals arrived after (ms): " + "; ".join(
-            f"{c} {f:g}x p50 {ms_text(l.get('p50'))} / p99 {ms_text(l.get('p99'))}" for c, f, l in refusal_lat), ""]
+            f"{c} {f:g}x p50 {ms_text(lat.get('p50'))} / p99 {ms_text(lat.get('p99'))}" for c, f, lat in refusal_lat), ""]
     lines += ["## Verdict", "",
               ("**PASS**: with the queue policy, p99 of accepted requests stayed within the budget at every load "
                "and the excess was refused with retryable statuses." if v["passed"] else "**FAIL**:")]

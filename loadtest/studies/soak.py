@@ -42,7 +42,7 @@ import statistics
 import sys
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +50,8 @@ import psutil
 
 from deploy.client import metrics, model_metric
 from loadtest.campaign import Candidate, Scenario
-from loadtest.drive import perf_windows, target
+from loadtest.drive import apply, perf_windows, target
 from loadtest.drive.client_stats import ClientStats
-from loadtest.drive import apply
 from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, payload_options, payloads
 from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.run import measure_run
@@ -105,7 +104,7 @@ class MemorySampler:
                 self._sample()
                 return
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         self.started = time.monotonic()
         self._thread.start()
         return self
@@ -272,7 +271,7 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     search_record: dict[str, Any] = {"given": saturation_rps is not None}
     if saturation_rps is None:
         # On the config as served (70% of a rate measured without its queue policy overloads it), closed-loop

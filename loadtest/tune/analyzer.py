@@ -24,8 +24,7 @@ from pathlib import Path
 import psutil
 import yaml
 
-from deploy.server import (DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends,
-                           free_ports)
+from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
 from loadtest.errors import TuneError
 

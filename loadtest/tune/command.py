@@ -26,10 +26,14 @@ import sys
 from pathlib import Path
 
 from loadtest.campaign import Slo
-from loadtest.drive import perf
-from loadtest.drive import apply, target
-from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, is_decoupled,
-                                     payload_options, payloads)
+from loadtest.drive import apply, perf, target
+from loadtest.drive.payloads import (
+    add_payload_arguments,
+    default_options,
+    is_decoupled,
+    payload_options,
+    payloads,
+)
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.probe import Load

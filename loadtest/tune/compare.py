@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from loadtest.drive.target import Endpoints
 from loadtest.tune import analyzer
@@ -55,8 +56,8 @@ class SideBySide:
             return f"Model Analyzer gave no pick: {self.error}"
         widths = [max(len(h), *(len(r[i]) for r in self.rows())) for i, h in enumerate(self.HEADERS)]
         lines = ["", "side by side, same load, same generator, interleaved:",
-                 "  ".join(h.ljust(w) for h, w in zip(self.HEADERS, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in self.rows()]
+                 "  ".join(h.ljust(w) for h, w in zip(self.HEADERS, widths, strict=True))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in self.rows()]
         if self.pick:
             lines.append(f"(Model Analyzer's own figure for its pick: {self.pick['throughput_infer_s']:.1f} infer/s, "
                          f"p99 {self.pick['p99_ms']:.2f} ms at concurrency {self.pick['concurrency']})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def load_trials(raw: dict[str, Any]) -> list[Trial]:
 def results(outcome: Outcome, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     o, r = outcome.options, outcome.result
     return {
-        "model": o.model, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model": o.model, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "slo": {"p99_ms": o.slo.p99_ms, "max_error_rate": o.slo.max_error_rate},
         "load": {"users": o.load.users, "rate": o.load.rate, "protocol": o.protocol},
         "strategy": r.strategy, "budget_s": o.budget_s, "generator": outcome.generator,
@@ -90,8 +90,8 @@ def markdown_table(rows: list[list[str]], headers=HEADERS) -> str:
 
 def text_table(rows: list[list[str]], headers=HEADERS) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
-    out += ["  ".join(c.replace("**", "").ljust(w) for c, w in zip(row, widths)) for row in rows]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    out += ["  ".join(c.replace("**", "").ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(out)
 
 
@@ -117,7 +117,7 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
              f"{r.grid_size}; stopped: {r.stopped}; budget {o.budget_s:g} s",
              f"- max_batch_size at most {outcome.limit} (what the export was checked for)",
              f"- start (as served): #{r.start.order}, {_brief(r.start)}",
-             f"- pick: " + (f"#{pick.order} {pick.point.label()}: {_brief(pick)}" if pick else "none meets the SLO"),
+             "- pick: " + (f"#{pick.order} {pick.point.label()}: {_brief(pick)}" if pick else "none meets the SLO"),
              "", markdown_table(table_rows(trials, o.slo, pick, names)), "", "![candidates](tune.png)", ""]
     for section in sections or []:
         lines += [section, ""]

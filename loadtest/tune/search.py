@@ -20,7 +20,7 @@ import dataclasses
 import math
 import statistics
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from loadtest.campaign import Slo
 from loadtest.measure.probe import Measurement

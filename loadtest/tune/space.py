@@ -61,7 +61,7 @@ class Point:
         return {**dataclasses.asdict(self), "preferred": list(self.preferred)}
 
     @classmethod
-    def from_dict(cls, raw: dict) -> "Point":
+    def from_dict(cls, raw: dict) -> Point:
         return cls(raw["format"], raw["batcher"], tuple(raw["preferred"]), int(raw["instances"]),
                    int(raw["max_batch_size"]))
 
@@ -89,7 +89,7 @@ class SearchSpace:
         """Every distinct valid point (the full grid)."""
         seen: dict[Point, None] = {}
         for combo in itertools.product(*(self.values[a] for a in AXES)):
-            point = self.normalise(Point(**dict(zip(AXES, combo))))
+            point = self.normalise(Point(**dict(zip(AXES, combo, strict=True))))
             if point is not None:
                 seen.setdefault(point)
         return list(seen)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from export.errors import ExportError
 from export.spec import ModelSpec

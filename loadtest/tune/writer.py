@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from export import catalog
+from export import catalog, recorded
 from export import config as config_io
-from export import recorded
 from export.errors import ExportError
 from loadtest.errors import TuneError
 from loadtest.tune import autotune

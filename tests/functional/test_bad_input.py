@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from functools import lru_cache
-from typing import Callable
+from collections.abc import Callable
+from functools import cache
 
 import numpy as np
 import pytest
@@ -45,14 +45,14 @@ def with_value(shape, index, value, dtype=F32) -> np.ndarray:
     return array
 
 
-@lru_cache(maxsize=None)
+@cache
 def small_jpeg() -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.full((32, 32, 3), 128, dtype=np.uint8)).save(buffer, "JPEG")
     return buffer.getvalue()
 
 
-@lru_cache(maxsize=None)
+@cache
 def png_over_pixel_limit() -> bytes:
     """7000x7000 pixels (49 M, over the 40 M limit) that compress to a small file."""
     buffer = io.BytesIO()
@@ -336,7 +336,7 @@ def test_an_oversized_text_fails_alone_in_its_batch(server):
     payloads = [good, big, good, good, big, good]
     results = infer_concurrently(server.config.http_url, "text_embedder", [{"TEXT": objects(p)} for p in payloads],
                                  "EMBEDDING")
-    for payload, result in zip(payloads, results):
+    for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 384), result
         else:
@@ -349,7 +349,7 @@ def test_an_oversized_image_fails_alone_in_its_batch(server):
     payloads = [good, big, good, good]
     results = infer_concurrently(server.config.http_url, "image_classifier", [{"IMAGE": objects(p)} for p in payloads],
                                  "CLASS_IDS")
-    for payload, result in zip(payloads, results):
+    for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 5), result
         else:

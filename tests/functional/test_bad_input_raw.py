@@ -14,7 +14,7 @@ import dataclasses
 import http.client
 import json
 import struct
-from typing import Callable
+from collections.abc import Callable
 
 import grpc
 import numpy as np

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from deploy.server import free_ports
 from export.zoo.digits import split
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
-from deploy.server import free_ports
 
 
 def _post(port: int, body: bytes) -> tuple[int, dict]:

@@ -20,7 +20,7 @@ from backends import chat
 from export import catalog, pipeline
 from export.zoo import smollm
 from tests.conftest import server_config, start_or_fail
-from tests.functional.test_text_generator import GENERATOR, GrpcStream, generator_config, http_generate
+from tests.generation_helpers import GENERATOR, GrpcStream, generator_config, http_generate
 from tests.smollm_reference import chat_generate
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 2?")

@@ -67,7 +67,7 @@ def dockerfile(name: str) -> tuple[str, list[tuple[str, str]], list[str] | None]
 
 
 def compose_services(profile: str = "cpu") -> dict:
-    from tests.unit.test_compose import compose
+    from tests.deploy_tools import compose
 
     done = compose("--profile", profile, "config", admin_key=ADMIN_KEY)
     assert done.returncode == 0, done.stderr
@@ -75,7 +75,7 @@ def compose_services(profile: str = "cpu") -> dict:
 
 
 def k8s_container(overlay: str, kind: str, name: str, container: str) -> dict:
-    from tests.unit.test_k8s import K8S, render
+    from tests.k8s_manifests import K8S, render
 
     (doc,) = [d for d in render(K8S / "overlays" / overlay) if d["kind"] == kind and d["metadata"]["name"] == name]
     (found,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == container]

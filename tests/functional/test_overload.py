@@ -1,7 +1,6 @@
 """Overload against a real server holding only digits: with a tiny queue the excess is refused with the
 retryable status (HTTP 503 / gRPC UNAVAILABLE) and counted as refusals; without a queue policy nothing is."""
 
-from pathlib import Path
 
 import pytest
 

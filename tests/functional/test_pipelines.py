@@ -135,7 +135,7 @@ def test_a_bad_image_does_not_fail_the_good_ones_batched_with_it(server):
     payloads = [good, bad, good, good, bad, good]
     results = infer_concurrently(server.config.http_url, "image_classifier",
                                  [{"IMAGE": images(p)} for p in payloads], "CLASS_IDS")
-    for payload, result in zip(payloads, results):
+    for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert result[0, 0] == efficientnet.ESPRESSO
         else:

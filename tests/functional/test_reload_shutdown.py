@@ -16,10 +16,9 @@ import numpy as np
 import psutil
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException
 
 from tests.conftest import start_serve_command
-from tests.functional.test_stub_crash import digits_repository, scans, small_server
+from tests.digits_server import digits_repository, scans, small_server
 
 EXIT_TIMEOUT_S = 10
 

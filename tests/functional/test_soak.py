@@ -3,7 +3,7 @@ memory sampled; the report files are written and the three checks computed (not 
 finds its rate itself: the closed-loop and open-loop searches against the real server, in a few short steps."""
 
 import functools
-
+import itertools
 import json
 import os
 import signal
@@ -67,7 +67,7 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
     assert 1 <= len(closed) <= 2 and [s["users"] for s in closed] == [2, 4][:len(closed)]
     assert search["closed_loop_rps"] == max(s["throughput_rps"] for s in closed) > 0
     assert opened[0]["rate"] == round(search["closed_loop_rps"] * soak.START_FRACTION, 1)
-    assert all(abs(b["rate"] - 4 * a["rate"]) <= 0.4 for a, b in zip(opened, opened[1:]))
+    assert all(abs(b["rate"] - 4 * a["rate"]) <= 0.4 for a, b in itertools.pairwise(opened))
     # The search stops at the first step that falls behind (or after three); the soak takes the last one before.
     rates = [s["rate"] for s in opened]
     chosen = rates.index(data["saturation_rps"])

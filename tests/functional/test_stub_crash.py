@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,46 +22,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
 from deploy.retry import RetryPolicy, call_with_retry
+from deploy.server import PROJECT_ROOT, LocalServer
 from deploy.supervisor import parse_stub
+from tests.digits_server import digits_repository, scans, small_server
 
 RETRY = {"attempts": 10, "backoff_ms": 50, "max_backoff_ms": 2000}
 """10 attempts over about 9 s of backoff: longer than a digits reload (a few seconds) on 2 busy cores."""
-
-
-def digits_repository(root: Path) -> Path:
-    """A repository holding only a copy of ``digits`` (exported first when ``make export`` has not run)."""
-    repo = root / "repo"
-    repo.mkdir(parents=True, exist_ok=True)
-    source = DEFAULT_REPOSITORY / "digits"
-    if not (source / "1" / "model.pt").is_file():
-        from export.catalog import entry
-        from export.pipeline import export_entry
-
-        staging = root / "export"
-        for done in export_entry(entry("digits"), staging):
-            assert done.result.ok, done.result.summary()
-        source = staging / "digits"
-    shutil.copytree(source, repo / "digits", ignore=shutil.ignore_patterns("__pycache__"))
-    # These tests are about crashes, reloads and shutdown, not overload: no queue policy that refuses
-    # requests (a tuned or campaign export may have written one into the shared repository).
-    config = repo / "digits" / "config.pbtxt"
-    config.write_text(re.sub(r"\n\s*default_queue_policy \{[^}]*\}", "", config.read_text()))
-    return repo
-
-
-def small_server(repo: Path, **kwargs) -> LocalServer:
-    http, grpc, metrics = free_ports()
-    config = ServerConfig(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                          ready_timeout_s=180, exit_timeout_s=kwargs.pop("exit_timeout_s", 10), **kwargs)
-    return LocalServer(config).start()
-
-
-def scans(n: int = 32) -> np.ndarray:
-    from sklearn.datasets import load_digits
-
-    return load_digits().data[:n].astype(np.float32)
 
 
 def live_stubs(server: LocalServer, model: str) -> list[tuple[str, int]]:
@@ -148,7 +112,8 @@ class CheckingClients:
                 retried = []
                 try:
                     kwargs = {"client_timeout": 30} if self.protocol == "grpc" else {}
-                    result, _ = call_with_retry(lambda: client.infer("digits", [tensor], **kwargs), self.retry,
+                    result, _ = call_with_retry(lambda tensor=tensor, kwargs=kwargs: client.infer("digits", [tensor], **kwargs),
+                                                self.retry,
                                                 on_retry=retried.append)
                 except InferenceServerException as exc:
                     with self.lock:

@@ -35,8 +35,8 @@ def test_served_variant_equals_eager(client, protocol, models, base, variant):
             with torch.no_grad():
                 expected = model.module(*inputs)
             expected = (expected,) if isinstance(expected, torch.Tensor) else tuple(expected)
-            served = infer(client, spec.name, {t.name: x.numpy() for t, x in zip(spec.inputs, inputs)})
-            for out, e in zip(spec.outputs, expected):
+            served = infer(client, spec.name, {t.name: x.numpy() for t, x in zip(spec.inputs, inputs, strict=True)})
+            for out, e in zip(spec.outputs, expected, strict=True):
                 e = e.numpy()
                 got = served[out.name]
                 assert got.shape == e.shape and got.dtype == np.float32

@@ -11,14 +11,21 @@ import psutil
 import pytest
 import yaml
 
-from tests.served import served_config
 from export import config as config_io
 from export.changes import ServingChanges
 from loadtest.campaign import Candidate
 from loadtest.drive import apply
 from loadtest.tune import analyzer
-from loadtest.tune.analyzer import (AnalyzerFailed, AnalyzerNotInstalled, AnalyzerPick, AnalyzerTimeout,
-                               NoConfigMeetsBudget, measurements, pick_from_results)
+from loadtest.tune.analyzer import (
+    AnalyzerFailed,
+    AnalyzerNotInstalled,
+    AnalyzerPick,
+    AnalyzerTimeout,
+    NoConfigMeetsBudget,
+    measurements,
+    pick_from_results,
+)
+from tests.served import served_config
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "analyzer"
 CHECKPOINT = DATA / "digits.ckpt"  # `model-analyzer profile` on digits, budget 5 ms (checkpoints/0.ckpt)

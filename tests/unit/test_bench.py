@@ -8,9 +8,9 @@ import json
 import pytest
 
 from loadtest.campaign import Candidate
-from tests.served import served_config
 from loadtest.drive import apply
 from loadtest.studies import bench
+from tests.served import served_config
 
 # Shaped like bench.json from a run (figures rounded), digits and minilm.
 RECORDED = {

@@ -5,20 +5,11 @@ from pathlib import Path
 import pytest
 
 from loadtest import campaign
-from loadtest.errors import CampaignError
 from loadtest.drive.runner import locust_command
+from loadtest.errors import CampaignError
+from tests.campaign_samples import MINIMAL
 
 CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
-MINIMAL = """
-name = "c"
-[slo]
-p99_ms = 5
-[[scenarios]]
-name = "s"
-model = "digits"
-protocol = "grpc"
-shape = { kind = "users", users = 4 }
-"""
 
 
 def example() -> str:

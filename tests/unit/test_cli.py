@@ -1,4 +1,8 @@
-"""The CLI teaches through --help and refuses bad settings with a message naming them."""
+"""The CLI teaches through --help and refuses bad settings with a message naming them.
+
+Named after the command line as a whole rather than one module: tritonkit_cli.py with every subcommand's
+parser and its make-target table (each subcommand's own checks are in test_export_cli.py, test_command.py...).
+"""
 
 import argparse
 import re

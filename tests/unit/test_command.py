@@ -1,4 +1,6 @@
-"""`tritonkit tune`'s command line without a server: bad input is one line and exit 2, before any server starts."""
+"""`tritonkit tune`'s command line without a server: bad input is one line and exit 2, before any server starts.
+
+loadtest/tune/command.py (the only module named ``command``)."""
 
 import subprocess
 import sys

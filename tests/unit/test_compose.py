@@ -4,9 +4,7 @@ carrying the settings production needs. The stack itself runs only where Docker 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,25 +12,13 @@ import pytest
 import yaml
 
 from deploy.server import PROJECT_ROOT
+from tests.deploy_tools import compose
 
 ENV = dict(line.split("=", 1) for line in (PROJECT_ROOT / ".env").read_text().splitlines()
            if line.strip() and not line.startswith("#"))
 RELEASE = ENV["NGC_RELEASE"]
 NATIVE_BACKENDS = ("pytorch", "onnxruntime", "tensorrt", "python")
 EXIT_TIMEOUT = re.compile(r"--exit-timeout-secs=(\d+)")
-
-
-def compose(*args: str, password: str | None = "not-a-real-password",
-            admin_key: str | None = "not-a-real-admin-key") -> subprocess.CompletedProcess:
-    tool = shutil.which("docker-compose")
-    if tool is None:
-        pytest.fail("docker-compose is missing: run `make setup` (it installs Debian's docker-compose)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAFANA_", "COMPOSE_", "NGC_", "TRITON"))}
-    if password is not None:
-        env["GRAFANA_ADMIN_PASSWORD"] = password
-    if admin_key is not None:
-        env["TRITON_ADMIN_KEY"] = admin_key
-    return subprocess.run([tool, *args], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,20 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from export import catalog, zoo
-from export.config import (HEADER, as_served, from_json, from_model_config, parse, read, render, to_json, to_model_config,
-                           without_server_defaults, write)
 from export.changes import ServingChanges
+from export.config import (
+    HEADER,
+    as_served,
+    from_json,
+    from_model_config,
+    parse,
+    read,
+    render,
+    to_json,
+    to_model_config,
+    without_server_defaults,
+    write,
+)
 from export.errors import ConfigError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, QueuePolicyWarning, TensorSpec
 from export.variants import TARGETS

@@ -20,7 +20,6 @@ from export.seed import COMPLETE_MARKER
 from export.variants import REQUIRED_FORMATS, Variant
 from export.zoo import base
 
-
 # --- the weight cache -------------------------------------------------------------------------------
 
 def test_cache_leaves_a_project_it_cannot_write_for_the_users_cache(tmp_path, monkeypatch):

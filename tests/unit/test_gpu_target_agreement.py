@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from export import catalog, cli, config as config_io
+from export import catalog, cli
+from export import config as config_io
 from export.pipeline import export_device
 from export.seed import exported_names
 

@@ -47,7 +47,7 @@ def test_streams_that_join_and_leave_get_the_tokens_they_would_get_alone(steps):
             names = joins[step]
             new = batch.prefill([smollm.tokenizer().encode(prompts[n][0]).ids for n in names])
             first = new.logits.argmax(-1)
-            for n, t in zip(names, first.tolist()):
+            for n, t in zip(names, first.tolist(), strict=True):
                 got[n].append(t)
             keep = [i for i, n in enumerate(names) if len(got[n]) < prompts[n][1]]
             batch.add(new, first, keep)
@@ -55,7 +55,7 @@ def test_streams_that_join_and_leave_get_the_tokens_they_would_get_alone(steps):
         if not rows:
             break
         tokens = batch.decode().argmax(-1)
-        for n, t in zip(rows, tokens.tolist()):
+        for n, t in zip(rows, tokens.tolist(), strict=True):
             got[n].append(t)
         keep = [i for i, n in enumerate(rows) if len(got[n]) < prompts[n][1]]
         batch.advance(tokens, keep)

@@ -6,11 +6,19 @@ import re
 
 import yaml
 
-from tests.unit.test_k8s import (ADAPTER_VALUES, LOAD_SETTINGS, LOCUST, adapter_rule, container, docs, one,
-                                 overlay, pod_spec, pod_templates, quantity, selects)
-
-__all__ = ["overlay"]  # the parametrised fixture, shared with test_k8s.py
-
+from tests.k8s_manifests import (
+    ADAPTER_VALUES,
+    LOAD_SETTINGS,
+    LOCUST,
+    adapter_rule,
+    container,
+    docs,
+    one,
+    pod_spec,
+    pod_templates,
+    quantity,
+    selects,
+)
 
 # --- autoscaling and disruption ---------------------------------------------------------------------
 

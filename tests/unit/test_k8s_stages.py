@@ -5,16 +5,25 @@ autoscaling query and its promtool test)."""
 import os
 import subprocess
 
-import pytest
 import yaml
 
 from deploy import monitoring
 from export.seed import COMPLETE_MARKER
-from tests.unit.test_k8s import (EXPECTED, EXPORT_STAGE, GPU, K8S, OVERLAYS, container, one, overlay, pod_spec,
-                                 render, stage, stage_path)
-from tests.unit.test_monitoring import promtool
+from tests.deploy_tools import promtool
+from tests.k8s_manifests import (
+    EXPECTED,
+    EXPORT_STAGE,
+    GPU,
+    K8S,
+    container,
+    flags,
+    one,
+    pod_spec,
+    render,
+    stage,
+    stage_path,
+)
 
-__all__ = ["overlay"]
 PRODUCT = "nvidia.com/gpu.product"
 
 
@@ -136,8 +145,6 @@ def test_the_autoscaling_query_reads_the_worst_model_per_pod():
 def test_the_containers_fail_fast_on_a_model_that_does_not_load(overlay):
     """Unlike `tritonkit serve` (which serves what loads), a container with a broken model must not start:
     a half-served repository behind a readiness probe would hide the broken export (docs/production.md)."""
-    from tests.unit.test_k8s import flags
-
     args = flags(container(one(overlay, "Deployment", "triton"), "triton")["args"][1:])
     assert args["--exit-on-error"] == "true" and args["--strict-readiness"] == "true"
     compose = yaml.safe_load((K8S.parents[1] / "docker-compose.yml").read_text())["services"]

@@ -22,7 +22,7 @@ def exact_ms(samples_us: np.ndarray) -> dict[str, float]:
     # Nearest rank: the smallest sample with at least p% of the samples at or below it.
     ordered = np.sort(samples_us)
     ranks = [max(1, math.ceil(round(p * len(ordered) / 100, 9))) for p in PERCENTILES]
-    return {percentile_key(p): ordered[r - 1] / 1000 for p, r in zip(PERCENTILES, ranks)}
+    return {percentile_key(p): ordered[r - 1] / 1000 for p, r in zip(PERCENTILES, ranks, strict=True)}
 
 
 def test_sub_16ms_latencies_are_exact_to_the_microsecond():

@@ -4,27 +4,16 @@ the Grafana dashboard's structure and the names its queries use, and the provisi
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from deploy import monitoring
+from tests.deploy_tools import promtool
 
 GRAFANA_FILES = sorted(p for p in monitoring.GRAFANA_DIR.rglob("*") if p.is_file())
 RULE_TEST_FILES = sorted(monitoring.RULE_TESTS_DIR.glob("*.yml"))
 KNOWN_METRICS = monitoring.TRITON_METRICS | monitoring.TRITON_GPU_METRICS | monitoring.PROMETHEUS_METRICS
-
-
-def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    binary = shutil.which("promtool")
-    if binary is None:
-        pytest.fail("promtool is not installed: run `make setup` (deploy/setup.sh installs Prometheus)", pytrace=False)
-    done = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, f"promtool {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
-    return done
 
 
 # -- Prometheus -----------------------------------------------------------------------------------

@@ -3,10 +3,10 @@
 import argparse
 import json
 import os
-from pathlib import Path
 
 import pytest
 
+from export.spec import QueuePolicy
 from loadtest import campaign
 from loadtest.drive import apply, target
 from loadtest.drive.client_stats import ClientStats, TimelinePoint, failure_status
@@ -16,9 +16,8 @@ from loadtest.errors import CampaignError, VariantError
 from loadtest.measure import saturation
 from loadtest.measure.results import RunResult, ServerStats
 from loadtest.studies import overload, overload_report, soak
-from export.spec import QueuePolicy
+from tests.campaign_samples import MINIMAL
 from tests.served import served_config
-from tests.unit.test_campaign import MINIMAL
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
 BASE = MINIMAL.replace('shape = { kind = "users", users = 4 }', 'shape = { kind = "open", rate = 100 }')
@@ -202,7 +201,9 @@ def recorded_run(variant: str, *, offered: int, accepted: int, refused: int, dro
     failures = offered - accepted
     timeline = [TimelinePoint(0.0, warmup_failures, warmup_failures, None, None, warmup_failures)]
     for second in range(2, 10):
-        share = (lambda n: n // 8 + (1 if second - 2 < n % 8 else 0))
+        def share(n: int, second: int = second) -> int:
+            return n // 8 + (1 if second - 2 < n % 8 else 0)
+
         timeline.append(TimelinePoint(float(second), share(offered), share(failures), 1.0, p99, share(refused)))
     statuses = {"503": refused + warmup_failures, **({"dropped": dropped} if dropped else {})}
     client = ClientStats(requests=offered + warmup_failures, failures=failures + warmup_failures, duration_s=8.0,

@@ -9,8 +9,17 @@ import numpy as np
 import pytest
 
 from export import catalog
-from loadtest.drive.payloads import (PayloadOptions, add_payload_arguments, default_options, input_data_json,
-                                     is_decoupled, payload_options, payloads, served_model, stack)
+from loadtest.drive.payloads import (
+    PayloadOptions,
+    add_payload_arguments,
+    default_options,
+    input_data_json,
+    is_decoupled,
+    payload_options,
+    payloads,
+    served_model,
+    stack,
+)
 from loadtest.errors import PayloadError
 
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
@@ -38,9 +47,9 @@ def test_random_values_for_every_datatype_with_the_batch_dim(datatype):
     # fresh per sample, the same for the same seed, another for another seed
     assert not all(np.array_equal(got[0]["x"], s["x"]) for s in got[1:]) or datatype == "BOOL"
     again = payloads(config([("x", datatype, (3, 4))]), PayloadOptions(count=5))
-    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, again))
+    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, again, strict=True))
     other = payloads(config([("x", datatype, (3, 4))]), PayloadOptions(count=5, seed=1))
-    assert not all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, other))
+    assert not all(np.array_equal(a["x"], b["x"]) for a, b in zip(got, other, strict=True))
 
 
 def test_int_range_and_an_unbatched_model_without_the_batch_dim():

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from loadtest.measure.report import main, write_report
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
+from loadtest.measure.report import main, write_report
 from loadtest.measure.results import CampaignResult, RunResult, ServerStats
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}
@@ -103,7 +103,7 @@ def test_runs_csv_carries_the_client_numbers(report):
     with (out / "runs.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(result.runs)
-    for row, run in zip(rows, result.runs):
+    for row, run in zip(rows, result.runs, strict=True):
         assert (row["scenario"], row["variant"], row["protocol"]) == (run.scenario, run.variant, run.protocol)
         p99 = run.client.latency_ms.get("p99", math.nan)
         assert row["p99_ms"] == ("" if math.isnan(p99) else f"{p99:.3f}")

@@ -14,8 +14,8 @@ import yaml
 
 from deploy import security
 from deploy.server import PROJECT_ROOT, ServerConfig
-from tests.unit.test_compose import compose
-from tests.unit.test_k8s import OVERLAYS, all_containers, docs, pod_spec, pod_templates
+from tests.deploy_tools import compose
+from tests.k8s_manifests import OVERLAYS, all_containers, docs, pod_spec, pod_templates
 
 KEY = "a-test-key-0123456789"
 SETTING = f"{','.join(security.RESTRICTED_APIS)}:{security.KEY_HEADER}="

@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
+from deploy.server import DEFAULT_REPOSITORY
 from export import config as config_io
 from export.seed import COMPLETE_MARKER, exported_names, seed
-from deploy.server import DEFAULT_REPOSITORY
 
 PYTHON_MODELS = {"preprocess", "postprocess", "tokenize", "text_generator"}
 ENSEMBLES = {"image_classifier", "text_embedder"}

@@ -43,7 +43,7 @@ def greedy(steps, prompts, tokens):
     for _ in range(tokens - 1):
         chosen = batch.decode().argmax(-1)
         batch.advance(chosen, range(len(prompts)))
-        for row, t in zip(out, chosen.tolist()):
+        for row, t in zip(out, chosen.tolist(), strict=True):
             row.append(t)
     return out
 

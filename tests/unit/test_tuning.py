@@ -14,8 +14,8 @@ from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply
 from loadtest.errors import VariantError
 from loadtest.measure import slo
-from loadtest.tune import autotune
 from loadtest.measure.results import CampaignResult
+from loadtest.tune import autotune
 
 DATA = Path(__file__).parents[1] / "data" / "loadtest"
 REPOSITORY = Path(__file__).parents[2] / "model_repository"

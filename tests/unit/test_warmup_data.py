@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tritonclient.grpc import model_config_pb2 as mc
 
 from backends import imaging, text
 from export import warmup_data
 from export.config import parse
-from tritonclient.grpc import model_config_pb2 as mc
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
 PYTHON_MODELS = ("preprocess", "tokenize", "postprocess")

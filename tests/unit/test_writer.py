@@ -17,7 +17,7 @@ from loadtest.campaign import Slo
 from loadtest.measure.probe import Load, Measurement
 from loadtest.tune import writer
 from loadtest.tune.search import SearchResult, Trial
-from loadtest.tune.space import SearchSpace, Point
+from loadtest.tune.space import Point, SearchSpace
 from loadtest.tune.tuner import Outcome, TuneOptions
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"

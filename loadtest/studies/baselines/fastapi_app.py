@@ -257,7 +257,7 @@ class MicroBatcher:
             for item in live:  # isolate the request that fails
                 await self._run([item], loop)
             return
-        for item, out in zip(live, outputs):
+        for item, out in zip(live, outputs, strict=True):
             _settle(item.future, result=out)
 
     def _forward(self, batch: list[_Pending]) -> list[dict[str, np.ndarray]]:

@@ -43,8 +43,15 @@ import torch
 import triton_python_backend_utils as pb_utils
 
 from backends import chat
-from backends.generation import (GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, choose_tokens,
-                                 parse_request)
+from backends.generation import (
+    GenerationInputError,
+    Limits,
+    StopMatcher,
+    TokenBytes,
+    TokenStreamer,
+    choose_tokens,
+    parse_request,
+)
 from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
 
 CANCEL_CHECK_S = 0.05
@@ -244,7 +251,7 @@ class TritonPythonModel:
     # -- requests ----------------------------------------------------------------------------------
     def execute(self, requests):
         for request in requests:
-            def raw(name):
+            def raw(name, request=request):
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 return None if tensor is None else tensor.as_numpy()
 
@@ -305,7 +312,7 @@ class TritonPythonModel:
         """Prefill ``group`` together, stream each first token, merge the survivors into the batch."""
         new = self.batch.prefill([s.parsed.prompt_ids for s in group])
         tokens = choose_tokens(new.logits, [s.parsed.temperature for s in group], self.generator)
-        for s, t in zip(group, tokens.tolist()):
+        for s, t in zip(group, tokens.tolist(), strict=True):
             s.take(t)
         self.tokens_out += len(group)
         keep = [i for i, s in enumerate(group) if not s.done]
@@ -331,7 +338,7 @@ class TritonPythonModel:
         tokens = choose_tokens(logits, [s.parsed.temperature for s in streams], self.generator)
         chosen = tokens.tolist()  # waits for the step (on a GPU too)
         self.step_times.append(time.perf_counter() - started)
-        for s, t in zip(streams, chosen):
+        for s, t in zip(streams, chosen, strict=True):
             s.take(t)
         self.tokens_out += len(streams)
         keep = [i for i, s in enumerate(streams) if not s.done]

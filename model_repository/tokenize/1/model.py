@@ -1,8 +1,8 @@
 """``tokenize``: UTF-8 text -> input_ids and attention_mask for minilm, with the model's own tokenizer.
 
 Texts over the model's 256-token limit are truncated and flagged in the output ``TRUNCATED`` (the
-Python backend of Triton 2.51 cannot set response parameters); empty, non-UTF-8 or oversized texts get their own INVALID_ARG
-error while the other texts of the batch are answered.
+Python backend of Triton 2.51 cannot set response parameters); empty, non-UTF-8 or oversized texts get their own
+INVALID_ARG error while the other texts of the batch are answered.
 """
 
 import json

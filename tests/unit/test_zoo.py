@@ -1,4 +1,4 @@
-"""The real-weight zoo models: right interface, right answers on real data, traceable, honest tolerances.
+"""export/zoo: the real-weight zoo models: right interface, right answers on real data, traceable, honest tolerances.
 
 Each model is built once per session (a few seconds each on two cores); every check runs small batches.
 """

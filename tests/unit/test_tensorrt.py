@@ -1,5 +1,5 @@
-"""The GPU target's exports and configs, checked where no GPU is: what Torch-TensorRT is handed, and what
-ONNX Runtime's TensorRT accelerator is told. The builds themselves run only on a GPU host
+"""export/formats/tensorrt.py and the GPU target's configs, checked where no GPU is: what Torch-TensorRT is
+handed, and what ONNX Runtime's TensorRT accelerator is told. The builds themselves run only on a GPU host
 (deploy/gpu/check.sh; docs/production.md says what only a GPU host can check)."""
 
 import functools
@@ -9,7 +9,8 @@ import torch
 import yaml
 
 from deploy.server import PROJECT_ROOT
-from export import catalog, config as config_io, zoo
+from export import catalog, zoo
+from export import config as config_io
 from export.formats import tensorrt
 from export.spec import MAX_DYNAMIC_DIM
 from export.variants import Variant
@@ -86,14 +87,14 @@ def test_onnx_tensorrt_accelerator_caches_engines_with_one_profile_for_the_serve
         for tensor in spec.inputs:
             low, opt, high = ([int(d) for d in profiles[w][tensor.name].split("x")] for w in ("min", "opt", "max"))
             assert low[0] == 1 and high[0] == spec.max_batch_size and low[0] <= opt[0] <= high[0], spec.name
-            for d, lo, o, hi in zip(tensor.dims, low[1:], opt[1:], high[1:]):
+            for d, lo, o, hi in zip(tensor.dims, low[1:], opt[1:], high[1:], strict=True):
                 assert (lo, hi) == ((1, MAX_DYNAMIC_DIM) if d == -1 else (d, d)), (spec.name, tensor.name)
                 assert lo <= o <= hi
         assert set(profiles["min"]) == {t.name for t in spec.inputs}
 
 
 def test_the_engine_cache_is_a_folder_the_served_container_can_write():
-    from tests.unit.test_k8s import container, one, pod_spec
+    from tests.k8s_manifests import container, one, pod_spec
 
     path = config_io.TRT_CACHE_DIR
     for overlay in ("gpu", "cpu"):

@@ -1,0 +1,106 @@
+"""Clients and configs for the ``text_generator`` model, shared by test_text_generator.py and test_chat.py:
+the committed generator's config pointed at other step models, a gRPC bidirectional stream that records each
+response, and ``generate_stream`` over HTTP."""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from pathlib import Path
+
+import numpy as np
+import requests
+import tritonclient.grpc as grpcclient
+
+GENERATOR = Path(__file__).resolve().parents[1] / "model_repository" / "text_generator"
+"""The committed generator, copied into the tests' own repositories."""
+
+
+def generator_config(name: str, prefill: str, decode: str, **params: str) -> str:
+    text = (GENERATOR / "config.pbtxt").read_text().replace('name: "text_generator"', f'name: "{name}"')
+    text = text.replace('"smollm2_prefill"', f'"{prefill}"').replace('"smollm2_decode"', f'"{decode}"')
+    for key, value in params.items():
+        start = text.index(f'key: "{key}"')
+        old = text[start:text.index("}", start)]
+        text = text.replace(old, old[:old.index("string_value:")] + f'string_value: "{value}" ')
+    return text
+
+
+def grpc_inputs(prompt, max_tokens, temperature=None, stop=None):
+    values = [("PROMPT", np.array([prompt.encode() if isinstance(prompt, str) else prompt], dtype=np.object_), "BYTES"),
+              ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32")]
+    if temperature is not None:
+        values.append(("TEMPERATURE", np.array([temperature], dtype=np.float32), "FP32"))
+    if stop is not None:
+        values.append(("STOP", np.array([stop.encode()], dtype=np.object_), "BYTES"))
+    inputs = []
+    for name, array, datatype in values:
+        tensor = grpcclient.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return inputs
+
+
+class GrpcStream:
+    """One gRPC bidirectional stream; each event is (seconds since start, text | None, final, error)."""
+
+    def __init__(self, url: str, model: str = "text_generator"):
+        self.client = grpcclient.InferenceServerClient(url)
+        self.model = model
+        self.events: queue.Queue = queue.Queue()
+        self.started = time.perf_counter()
+        self.client.start_stream(callback=self._on_response)
+
+    def _on_response(self, result, error):
+        now = time.perf_counter() - self.started
+        if error is not None:
+            self.events.put((now, None, True, error))
+            return
+        response = result.get_response()
+        text = result.as_numpy("TEXT")[0].decode() if response.outputs else None
+        self.events.put((now, text, response.parameters["triton_final_response"].bool_param, None))
+
+    def send(self, prompt, max_tokens, **kwargs):
+        self.client.async_stream_infer(self.model, grpc_inputs(prompt, max_tokens, **kwargs),
+                                       enable_empty_final_response=True)
+
+    def collect(self, timeout=60.0):
+        pieces = []
+        while True:
+            at, text, final, error = self.events.get(timeout=timeout)
+            if error is not None:
+                return pieces, error
+            if text is not None:
+                pieces.append(text)
+            if final:
+                return pieces, None
+
+    def close(self, cancel=False):
+        self.client.stop_stream(cancel_requests=cancel)
+        self.client.close()
+
+
+def grpc_generate(server, prompt, max_tokens, model="text_generator", **kwargs):
+    stream = GrpcStream(server.config.grpc_url, model)
+    try:
+        stream.send(prompt, max_tokens, **kwargs)
+        return stream.collect()
+    finally:
+        stream.close()
+
+
+def http_generate(server, payload: dict, model: str = "text_generator"):
+    """POST generate_stream; (status, pieces, error text) from the server-sent events."""
+    url = f"http://{server.config.http_url}/v2/models/{model}/generate_stream"
+    with requests.post(url, json=payload, stream=True, timeout=120) as response:
+        pieces, error = [], None
+        for line in response.iter_lines():
+            if not line.startswith(b"data: "):
+                continue
+            event = json.loads(line[len(b"data: "):])
+            if "error" in event:
+                error = event["error"]
+            elif "TEXT" in event:
+                pieces.append(event["TEXT"])
+        return response.status_code, pieces, error

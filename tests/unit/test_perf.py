@@ -1,0 +1,113 @@
+"""loadtest/drive/perf.py without a server: perf_analyzer's CSV and input data, the command it is run with."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loadtest.drive import perf
+
+PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
+
+
+# -- perf_analyzer --------------------------------------------------------------------------------
+def test_parse_a_recorded_perf_analyzer_csv():
+    # Recorded from `perf_analyzer -m digits -i grpc -b 1 --concurrency-range 1:4:3 --input-data ...`
+    # against the local tritonserver 2.51 (digits test rows as input data).
+    rows = perf.parse_csv((PERF_DATA / "digits_grpc_b1_c1-4.csv").read_text())
+    assert [r.concurrency for r in rows] == [1, 4]
+    first, second = rows
+    assert first.throughput == pytest.approx(474.194)
+    assert (first.p50_ms, first.p90_ms, first.p95_ms, first.p99_ms) == pytest.approx((1.952, 2.358, 2.711, 5.545))
+    assert first.server_queue_ms == pytest.approx(1.145)
+    assert first.server_compute_infer_ms == pytest.approx(0.519)
+    assert first.client_send_ms == pytest.approx(0.004) and first.client_recv_ms == pytest.approx(0.001)
+    assert first.network_server_send_recv_ms == pytest.approx(0.305)
+    assert first.avg_ms is None and first.extra == {}
+    assert second.throughput == pytest.approx(1420.96) and second.p99_ms == pytest.approx(7.277)
+
+
+def test_parse_a_recorded_verbose_csv_keeps_the_extra_columns():
+    # Recorded with `-i http -b 4 --concurrency-range 2 --verbose-csv`.
+    (row,) = perf.parse_csv((PERF_DATA / "digits_http_b4_c2_verbose.csv").read_text())
+    assert row.concurrency == 2 and row.throughput == pytest.approx(4074.81)
+    assert row.avg_ms == pytest.approx(1.954)
+    assert row.extra == {"request/response": 61.0, "response wait": 1884.0}
+
+
+def test_parse_ignores_a_trailing_metrics_block_and_refuses_other_files():
+    text = (PERF_DATA / "digits_grpc_b1_c1-4.csv").read_text() + "\n\nConcurrency,Avg GPU Utilization\n1,gpu0:0;\n"
+    assert len(perf.parse_csv(text)) == 2
+    with pytest.raises(ValueError, match="not a perf_analyzer concurrency or request-rate CSV"):
+        perf.parse_csv("Batch,Inferences/Second\n10,10\n")
+    (rate,) = perf.parse_csv("Request Rate,Inferences/Second,p99 latency\n800,795.5,2500\n")
+    assert rate.concurrency == 0 and rate.extra["Request Rate"] == 800 and rate.p99_ms == 2.5
+    with pytest.raises(ValueError, match="no rows"):
+        perf.parse_csv("Concurrency,Inferences/Second\n")
+
+
+def test_write_input_data_is_perf_analyzers_format(tmp_path):
+    # batch-1 payloads, batch dim first: perf_analyzer takes one item per entry, the batch dim dropped
+    samples = [
+        {"input_ids": np.array([[101, 2023, 102, 0]], dtype=np.int64), "attention_mask": np.array([[1, 1, 1, 0]])},
+        {"input_ids": np.array([[101, 7592, 999, 102]]), "attention_mask": np.ones((1, 4), dtype=np.int64)},
+    ]
+    path = perf.write_input_data(tmp_path / "in.json", samples)
+    data = json.loads(path.read_text())
+    assert list(data) == ["data"] and len(data["data"]) == 2
+    assert data["data"][0]["input_ids"] == {"content": [101, 2023, 102, 0], "shape": [4]}
+    assert data["data"][1]["attention_mask"] == {"content": [1, 1, 1, 1], "shape": [4]}
+    assert all(isinstance(v, int) for v in data["data"][0]["input_ids"]["content"])
+
+    pixels = (np.arange(64, dtype=np.float32).reshape(1, 8, 8) / 4)
+    data = json.loads(perf.write_input_data(tmp_path / "px.json", [{"PIXELS": pixels}]).read_text())
+    assert data["data"][0]["PIXELS"]["shape"] == [8, 8]
+    assert data["data"][0]["PIXELS"]["content"][:3] == [0.0, 0.25, 0.5]
+    # an unbatched model's samples keep every dim; BYTES go as strings
+    unbatched = {"name": "g", "max_batch_size": 0, "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}]}
+    data = json.loads(perf.write_input_data(tmp_path / "t.json", [{"TEXT": np.array([b"hi"], dtype=object)}],
+                                            unbatched).read_text())
+    assert data["data"][0]["TEXT"] == {"content": ["hi"], "shape": [1]}
+    with pytest.raises(ValueError):
+        perf.write_input_data(tmp_path / "x.json", [])
+
+
+def _fake_binary(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "perf_analyzer"
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_run_builds_the_command_and_parses_what_perf_analyzer_writes(tmp_path):
+    csv_text = (PERF_DATA / "digits_grpc_b1_c1-4.csv").read_text()
+    (tmp_path / "recorded.csv").write_text(csv_text)
+    # Copies the recorded CSV to the -f argument and records its arguments.
+    binary = _fake_binary(tmp_path, f'echo "$@" > {tmp_path}/args\n'
+                                    'while [ $# -gt 0 ]; do if [ "$1" = -f ]; then '
+                                    f'cp {tmp_path}/recorded.csv "$2"; fi; shift; done\n')
+    result = perf.run("digits", "127.0.0.1:8001", concurrency=(1, 4, 3), batch_size=2,
+                      input_data=tmp_path / "in.json", shapes={"input_ids": [32]}, measurement_ms=1500,
+                      binary=binary)
+    args = (tmp_path / "args").read_text().split()
+    assert args[:8] == ["-m", "digits", "-u", "127.0.0.1:8001", "-i", "grpc", "-b", "2"]
+    assert "--concurrency-range" in args and args[args.index("--concurrency-range") + 1] == "1:4:3"
+    assert args[args.index("--measurement-interval") + 1] == "1500"
+    assert args[args.index("--input-data") + 1] == str(tmp_path / "in.json")
+    assert args[args.index("--shape") + 1] == "input_ids:32"
+    assert [r.concurrency for r in result.rows] == [1, 4] and result.best.concurrency == 4
+    assert result.csv_text == csv_text
+
+
+def test_a_failed_run_raises_with_the_output_tail(tmp_path):
+    binary = _fake_binary(tmp_path, 'echo "Request concurrency: 2"\n'
+                                    'echo "Failed to obtain stable measurement." >&2\nexit 2\n')
+    with pytest.raises(perf.PerfAnalyzerError) as info:
+        perf.run("minilm", "127.0.0.1:1", concurrency=2, binary=binary)
+    assert "exited with code 2" in str(info.value) and "Failed to obtain stable measurement." in str(info.value)
+    with pytest.raises(perf.PerfAnalyzerError, match="make setup"):
+        perf.run("digits", "127.0.0.1:1", binary=tmp_path / "missing")
