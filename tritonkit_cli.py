@@ -28,18 +28,31 @@ MAKE_TARGETS = (
     ("export", "python -m export", "= tritonkit export: the built-in models into model_repository/"),
     ("serve", "tritonkit serve", "the local tritonserver on 8000/8001/8002 until Ctrl-C"),
     ("demo", "tritonkit demo", "export, serve, real requests, metrics, a short load campaign, stop"),
-    ("test", "ruff check ., ruff format --check ., python -m pytest",
-     "lint and format check, then the test suite against a real tritonserver on free ports"),
+    (
+        "test",
+        "ruff check ., ruff format --check ., python -m pytest",
+        "lint and format check, then the test suite against a real tritonserver on free ports",
+    ),
     ("loadtest", "tritonkit loadtest $(CAMPAIGN)", "a campaign (default loadtest/campaigns/smoke.toml)"),
     ("overload", "python -m loadtest.studies.overload --model $(MODEL)", "queue policy at 1x/1.5x/2x saturation"),
-    ("soak", "python -m loadtest.studies.soak --model $(MODEL)", "10 min at 70% of saturation: errors, p99 drift, memory"),
+    (
+        "soak",
+        "python -m loadtest.studies.soak --model $(MODEL)",
+        "10 min at 70% of saturation: errors, p99 drift, memory",
+    ),
     ("bench", "python -m loadtest.studies.bench", "in-process vs Triton plain/tuned vs FastAPI, one run"),
     ("bench-export", "python -m export.bench", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
     ("bench-generation", "python -m loadtest.studies.generation", "text_generator TTFT and tokens/s"),
-    ("check-deploy", "docker-compose config -q, promtool check, kubectl kustomize, kubernetes-validate",
-     "compose, Prometheus and the k8s overlays validated offline"),
-    ("lock", "python3.11 -m venv, pip install -q -e ., pip freeze --exclude-editable",
-     "rewrite requirements.lock from pyproject.toml's pins"),
+    (
+        "check-deploy",
+        "docker-compose config -q, promtool check, kubectl kustomize, kubernetes-validate",
+        "compose, Prometheus and the k8s overlays validated offline",
+    ),
+    (
+        "lock",
+        "python3.11 -m venv, pip install -q -e ., pip freeze --exclude-editable",
+        "rewrite requirements.lock from pyproject.toml's pins",
+    ),
 )
 """Each Makefile target with a ``## `` help line: the command its recipe runs (comma-separated parts, each
 found in the recipe; tests/unit/test_cli.py checks them against the Makefile) and what it is for."""
@@ -61,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     from loadtest import cli as loadtest_cli
     from loadtest.tune import command as tune_cli
 
-    parser = argparse.ArgumentParser(prog="tritonkit", description=__doc__, epilog=epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="tritonkit", description=__doc__, epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     export_cli.register(subparsers)
     deploy_cli.register(subparsers)

@@ -119,7 +119,9 @@ class BatchingModel:
                 raise RequestError(f"{self.name}: input {name!r} is missing")
             arrays.append(self.to_array(tensor))
         if self.max_batch_size and len({a.shape[0] for a in arrays}) != 1:
-            raise RequestError(f"{self.name}: inputs disagree on the batch size: {sorted({a.shape[0] for a in arrays})}")
+            raise RequestError(
+                f"{self.name}: inputs disagree on the batch size: {sorted({a.shape[0] for a in arrays})}"
+            )
         return arrays
 
     def _run_group(self, members, responses) -> None:
@@ -127,7 +129,9 @@ class BatchingModel:
             columns = list(zip(*(arrays for _, arrays in members), strict=True))
             results = self.forward([c[0] if len(c) == 1 else self.concat(list(c)) for c in columns])
             if len(results) != len(self.outputs):
-                raise RuntimeError(f"{self.name}: model returned {len(results)} outputs, the config lists {len(self.outputs)}")
+                raise RuntimeError(
+                    f"{self.name}: model returned {len(results)} outputs, the config lists {len(self.outputs)}"
+                )
         except Exception as exc:  # noqa: BLE001 - the model's own error goes back to the client
             if len(members) > 1:  # find the request at fault; the others still get answers
                 for member in members:
@@ -138,8 +142,10 @@ class BatchingModel:
         start = 0
         for i, arrays in members:
             size = arrays[0].shape[0] if self.max_batch_size else None
-            outputs = [self.from_array(name, r[start:start + size] if size is not None else r)
-                       for name, r in zip(self.outputs, results, strict=True)]
+            outputs = [
+                self.from_array(name, r[start : start + size] if size is not None else r)
+                for name, r in zip(self.outputs, results, strict=True)
+            ]
             responses[i] = pb_utils.InferenceResponse(output_tensors=outputs)
             start += size or 0
 

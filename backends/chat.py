@@ -72,9 +72,14 @@ class ChatTemplate:
         eot = value("tokenizer.ggml.eot_token_id", required=False)
         eot = eos if eot is None else int(eot)
         names = {i: str(tokens.contents(i)) for i in {bos, eos, eot}}
-        return cls(template=str(value("tokenizer.chat_template")), bos_token=names[bos], eos_token=names[eos],
-                   end_of_turn_token=names[eot], ids={name: i for i, name in names.items()},
-                   source=f"{Path(path).name}: tokenizer.chat_template, tokenizer.ggml.{{bos,eos,eot}}_token_id")
+        return cls(
+            template=str(value("tokenizer.chat_template")),
+            bos_token=names[bos],
+            eos_token=names[eos],
+            end_of_turn_token=names[eot],
+            ids={name: i for i, name in names.items()},
+            source=f"{Path(path).name}: tokenizer.chat_template, tokenizer.ggml.{{bos,eos,eot}}_token_id",
+        )
 
     @classmethod
     def load(cls, path: Path) -> ChatTemplate:
@@ -87,8 +92,9 @@ class ChatTemplate:
         return made
 
     def save(self, path: Path) -> Path:
-        Path(path).write_text(json.dumps(dataclasses.asdict(self), indent=2, ensure_ascii=False) + "\n",
-                              encoding="utf-8")
+        Path(path).write_text(
+            json.dumps(dataclasses.asdict(self), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         return Path(path)
 
     def check_tokenizer(self, tokenizer) -> None:
@@ -124,17 +130,22 @@ class ChatTemplate:
         import jinja2
 
         try:
-            return self._compiled.render(messages=[{"role": "user", "content": user_message}],
-                                         add_generation_prompt=True, bos_token=self.bos_token,
-                                         eos_token=self.eos_token)
+            return self._compiled.render(
+                messages=[{"role": "user", "content": user_message}],
+                add_generation_prompt=True,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+            )
         except jinja2.exceptions.TemplateError as exc:
             raise ChatTemplateError(f"the chat template refused the prompt: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m backends.chat",
-                                     description="Write a GGUF's chat template and special tokens to the JSON "
-                                                 f"file text_generator loads ({FILE_NAME}).")
+    parser = argparse.ArgumentParser(
+        prog="python -m backends.chat",
+        description="Write a GGUF's chat template and special tokens to the JSON "
+        f"file text_generator loads ({FILE_NAME}).",
+    )
     parser.add_argument("gguf", type=Path, help="the model's .gguf file")
     parser.add_argument("out", type=Path, help=f"where to write it, e.g. model_repository/text_generator/1/{FILE_NAME}")
     args = parser.parse_args(argv)
@@ -143,8 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ChatTemplateError, ValueError) as exc:
         print(f"backends.chat: error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {template.save(args.out)} (end of turn {template.end_of_turn_token!r}, "
-          f"stop ids {sorted(template.stop_ids)})")
+    print(
+        f"wrote {template.save(args.out)} (end of turn {template.end_of_turn_token!r}, "
+        f"stop ids {sorted(template.stop_ids)})"
+    )
     return 0
 
 

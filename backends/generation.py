@@ -87,8 +87,9 @@ def _text(value, name: str, max_bytes: int | None = None) -> str:
         value = value.item()
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     if max_bytes is not None and len(raw) > max_bytes:
-        raise GenerationInputError(f"{name} is too long: {len(raw)} bytes, over the limit of {max_bytes} bytes "
-                                   f"(MAX_{name}_BYTES)")
+        raise GenerationInputError(
+            f"{name} is too long: {len(raw)} bytes, over the limit of {max_bytes} bytes (MAX_{name}_BYTES)"
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -105,8 +106,9 @@ def _chat_flag(chat) -> bool:
     return bool(_single(array, "CHAT"))
 
 
-def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits(),
-                  chat=None, template=None) -> ParsedRequest:
+def parse_request(
+    tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits(), chat=None, template=None
+) -> ParsedRequest:
     """Raw input arrays (``None`` where absent) -> a checked, tokenised request.
 
     ``template`` (a :class:`backends.chat.ChatTemplate`, or ``None`` for a model without one) formats the
@@ -143,15 +145,17 @@ def parse_request(tokenizer, prompt, max_tokens, temperature=None, stop=None, li
     if not ids:
         raise GenerationInputError("PROMPT is empty after tokenisation")
     if len(ids) > limits.max_prompt_tokens:
-        raise GenerationInputError(f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} "
-                                   f"(MAX_PROMPT_TOKENS)")
+        raise GenerationInputError(
+            f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} (MAX_PROMPT_TOKENS)"
+        )
     return ParsedRequest(ids, count, temp, stop_text, stop_ids)
 
 
 def _byte_decoder() -> dict[str, int]:
     """GPT-2 byte-level BPE: the printable character that stands for each byte, inverted."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
-        range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     n = 0
     for b in range(256):
@@ -219,8 +223,8 @@ class StopMatcher:
             if self.stop.startswith(self.pending[-k:]):
                 keep = k
                 break
-        out = self.pending[:len(self.pending) - keep]
-        self.pending = self.pending[len(self.pending) - keep:]
+        out = self.pending[: len(self.pending) - keep]
+        self.pending = self.pending[len(self.pending) - keep :]
         return out
 
     def flush(self) -> str:

@@ -36,15 +36,23 @@ def decode(data: bytes, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_
         image = Image.open(io.BytesIO(data))
         width, height = image.size  # from the header: nothing decoded yet
         if width * height > max_pixels:
-            raise ImageError(f"IMAGE is {width}x{height} pixels, over the limit of {max_pixels} pixels (MAX_IMAGE_PIXELS)")
+            raise ImageError(
+                f"IMAGE is {width}x{height} pixels, over the limit of {max_pixels} pixels (MAX_IMAGE_PIXELS)"
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image.load()
         return image.convert("RGB")
     except ImageError:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError,
-            Image.DecompressionBombWarning) as exc:
+    except (
+        UnidentifiedImageError,
+        OSError,
+        SyntaxError,
+        ValueError,
+        Image.DecompressionBombError,
+        Image.DecompressionBombWarning,
+    ) as exc:
         raise ImageError(f"IMAGE is not a readable image: {exc}") from None
 
 

@@ -44,8 +44,9 @@ class TorchScriptSteps:
     backend's ``DISABLE_OPTIMIZED_EXECUTION``): it then runs every shape the same way from the first call.
     """
 
-    def __init__(self, prefill_file: Path, decode_file: Path, device: str | torch.device = "cpu",
-                 optimized: bool = True):
+    def __init__(
+        self, prefill_file: Path, decode_file: Path, device: str | torch.device = "cpu", optimized: bool = True
+    ):
         self.device = torch.device(device)
         self.optimized = optimized
         self.prefill_module = torch.jit.load(str(prefill_file), map_location=self.device).eval()
@@ -77,7 +78,7 @@ def prefill_group(lengths: Sequence[int], budget: int, room: int) -> int:
     tokens of one call) within ``budget``; always at least one when there is room, however long it is.
     """
     taken, longest = 0, 0
-    for length in lengths[:max(0, room)]:
+    for length in lengths[: max(0, room)]:
         if taken and (taken + 1) * max(longest, length) > budget:
             break
         taken, longest = taken + 1, max(longest, length)
@@ -122,8 +123,8 @@ class RunningBatch:
         ids = torch.full((len(prompts), longest), self.pad_id, dtype=torch.int64)
         mask = torch.zeros((len(prompts), longest), dtype=torch.int64)
         for row, prompt in enumerate(prompts):
-            ids[row, longest - len(prompt):] = torch.tensor(list(prompt), dtype=torch.int64)
-            mask[row, longest - len(prompt):] = 1
+            ids[row, longest - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.int64)
+            mask[row, longest - len(prompt) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         logits, keys, values = self.steps.prefill(ids, mask)
         return Prefilled(logits, mask, keys, values)

@@ -1,4 +1,5 @@
 """``python -m deploy serve ...``: the same as ``tritonkit serve``."""
+
 import sys
 
 from tritonkit_cli import main

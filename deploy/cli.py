@@ -33,40 +33,71 @@ region was left behind; 2 bad arguments.
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ServerConfig.__dataclass_fields__
-    parser.add_argument("--repository", type=Path, help="model repository (default: $MODEL_REPOSITORY or ./model_repository)")
+    parser.add_argument(
+        "--repository", type=Path, help="model repository (default: $MODEL_REPOSITORY or ./model_repository)"
+    )
     parser.add_argument("--address", default=defaults["address"].default, help="bind address for all endpoints")
     parser.add_argument("--http-port", type=int, help="default: $HTTP_PORT or 8000")
     parser.add_argument("--grpc-port", type=int, help="default: $GRPC_PORT or 8001")
     parser.add_argument("--metrics-port", type=int, help="default: $METRICS_PORT or 8002")
-    parser.add_argument("--model-control-mode", choices=MODEL_CONTROL_MODES, default="explicit",
-                        help="explicit (default) lets clients load/unload models without a restart")
-    parser.add_argument("--load-model", action="append", dest="load_models",
-                        help="model to load at start in explicit mode (repeatable; default: all)")
-    parser.add_argument("--response-cache-bytes", type=int, default=0,
-                        help="size of the response cache; models enable it with response_cache")
+    parser.add_argument(
+        "--model-control-mode",
+        choices=MODEL_CONTROL_MODES,
+        default="explicit",
+        help="explicit (default) lets clients load/unload models without a restart",
+    )
+    parser.add_argument(
+        "--load-model",
+        action="append",
+        dest="load_models",
+        help="model to load at start in explicit mode (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--response-cache-bytes",
+        type=int,
+        default=0,
+        help="size of the response cache; models enable it with response_cache",
+    )
     parser.add_argument("--no-summary-latencies", action="store_true", help="omit latency quantile summaries")
     parser.add_argument("--exit-timeout", type=int, default=30, help="seconds shutdown waits for in-flight requests")
     parser.add_argument("--log-verbose", type=int, default=0, help="tritonserver --log-verbose level")
-    parser.add_argument("--no-supervise", action="store_true",
-                        help="do not reload models whose Python-backend stub died (explicit mode only)")
-    parser.add_argument("--strict", action="store_true",
-                        help="every model must load, or the server does not start (the containers' behaviour)")
-    parser.add_argument("--ready-timeout", type=float, default=420.0, help="seconds to wait for ready (all models load and warm up first)")
+    parser.add_argument(
+        "--no-supervise",
+        action="store_true",
+        help="do not reload models whose Python-backend stub died (explicit mode only)",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="every model must load, or the server does not start (the containers' behaviour)",
+    )
+    parser.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=420.0,
+        help="seconds to wait for ready (all models load and warm up first)",
+    )
     parser.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     given = {
-        "model_repository": args.repository, "http_port": args.http_port, "grpc_port": args.grpc_port,
+        "model_repository": args.repository,
+        "http_port": args.http_port,
+        "grpc_port": args.grpc_port,
         "metrics_port": args.metrics_port,
         "load_models": tuple(args.load_models) if args.load_models else None,
     }
     extra = [a for a in args.extra if a != "--"]
     return ServerConfig(
         **{k: v for k, v in given.items() if v is not None},
-        address=args.address, model_control_mode=args.model_control_mode,
-        response_cache_bytes=args.response_cache_bytes, summary_latencies=not args.no_summary_latencies,
-        exit_timeout_s=args.exit_timeout, log_verbose=args.log_verbose, ready_timeout_s=args.ready_timeout,
+        address=args.address,
+        model_control_mode=args.model_control_mode,
+        response_cache_bytes=args.response_cache_bytes,
+        summary_latencies=not args.no_summary_latencies,
+        exit_timeout_s=args.exit_timeout,
+        log_verbose=args.log_verbose,
+        ready_timeout_s=args.ready_timeout,
         extra_args=tuple(extra),
         supervise=not getattr(args, "no_supervise", False) and args.model_control_mode == "explicit",
         strict=getattr(args, "strict", False),
@@ -102,8 +133,11 @@ def _serve(config: ServerConfig, stop: StopRequest) -> int:
                 print(f"serve: not loaded: {name}: {reason}", file=sys.stderr, flush=True)
         except (RuntimeError, OSError) as exc:  # the index is a convenience; the server is up either way
             print(f"serve: could not list the models that failed to load: {exc}", file=sys.stderr, flush=True)
-    print(f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
-          f"{'  (supervised)' if config.supervise else ''}", flush=True)
+    print(
+        f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
+        f"{'  (supervised)' if config.supervise else ''}",
+        flush=True,
+    )
     try:
         while not stop:
             if not server.running:
@@ -136,7 +170,12 @@ def _print_supervisor_events() -> None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("serve", help="run the local tritonserver until Ctrl-C", description=__doc__,
-                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the local tritonserver until Ctrl-C",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     parser.set_defaults(handler=run)

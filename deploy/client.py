@@ -21,8 +21,9 @@ def connect(protocol: str, url: str):
     return _MODULES[protocol].InferenceServerClient(url)
 
 
-def infer(client, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None,
-          **kwargs) -> dict[str, np.ndarray]:
+def infer(
+    client, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None, **kwargs
+) -> dict[str, np.ndarray]:
     """Send numpy arrays by name; return the requested (default: all) outputs as numpy arrays."""
     module = grpcclient if isinstance(client, grpcclient.InferenceServerClient) else httpclient
     request = []

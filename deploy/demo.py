@@ -61,26 +61,42 @@ def _digits(server: LocalServer) -> None:
     http_probs = np.stack(rows)
     print(f"  accuracy {accuracy(http_probs, y_test):.4f} in {elapsed:.2f} s ({len(x_test) / elapsed:.0f} requests/s)")
 
-    grpc_probs = np.concatenate([
-        infer(grpc, "digits", {"PIXELS": x_test[i:i + 64]})["PROBABILITIES"] for i in range(0, len(x_test), 64)
-    ])
-    print(f"  gRPC in batches of 64: accuracy {accuracy(grpc_probs, y_test):.4f}, "
-          f"max |HTTP - gRPC| = {np.abs(http_probs - grpc_probs).max():.2e}")
+    grpc_probs = np.concatenate(
+        [infer(grpc, "digits", {"PIXELS": x_test[i : i + 64]})["PROBABILITIES"] for i in range(0, len(x_test), 64)]
+    )
+    print(
+        f"  gRPC in batches of 64: accuracy {accuracy(grpc_probs, y_test):.4f}, "
+        f"max |HTTP - gRPC| = {np.abs(http_probs - grpc_probs).max():.2e}"
+    )
 
     print("\n  scan  label  predicted  confidence")
     for i in range(8):
         print(f"  {i:>4}  {y_test[i]:>5}  {http_probs[i].argmax():>9}  {http_probs[i].max():>10.4f}")
 
     after = metrics(cfg.metrics_url)
-    requests = model_metric(after, "nv_inference_count", "digits") - model_metric(before, "nv_inference_count", "digits")
-    executions = model_metric(after, "nv_inference_exec_count", "digits") - model_metric(before, "nv_inference_exec_count", "digits")
-    queue_us = model_metric(after, "nv_inference_queue_duration_us", "digits") - model_metric(before, "nv_inference_queue_duration_us", "digits")
-    compute_us = model_metric(after, "nv_inference_compute_infer_duration_us", "digits") - model_metric(before, "nv_inference_compute_infer_duration_us", "digits")
-    calls = model_metric(after, "nv_inference_request_success", "digits") - model_metric(before, "nv_inference_request_success", "digits")
+    requests = model_metric(after, "nv_inference_count", "digits") - model_metric(
+        before, "nv_inference_count", "digits"
+    )
+    executions = model_metric(after, "nv_inference_exec_count", "digits") - model_metric(
+        before, "nv_inference_exec_count", "digits"
+    )
+    queue_us = model_metric(after, "nv_inference_queue_duration_us", "digits") - model_metric(
+        before, "nv_inference_queue_duration_us", "digits"
+    )
+    compute_us = model_metric(after, "nv_inference_compute_infer_duration_us", "digits") - model_metric(
+        before, "nv_inference_compute_infer_duration_us", "digits"
+    )
+    calls = model_metric(after, "nv_inference_request_success", "digits") - model_metric(
+        before, "nv_inference_request_success", "digits"
+    )
     print(f"\n== server metrics for digits (from {cfg.metrics_url})")
-    print(f"  {int(calls)} requests, {int(requests)} inferences in {int(executions)} executions: "
-          f"dynamic batching formed batches of {requests / max(executions, 1):.1f} on average")
-    print(f"  mean queue {queue_us / max(calls, 1):.0f} us, mean compute {compute_us / max(calls, 1):.0f} us per request")
+    print(
+        f"  {int(calls)} requests, {int(requests)} inferences in {int(executions)} executions: "
+        f"dynamic batching formed batches of {requests / max(executions, 1):.1f} on average"
+    )
+    print(
+        f"  mean queue {queue_us / max(calls, 1):.0f} us, mean compute {compute_us / max(calls, 1):.0f} us per request"
+    )
 
 
 def _image_classifier(server: LocalServer) -> None:
@@ -89,21 +105,32 @@ def _image_classifier(server: LocalServer) -> None:
     import skimage.data
     from PIL import Image
 
-    print("\n== image_classifier: JPEG bytes in, ImageNet classes out (preprocess -> efficientnet_lite0 -> postprocess)")
+    print(
+        "\n== image_classifier: JPEG bytes in, ImageNet classes out (preprocess -> efficientnet_lite0 -> postprocess)"
+    )
     client = connect("grpc", server.config.grpc_url)
     for name in ("coffee", "chelsea", "astronaut"):
         buffer = io.BytesIO()
         Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
-        answer = infer(client, "image_classifier", {"IMAGE": np.array([[buffer.getvalue()]], dtype=object),
-                                                    "TOP_K": np.array([[3]], dtype=np.int32)})
-        top = ", ".join(f"{label.decode()} {score:.2f}" for label, score in zip(answer["LABELS"][0], answer["SCORES"][0], strict=True))
+        answer = infer(
+            client,
+            "image_classifier",
+            {"IMAGE": np.array([[buffer.getvalue()]], dtype=object), "TOP_K": np.array([[3]], dtype=np.int32)},
+        )
+        top = ", ".join(
+            f"{label.decode()} {score:.2f}"
+            for label, score in zip(answer["LABELS"][0], answer["SCORES"][0], strict=True)
+        )
         print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
 
 
 def _text_embedder(server: LocalServer) -> None:
     print("\n== text_embedder: text in, all-MiniLM-L6-v2 embedding out (tokenize -> minilm)")
-    sentences = ["A man is playing a guitar on stage.", "Someone performs music with a guitar.",
-                 "The stock market fell sharply on Monday."]
+    sentences = [
+        "A man is playing a guitar on stage.",
+        "Someone performs music with a guitar.",
+        "The stock market fell sharply on Monday.",
+    ]
     client = connect("http", server.config.http_url)
     answer = infer(client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences], dtype=object)})
     vectors = answer["EMBEDDING"]
@@ -117,8 +144,10 @@ def _text_generator(server: LocalServer) -> None:
 
     question, max_tokens = "What is the capital of France?", 64
     print("\n== text_generator: SmolLM2-135M-Instruct, greedy, streamed over HTTP generate_stream (server-sent events)")
-    print("  CHAT=true: the question goes through the model's own chat template (from its GGUF); the answer "
-          "ends at the template's end-of-turn token")
+    print(
+        "  CHAT=true: the question goes through the model's own chat template (from its GGUF); the answer "
+        "ends at the template's end-of-turn token"
+    )
     request = urllib.request.Request(
         f"http://{server.config.http_url}/v2/models/text_generator/generate_stream",
         data=json.dumps({"PROMPT": question, "MAX_TOKENS": max_tokens, "TEMPERATURE": 0.0, "CHAT": True}).encode(),
@@ -139,8 +168,10 @@ def _text_generator(server: LocalServer) -> None:
             pieces.append(piece)
             print(piece, end="", flush=True)
     elapsed = time.perf_counter() - started
-    print(f"\n  {len(pieces)} pieces (MAX_TOKENS {max_tokens}); first after {(first - started) * 1e3:.0f} ms, "
-          f"{len(pieces) / elapsed:.1f} pieces/s")
+    print(
+        f"\n  {len(pieces)} pieces (MAX_TOKENS {max_tokens}); first after {(first - started) * 1e3:.0f} ms, "
+        f"{len(pieces) / elapsed:.1f} pieces/s"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -148,8 +179,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         _export_all(config.model_repository)
         server = LocalServer(config)
-        print(f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, "
-              f"metrics {config.metrics_url}")
+        print(
+            f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
+        )
         server.start()
         try:
             print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
@@ -164,8 +196,11 @@ def run(args: argparse.Namespace) -> int:
     except (ServerError, ExportError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 1
-    print("  server stopped; " + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
-          + f"; log: {server.log_path}")
+    print(
+        "  server stopped; "
+        + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
+        + f"; log: {server.log_path}"
+    )
     return 1 if left or status else 0
 
 
@@ -177,12 +212,18 @@ def _campaign(server: LocalServer) -> int:
     from loadtest.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
-    print(f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "
-          f"{len(smoke.scenarios)} scenarios, SLO p99 <= {smoke.slo.p99_ms:g} ms")
+    print(
+        f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "
+        f"{len(smoke.scenarios)} scenarios, SLO p99 <= {smoke.slo.p99_ms:g} ms"
+    )
     return execute(smoke, Endpoints.of(server), server.config.model_repository, REPORTS / smoke.name, dry_run=True)
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("demo", help="export, serve, send real requests, print results, stop",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "demo",
+        help="export, serve, send real requests, print results, stop",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.set_defaults(handler=run)

@@ -26,28 +26,61 @@ GPU_ONLY_PREFIX = "GPU only:"
 
 # Metric names the local tritonserver 2.51 exposes with summary_latencies=true (seen on its
 # /metrics after inferences), without the _sum/_count series of the summaries.
-TRITON_METRICS = frozenset({
-    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-    "nv_inference_exec_count", "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
-    "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
-    "nv_inference_compute_output_duration_us", "nv_inference_pending_request_count",
-    "nv_inference_request_summary_us", "nv_inference_queue_summary_us",
-    "nv_inference_compute_input_summary_us", "nv_inference_compute_infer_summary_us",
-    "nv_inference_compute_output_summary_us", "nv_cpu_utilization", "nv_cpu_memory_total_bytes",
-    "nv_cpu_memory_used_bytes", "nv_pinned_memory_pool_total_bytes", "nv_pinned_memory_pool_used_bytes",
-})
+TRITON_METRICS = frozenset(
+    {
+        "nv_inference_request_success",
+        "nv_inference_request_failure",
+        "nv_inference_count",
+        "nv_inference_exec_count",
+        "nv_inference_request_duration_us",
+        "nv_inference_queue_duration_us",
+        "nv_inference_compute_input_duration_us",
+        "nv_inference_compute_infer_duration_us",
+        "nv_inference_compute_output_duration_us",
+        "nv_inference_pending_request_count",
+        "nv_inference_request_summary_us",
+        "nv_inference_queue_summary_us",
+        "nv_inference_compute_input_summary_us",
+        "nv_inference_compute_infer_summary_us",
+        "nv_inference_compute_output_summary_us",
+        "nv_cpu_utilization",
+        "nv_cpu_memory_total_bytes",
+        "nv_cpu_memory_used_bytes",
+        "nv_pinned_memory_pool_total_bytes",
+        "nv_pinned_memory_pool_used_bytes",
+    }
+)
 # GPU metrics from Triton's documentation; they exist only where Triton sees a GPU.
-TRITON_GPU_METRICS = frozenset({
-    "nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
-    "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
-})
+TRITON_GPU_METRICS = frozenset(
+    {
+        "nv_gpu_utilization",
+        "nv_gpu_memory_total_bytes",
+        "nv_gpu_memory_used_bytes",
+        "nv_gpu_power_usage",
+        "nv_gpu_power_limit",
+        "nv_energy_consumption",
+    }
+)
 PROMETHEUS_METRICS = frozenset({"up"})
 
 # Words of PromQL that look like metric names to the tokenizer below.
-_PROMQL_WORDS = frozenset({
-    "by", "without", "on", "ignoring", "group_left", "group_right", "and", "or", "unless", "bool",
-    "offset", "inf", "nan",
-})
+_PROMQL_WORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "and",
+        "or",
+        "unless",
+        "bool",
+        "offset",
+        "inf",
+        "nan",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +130,14 @@ def substitute(expr: str, window: str = "1m", model: str = ".+") -> str:
 def dashboard_queries(window: str = "1m", dashboard: dict | None = None) -> list[PanelQuery]:
     dashboard = dashboard or load_dashboard()
     return [
-        PanelQuery(panel["title"], target["refId"], substitute(target["expr"], window),
-                   panel.get("description", "").startswith(GPU_ONLY_PREFIX))
-        for panel in iter_panels(dashboard) if panel.get("type") != "row"
+        PanelQuery(
+            panel["title"],
+            target["refId"],
+            substitute(target["expr"], window),
+            panel.get("description", "").startswith(GPU_ONLY_PREFIX),
+        )
+        for panel in iter_panels(dashboard)
+        if panel.get("type") != "row"
         for target in panel.get("targets", [])
     ]
 
@@ -112,7 +150,7 @@ def metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\[[^\]]*\]", "", expr)  # range and subquery windows
     names = set()
     for match in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
-        following = expr[match.end():].lstrip()[:1]
+        following = expr[match.end() :].lstrip()[:1]
         word = match.group()
         if following == "(" or word.lower() in _PROMQL_WORDS:
             continue  # a function or aggregation, or a keyword
@@ -122,8 +160,9 @@ def metric_names(expr: str) -> set[str]:
     return names
 
 
-def render_prometheus_config(triton_target: str, self_target: str, interval: str = "15s",
-                             rule_files: tuple[Path, ...] = RULE_FILES) -> str:
+def render_prometheus_config(
+    triton_target: str, self_target: str, interval: str = "15s", rule_files: tuple[Path, ...] = RULE_FILES
+) -> str:
     """The committed prometheus.yml with the `triton` job pointed at ``host:port`` instead of DNS.
 
     Everything else (job name, metrics path, the self-scrape job) stays as committed, so a test
@@ -150,8 +189,11 @@ ADAPTER_VALUES = K8S_MONITORING / "prometheus-adapter-values.yaml"
 ADAPTER_RULES = K8S_MONITORING / "tests" / "adapter-rules.yml"
 # How prometheus-adapter fills its query template for a pods metric (its naming/metrics_query.go): the
 # series name, matchers for the namespace and the pods asked about, and the pod label to group by.
-ADAPTER_TEMPLATE = {"<<.Series>>": "nv_inference_queue_duration_us",
-                    "<<.LabelMatchers>>": 'namespace!="",pod!=""', "<<.GroupBy>>": "pod"}
+ADAPTER_TEMPLATE = {
+    "<<.Series>>": "nv_inference_queue_duration_us",
+    "<<.LabelMatchers>>": 'namespace!="",pod!=""',
+    "<<.GroupBy>>": "pod",
+}
 _GENERATED = "# Generated by `python -m deploy.monitoring` from {sources}: edit the source, then run it again.\n"
 
 
@@ -159,8 +201,9 @@ class _Block(str):
     """A string written as a YAML literal block (``|``), as the rule files write multi-line expressions."""
 
 
-yaml.SafeDumper.add_representer(_Block, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text,
-                                                                                        style="|"))
+yaml.SafeDumper.add_representer(
+    _Block, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|")
+)
 
 
 def _blocks(value):
@@ -176,9 +219,12 @@ def prometheus_rule() -> dict:
     promtool tests cover them. Their ``job="triton"`` matches what the PodMonitor (deploy/k8s/base) produces:
     its jobLabel takes the job from the pods' app.kubernetes.io/name, ``triton``, as compose's job is named."""
     groups = [group for path in RULE_FILES for group in load_rule_groups(path)]
-    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
-            "metadata": {"name": "triton", "labels": {"app.kubernetes.io/name": "triton"}},
-            "spec": {"groups": groups}}
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "triton", "labels": {"app.kubernetes.io/name": "triton"}},
+        "spec": {"groups": groups},
+    }
 
 
 def adapter_rule(values: Path = ADAPTER_VALUES) -> dict:
@@ -198,17 +244,26 @@ def adapter_query(values: Path = ADAPTER_VALUES) -> str:
 
 # The signal the adapter served before: every model of a pod summed. Kept beside the real query in the
 # promtool test so that the test shows what each reads on the same series.
-ALL_MODELS_QUERY = ('sum(rate(nv_inference_queue_duration_us{namespace!="",pod!=""}[1m])) by (pod) / '
-                    'clamp_min(sum(rate(nv_inference_request_success{namespace!="",pod!=""}[1m])) by (pod), 1e-9) / 1e6')
+ALL_MODELS_QUERY = (
+    'sum(rate(nv_inference_queue_duration_us{namespace!="",pod!=""}[1m])) by (pod) / '
+    'clamp_min(sum(rate(nv_inference_request_success{namespace!="",pod!=""}[1m])) by (pod), 1e-9) / 1e6'
+)
 
 
 def adapter_rules() -> dict:
     """Rules for ``promtool test rules``: the adapter's query, and the all-models sum it replaced."""
     name = adapter_rule()["name"]["as"]
-    return {"groups": [{"name": "tritonkit-autoscaling", "rules": [
-        {"record": f"adapter:{name}", "expr": adapter_query()},
-        {"record": f"adapter:{name}:all_models_summed", "expr": ALL_MODELS_QUERY},
-    ]}]}
+    return {
+        "groups": [
+            {
+                "name": "tritonkit-autoscaling",
+                "rules": [
+                    {"record": f"adapter:{name}", "expr": adapter_query()},
+                    {"record": f"adapter:{name}:all_models_summed", "expr": ALL_MODELS_QUERY},
+                ],
+            }
+        ]
+    }
 
 
 def render_generated() -> dict[Path, str]:

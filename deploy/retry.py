@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 RETRYABLE_HTTP = frozenset({429, 502, 503, 504})
 RETRYABLE_GRPC = frozenset({"StatusCode.UNAVAILABLE", "StatusCode.RESOURCE_EXHAUSTED"})
-RETRYABLE_TEXT = re.compile(r"stub process .* is not healthy|is not ready|not at ready state|unavailable",
-                            re.IGNORECASE)
+RETRYABLE_TEXT = re.compile(
+    r"stub process .* is not healthy|is not ready|not at ready state|unavailable", re.IGNORECASE
+)
 
 
 _HTTP_TEXT = re.compile(r"^HTTP (\d{3})\b")
@@ -89,9 +90,13 @@ class RetryPolicy:
         return full / 2 + (rng or random).uniform(0, full / 2)
 
 
-def call_with_retry(send: Callable[[], object], policy: RetryPolicy | None,
-                    sleep: Callable[[float], None] | None = None, rng: random.Random | None = None,
-                    on_retry: Callable[[BaseException], None] | None = None):
+def call_with_retry(
+    send: Callable[[], object],
+    policy: RetryPolicy | None,
+    sleep: Callable[[float], None] | None = None,
+    rng: random.Random | None = None,
+    on_retry: Callable[[BaseException], None] | None = None,
+):
     """``send()`` until it succeeds, fails for good (not :func:`retryable`) or runs out of attempts;
     returns ``(result, retries)``; the last error propagates. ``on_retry`` sees each error retried."""
     retries = 0

@@ -29,8 +29,9 @@ class InsecureServerError(DeployError, ValueError):
 def restricted_flags(key: str) -> list[str]:
     """The two ``tritonserver`` flags that put :data:`RESTRICTED_APIS` behind ``key``."""
     if len(key) < MIN_KEY_LENGTH or any(c in key for c in ",:= \t\n"):
-        raise InsecureServerError(f"{KEY_ENV} must be at least {MIN_KEY_LENGTH} characters without ',', ':', "
-                                  "'=' or spaces")
+        raise InsecureServerError(
+            f"{KEY_ENV} must be at least {MIN_KEY_LENGTH} characters without ',', ':', '=' or spaces"
+        )
     setting = f"{','.join(RESTRICTED_APIS)}:{KEY_HEADER}={key}"
     return [f"--http-restricted-api={setting}", f"--grpc-restricted-protocol={setting}"]
 
@@ -50,7 +51,9 @@ def flags_for(address: str, environ=os.environ) -> list[str]:
         return []
     key = environ.get(KEY_ENV, "")
     if not key:
-        raise InsecureServerError(f"binding {address} exposes the server to other hosts: set {KEY_ENV} to a secret "
-                                  f"of {MIN_KEY_LENGTH}+ characters; {', '.join(RESTRICTED_APIS)} then need the "
-                                  f"'{KEY_HEADER}' header")
+        raise InsecureServerError(
+            f"binding {address} exposes the server to other hosts: set {KEY_ENV} to a secret "
+            f"of {MIN_KEY_LENGTH}+ characters; {', '.join(RESTRICTED_APIS)} then need the "
+            f"'{KEY_HEADER}' header"
+        )
     return restricted_flags(key)

@@ -108,9 +108,7 @@ class ServerConfig:
         if not self.model_repository.is_dir():
             raise ValueError(f"model_repository {str(self.model_repository)!r} is not a directory")
         if self.model_control_mode not in MODEL_CONTROL_MODES:
-            raise ValueError(
-                f"model_control_mode {self.model_control_mode!r} is not one of {MODEL_CONTROL_MODES}"
-            )
+            raise ValueError(f"model_control_mode {self.model_control_mode!r} is not one of {MODEL_CONTROL_MODES}")
         ports = {"http_port": self.http_port, "grpc_port": self.grpc_port, "metrics_port": self.metrics_port}
         for name, port in ports.items():
             if not 0 < port < 65536:
@@ -124,8 +122,9 @@ class ServerConfig:
             raise ValueError(f"response_cache_bytes={self.response_cache_bytes} is negative")
         self.cpus = frozenset(self.cpus)
         if self.cpus and not self.cpus <= os.sched_getaffinity(0):
-            raise ValueError(f"cpus {sorted(self.cpus)} are not all among this process's CPUs "
-                             f"{sorted(os.sched_getaffinity(0))}")
+            raise ValueError(
+                f"cpus {sorted(self.cpus)} are not all among this process's CPUs {sorted(os.sched_getaffinity(0))}"
+            )
 
     @property
     def http_url(self) -> str:
@@ -188,12 +187,15 @@ def assemble_backends(dist: TritonDistribution, target: Path, project_backends: 
     # Copies, not symlinks: Triton refuses a backend library whose real path leaves the folder.
     for item in ("libtriton_python.so", "triton_python_backend_utils.py"):
         shutil.copy2(dist.python_backend / item, python_dir / item)
-    shutil.copy2(dist.stub(f"{sys.version_info.major}.{sys.version_info.minor}"), python_dir / "triton_python_backend_stub")
+    shutil.copy2(
+        dist.stub(f"{sys.version_info.major}.{sys.version_info.minor}"), python_dir / "triton_python_backend_stub"
+    )
     # A folder holding model.py is a Python-based backend: backends/pytorch serves pytorch_libtorch models.
     for backend in sorted(project_backends.iterdir()) if project_backends.is_dir() else []:
         if (backend / "model.py").is_file():
-            shutil.copytree(backend, target / backend.name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                backend, target / backend.name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
     return target
 
 
@@ -259,8 +261,12 @@ class LocalServer:
         log = open(self.log_path, "wb")
         try:
             self.process = subprocess.Popen(
-                self.command(), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                self.command(),
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
                 # Set in the child before exec: every thread and stub of the server inherits it.
                 preexec_fn=(lambda: os.sched_setaffinity(0, self.config.cpus)) if self.config.cpus else None,
             )
@@ -368,8 +374,9 @@ class LocalServer:
     def log_excerpt(self, lines: int = 25) -> str:
         """The error lines of the log (model load failures first), else its tail."""
         text = self.log_text().splitlines()
-        errors = [line for line in text
-                  if (re.match(r"^E\d{4} ", line) or "failed to load" in line) and not _harmless(line)]
+        errors = [
+            line for line in text if (re.match(r"^E\d{4} ", line) or "failed to load" in line) and not _harmless(line)
+        ]
         return "\n".join((errors or text)[-lines:])
 
     def _process_family(self, pid: int) -> list[psutil.Process]:

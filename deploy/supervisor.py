@@ -141,8 +141,9 @@ class StubWatch:
                 continue
             del self.known[pid]
             self.handled.add(pid)
-            replaced = any(k.instance == known.instance and k.create_time > known.create_time
-                           for k in self.known.values())
+            replaced = any(
+                k.instance == known.instance and k.create_time > known.create_time for k in self.known.values()
+            )
             if replaced:
                 LOG.debug("stub %s (pid %d) died after a newer one replaced it", known.instance, pid)
             else:
@@ -190,13 +191,20 @@ def kept_stubs(model: str, dead: list[DeadStub], stubs: list[StubInfo]) -> list[
     """The live stubs of ``model``'s crashed generation that newer stubs of the same instance name replaced,
     when Triton kept that generation (a dead stub of it is still an unreaped zombie); else none."""
     by_pid = {s.pid: s for s in stubs}
-    if not any(d.pid in by_pid and by_pid[d.pid].status == "zombie"
-               and by_pid[d.pid].create_time == d.create_time for d in dead):
+    if not any(
+        d.pid in by_pid and by_pid[d.pid].status == "zombie" and by_pid[d.pid].create_time == d.create_time
+        for d in dead
+    ):
         return []
     live = [(s, parsed) for s in stubs if s.cmdline and (parsed := parse_stub(s.cmdline))]
     generation = max(d.create_time for d in dead) + 1.0  # its instances start within a second
-    return [s for s, (m, i) in live if m == model and s.create_time <= generation
-            and any((m2, i2) == (m, i) and other.create_time > s.create_time for other, (m2, i2) in live)]
+    return [
+        s
+        for s, (m, i) in live
+        if m == model
+        and s.create_time <= generation
+        and any((m2, i2) == (m, i) and other.create_time > s.create_time for other, (m2, i2) in live)
+    ]
 
 
 # -- reload -------------------------------------------------------------------------------------
@@ -243,27 +251,37 @@ class RecoveryEvent:
             return f"dead stub of {who}: not reloaded, {self.skipped}"
         if not self.ok:
             return f"dead stub of {who}: reload failed after {self.attempts} attempt(s): {self.error}"
-        text = (f"dead stub of {who}: reloaded in {self.recovery_s:.2f} s after detection "
-                f"(outage at most {self.downtime_s:.2f} s, {self.attempts} attempt(s))")
+        text = (
+            f"dead stub of {who}: reloaded in {self.recovery_s:.2f} s after detection "
+            f"(outage at most {self.downtime_s:.2f} s, {self.attempts} attempt(s))"
+        )
         if self.orphans:
-            text += f"; ended {len(self.orphans)} orphaned stub(s) of the replaced instances (pid " \
-                    f"{', '.join(map(str, self.orphans))})"
+            text += (
+                f"; ended {len(self.orphans)} orphaned stub(s) of the replaced instances (pid "
+                f"{', '.join(map(str, self.orphans))})"
+            )
         return text
 
 
 class ModelControl:
     """The three model-control calls the supervisor needs, over plain HTTP with timeouts."""
 
-    def __init__(self, http_url: str, timeout_s: float = 10.0, load_timeout_s: float = 300.0,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        http_url: str,
+        timeout_s: float = 10.0,
+        load_timeout_s: float = 300.0,
+        headers: dict[str, str] | None = None,
+    ):
         self.base = f"http://{http_url}"
         self.timeout_s, self.load_timeout_s = timeout_s, load_timeout_s
         self.headers = {"Content-Type": "application/json", **(headers or {})}  # the admin key, if restricted
 
     def _call(self, path: str, body: dict | None, timeout: float):
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.base + path, data=data, method="GET" if data is None else "POST",
-                                         headers=self.headers)
+        request = urllib.request.Request(
+            self.base + path, data=data, method="GET" if data is None else "POST", headers=self.headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 text = response.read().decode()
@@ -288,17 +306,27 @@ class ModelControl:
         """
         config = self._call(f"/v2/models/{model}/config", None, self.timeout_s)
         config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
-        self._call(f"/v2/repository/models/{model}/load", {"parameters": {"config": json.dumps(config)}},
-                   self.load_timeout_s)
+        self._call(
+            f"/v2/repository/models/{model}/load", {"parameters": {"config": json.dumps(config)}}, self.load_timeout_s
+        )
 
 
 class Supervisor(threading.Thread):
     """Watches one tritonserver's stubs and reloads the model of any that dies. ``start()``, ``stop()``."""
 
-    def __init__(self, server_pid: int, http_url: str, interval_s: float = 0.25, confirm_s: float = 0.2,
-                 max_attempts: int = 3, backoff_s: float = 1.0, load_timeout_s: float = 300.0,
-                 on_event: Callable[[RecoveryEvent], None] | None = None, headers: dict[str, str] | None = None,
-                 orphan_grace_s: float = 30.0):
+    def __init__(
+        self,
+        server_pid: int,
+        http_url: str,
+        interval_s: float = 0.25,
+        confirm_s: float = 0.2,
+        max_attempts: int = 3,
+        backoff_s: float = 1.0,
+        load_timeout_s: float = 300.0,
+        on_event: Callable[[RecoveryEvent], None] | None = None,
+        headers: dict[str, str] | None = None,
+        orphan_grace_s: float = 30.0,
+    ):
         super().__init__(name="tritonkit-supervisor", daemon=True)
         self.server_pid, self.interval_s = server_pid, interval_s
         self.max_attempts, self.backoff_s = max_attempts, backoff_s
@@ -322,7 +350,8 @@ class Supervisor(threading.Thread):
         the events so far."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and (
-                len(self.events) < count or (settled and any(e.settled_at is None for e in self.events))):
+            len(self.events) < count or (settled and any(e.settled_at is None for e in self.events))
+        ):
             time.sleep(0.05)
         return list(self.events)
 
@@ -344,8 +373,13 @@ class Supervisor(threading.Thread):
         for model, stubs in sorted(by_model.items()):
             if self._halt.is_set():
                 break
-            event = RecoveryEvent(model, [s.instance for s in stubs], [s.pid for s in stubs],
-                                  min(s.last_alive for s in stubs), min(s.detected_at for s in stubs))
+            event = RecoveryEvent(
+                model,
+                [s.instance for s in stubs],
+                [s.pid for s in stubs],
+                min(s.last_alive for s in stubs),
+                min(s.detected_at for s in stubs),
+            )
             self._recover(event, stubs)
             if event.ok:
                 self._unsettled.append((event, stubs))
@@ -387,16 +421,23 @@ class Supervisor(threading.Thread):
                 event.orphans.append(stub.pid)
             event.settled_at = time.time()
             if event.orphans:
-                LOG.warning("%s: Triton kept the replaced instances; ended %d orphaned stub(s) (pid %s)",
-                            event.model, len(event.orphans), ", ".join(map(str, event.orphans)))
+                LOG.warning(
+                    "%s: Triton kept the replaced instances; ended %d orphaned stub(s) (pid %s)",
+                    event.model,
+                    len(event.orphans),
+                    ", ".join(map(str, event.orphans)),
+                )
             ended += event.orphans
         return ended
 
     def _replaced(self, stubs: list[DeadStub]) -> bool:
         """Whether every dead stub's instance has a newer live stub (the reload really made new ones)."""
         live = [s for s in snapshot(self.server_pid) if s.status not in ("zombie", "gone")]
-        fresh = {parse_stub(s.cmdline)[1] for s in live if parse_stub(s.cmdline)
-                 and any(s.create_time > d.create_time for d in stubs)}
+        fresh = {
+            parse_stub(s.cmdline)[1]
+            for s in live
+            if parse_stub(s.cmdline) and any(s.create_time > d.create_time for d in stubs)
+        }
         return all(d.instance in fresh for d in stubs)
 
     def _recover(self, event: RecoveryEvent, stubs: list[DeadStub]) -> None:

@@ -69,8 +69,9 @@ def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m export.bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m export.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("models", nargs="*", help="models from export/models.toml (default: all)")
     args = parser.parse_args(argv)
     names = args.models or list(catalog.load())
@@ -83,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for name in names:
             for row in bench_model(name, Path(workdir)):
-                print(f"| {row['model']} | {row['batch']} | {row['variant']} | {row['ms']:.3f} | {row['speedup']:.2f}x |",
-                      flush=True)
+                print(
+                    f"| {row['model']} | {row['batch']} | {row['variant']} | {row['ms']:.3f} | {row['speedup']:.2f}x |",
+                    flush=True,
+                )
     return 0
 
 

@@ -18,14 +18,27 @@ if TYPE_CHECKING:  # torch: only the annotations name it
 CATALOG = Path(__file__).with_name("models.toml")
 TUNED = Path(__file__).with_name("tuned.toml")
 """Serving settings chosen by ``tritonkit loadtest`` campaigns ([tune]); they override models.toml's."""
-TORCHSCRIPT_PARAMETERS = {"DISABLE_OPTIMIZED_EXECUTION", "INFERENCE_MODE", "TORCH_OPS_MODULES",
-                          "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"}
+TORCHSCRIPT_PARAMETERS = {
+    "DISABLE_OPTIMIZED_EXECUTION",
+    "INFERENCE_MODE",
+    "TORCH_OPS_MODULES",
+    "INTRA_OP_THREAD_COUNT",
+    "INTER_OP_THREAD_COUNT",
+}
 """libtorch backend parameters, left out of other formats' configs."""
 TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
 _ENTRY_KEYS = {"builder", "variants", "samples"}
-_SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {"name", "inputs", "outputs", "platform", "precision",
-                                                                 "tensorrt_accelerator", "labels", "labels_file",
-                                                                 "decoupled"}
+_SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {
+    "name",
+    "inputs",
+    "outputs",
+    "platform",
+    "precision",
+    "tensorrt_accelerator",
+    "labels",
+    "labels_file",
+    "decoupled",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +58,14 @@ class CatalogEntry:
         """Every model name its variants are served under, on every target (``digits``, ``digits_onnx`` ...)."""
         return {variant.model_name(self.name) for listed in self.variants.values() for variant in listed}
 
-    def spec(self, zoo: ZooModel, variant: Variant = Variant("torchscript"), target: str = "cpu",
-             changes: ServingChanges | None = None, **overrides: Any) -> ModelSpec:
+    def spec(
+        self,
+        zoo: ZooModel,
+        variant: Variant = Variant("torchscript"),
+        target: str = "cpu",
+        changes: ServingChanges | None = None,
+        **overrides: Any,
+    ) -> ModelSpec:
         """The served config of one variant: catalog settings, then ``overrides`` (ModelSpec fields, in
         models.toml's terms or as objects), then the variant's, then ``changes``; ``target="gpu"`` puts every
         instance group on the GPU."""
@@ -67,8 +86,10 @@ class CatalogEntry:
                 )
             if isinstance(values.get("parameters"), dict):
                 values["parameters"] = tuple(
-                    (k, v) for k, v in values["parameters"].items()
-                    if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS)
+                    (k, v)
+                    for k, v in values["parameters"].items()
+                    if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS
+                )
             values.setdefault("description", zoo.description)
             values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())
             spec = ModelSpec(name=variant.model_name(self.name), inputs=zoo.inputs, outputs=zoo.outputs, **values)
@@ -94,8 +115,14 @@ def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogE
         settings = {k: v for k, v in settings.items() if k != "note"}  # why it was chosen, for people
         unknown = set(settings) - set(TUNABLE_KEYS)
         if name not in raw or unknown:
-            raise SpecError(f"{tuned}: [{name}] " + (f"keys {sorted(unknown)} are not tunable; tunable: {TUNABLE_KEYS}"
-                                                       if unknown else f"is not a model of {path}"))
+            raise SpecError(
+                f"{tuned}: [{name}] "
+                + (
+                    f"keys {sorted(unknown)} are not tunable; tunable: {TUNABLE_KEYS}"
+                    if unknown
+                    else f"is not a model of {path}"
+                )
+            )
         raw[name] = {**raw[name], **settings}
         if settings.get("dynamic_batching") is False:  # the tuner may turn the batcher off
             del raw[name]["dynamic_batching"]
@@ -115,7 +142,7 @@ def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogE
         settings = {k: v for k, v in table.items() if k not in _ENTRY_KEYS}
         samples = table.get("samples")
         if samples is not None and (not isinstance(samples, str) or ".py:" not in samples):
-            raise SpecError(f"{path}: model {name!r}: samples = {samples!r} is not \"FILE.py:FUNC\"")
+            raise SpecError(f'{path}: model {name!r}: samples = {samples!r} is not "FILE.py:FUNC"')
         entries[name] = CatalogEntry(name, table.get("builder", name), parsed, settings, samples)
     return entries
 
@@ -127,8 +154,9 @@ def entry(name: str, path: Path = CATALOG, tuned: Path | None = TUNED) -> Catalo
     return entries[name]
 
 
-PIPELINE_SAMPLES = {name: f"export/zoo/pipelines.py:{name}_samples"
-                    for name in ("image_classifier", "text_embedder", "text_generator")}
+PIPELINE_SAMPLES = {
+    name: f"export/zoo/pipelines.py:{name}_samples" for name in ("image_classifier", "text_embedder", "text_generator")
+}
 """The committed pipelines' real requests (they are not exported from a builder, so not in models.toml)."""
 
 

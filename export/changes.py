@@ -62,8 +62,13 @@ class ServingChanges:
     """Queue policy (``QueuePolicy.allow_timeout_override``)."""
 
     def __post_init__(self) -> None:
-        for field, low in (("max_batch_size", 0), ("max_queue_delay_us", 0), ("instances", 1),
-                           ("max_queue_size", 0), ("default_timeout_us", 0)):
+        for field, low in (
+            ("max_batch_size", 0),
+            ("max_queue_delay_us", 0),
+            ("instances", 1),
+            ("max_queue_size", 0),
+            ("default_timeout_us", 0),
+        ):
             value = getattr(self, field)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 raise SpecError(f"{field}={value!r} is out of range (an integer >= {low})")
@@ -77,15 +82,17 @@ class ServingChanges:
             raise SpecError(f"instance_kind={self.instance_kind!r} is not one of {INSTANCE_KINDS}")
         if self.preferred_batch_sizes is not None:
             sizes = self.preferred_batch_sizes
-            if isinstance(sizes, (str, bytes)) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                          for s in sizes) or any(s < 1 for s in sizes):
+            if (
+                isinstance(sizes, (str, bytes))
+                or not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes)
+                or any(s < 1 for s in sizes)
+            ):
                 raise SpecError(f"preferred_batch_sizes={sizes!r} must be integers >= 1")
             object.__setattr__(self, "preferred_batch_sizes", tuple(sorted(sizes)))
         if self.dynamic_batching is False:
             given = [f for f in BATCHER_FIELDS if getattr(self, f) is not None]
             if given:
-                raise SpecError(f"{', '.join(given)} change the dynamic batcher, but dynamic_batching=False "
-                                "removes it")
+                raise SpecError(f"{', '.join(given)} change the dynamic batcher, but dynamic_batching=False removes it")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ServingChanges:
@@ -125,8 +132,9 @@ class ServingChanges:
             values["dynamic_batching"] = self._batching(spec.dynamic_batching or ADDED_BATCHER)
         if self.instances is not None or self.instance_kind is not None:
             first = spec.instance_groups[0] if spec.instance_groups else InstanceGroup()
-            values["instance_groups"] = (InstanceGroup(count=self.instances or first.count,
-                                                       kind=self.instance_kind or first.kind),)
+            values["instance_groups"] = (
+                InstanceGroup(count=self.instances or first.count, kind=self.instance_kind or first.kind),
+            )
         return spec.replace(**values)
 
     def _batching(self, batching: DynamicBatching) -> DynamicBatching:

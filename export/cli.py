@@ -67,59 +67,110 @@ def _tensor(text: str) -> TensorSpec:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("models", nargs="*", help="models from export/models.toml (default: all)")
-    parser.add_argument("--repository", type=Path, default=None,
-                        help="Triton model repository (default: $MODEL_REPOSITORY or ./model_repository)")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        default=None,
+        help="Triton model repository (default: $MODEL_REPOSITORY or ./model_repository)",
+    )
     parser.add_argument("--catalog", type=Path, default=catalog.CATALOG, help="declarative model list")
-    parser.add_argument("--target", choices=TARGETS, default="cpu",
-                        help="cpu: the local server (default); gpu: the NGC container, KIND_GPU, needs CUDA")
-    parser.add_argument("--format", action="append", choices=FORMATS, dest="formats",
-                        help="export only these formats (repeatable; default: the catalog's variants)")
-    parser.add_argument("--precision", action="append", choices=PRECISIONS, dest="precisions",
-                        help="with --format: precisions to export (repeatable; default fp32)")
+    parser.add_argument(
+        "--target",
+        choices=TARGETS,
+        default="cpu",
+        help="cpu: the local server (default); gpu: the NGC container, KIND_GPU, needs CUDA",
+    )
+    parser.add_argument(
+        "--format",
+        action="append",
+        choices=FORMATS,
+        dest="formats",
+        help="export only these formats (repeatable; default: the catalog's variants)",
+    )
+    parser.add_argument(
+        "--precision",
+        action="append",
+        choices=PRECISIONS,
+        dest="precisions",
+        help="with --format: precisions to export (repeatable; default fp32)",
+    )
     parser.add_argument("--force", action="store_true", help="export even when up to date")
-    parser.add_argument("--generator-step-mode", choices=("inprocess", "bls"), default=None,
-                        help="how the token generators (text_generator) run their steps: inprocess (default with "
-                             "--target gpu: the steps on the generator's GPU, KV caches on the device) or bls (a "
-                             "request per step to the served KIND_GPU step models); see docs/gpu.md")
-    parser.add_argument("--generator-precision", choices=("fp16", "fp32"), default="fp16",
-                        help="with --target gpu: the generators' step models (default fp16: smollm2_*_fp16)")
-    parser.add_argument("--configs-only", action="store_true",
-                        help="write the configs the export would write for --target, and no model file "
-                             "(review a GPU target's configs on a CPU machine)")
-    parser.add_argument("--require-all", action="store_true",
-                        help="every variant is required: a skipped or failed optional one fails the run")
-    parser.add_argument("--seed-from", type=Path, metavar="REPOSITORY",
-                        help="first copy this repository's committed models (Python models, ensembles) into "
-                             "--repository; how the containers fill an empty volume")
+    parser.add_argument(
+        "--generator-step-mode",
+        choices=("inprocess", "bls"),
+        default=None,
+        help="how the token generators (text_generator) run their steps: inprocess (default with "
+        "--target gpu: the steps on the generator's GPU, KV caches on the device) or bls (a "
+        "request per step to the served KIND_GPU step models); see docs/gpu.md",
+    )
+    parser.add_argument(
+        "--generator-precision",
+        choices=("fp16", "fp32"),
+        default="fp16",
+        help="with --target gpu: the generators' step models (default fp16: smollm2_*_fp16)",
+    )
+    parser.add_argument(
+        "--configs-only",
+        action="store_true",
+        help="write the configs the export would write for --target, and no model file "
+        "(review a GPU target's configs on a CPU machine)",
+    )
+    parser.add_argument(
+        "--require-all",
+        action="store_true",
+        help="every variant is required: a skipped or failed optional one fails the run",
+    )
+    parser.add_argument(
+        "--seed-from",
+        type=Path,
+        metavar="REPOSITORY",
+        help="first copy this repository's committed models (Python models, ensembles) into "
+        "--repository; how the containers fill an empty volume",
+    )
     user = parser.add_argument_group("your own model")
     user.add_argument("--model-file", metavar="FILE.py:FACTORY", help="a function returning an nn.Module")
     user.add_argument("--name", help="model name in the repository")
-    user.add_argument("--input", action="append", dest="inputs", type=_tensor, metavar="NAME:DTYPE:DIMS[:FORMAT]",
-                      help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order); "
-                           "FORMAT NCHW or NHWC declares an image input's layout, e.g. image:FP32:3,224,224:NCHW")
+    user.add_argument(
+        "--input",
+        action="append",
+        dest="inputs",
+        type=_tensor,
+        metavar="NAME:DTYPE:DIMS[:FORMAT]",
+        help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order); "
+        "FORMAT NCHW or NHWC declares an image input's layout, e.g. image:FP32:3,224,224:NCHW",
+    )
     user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help="output name (repeatable)")
     serving = parser.add_argument_group("serving settings (override the catalog)")
     serving.add_argument("--max-batch-size", type=int, help="largest batch; 0 disables batching")
     serving.add_argument("--max-queue-delay-us", type=int, help="dynamic batching: wait for a batch to fill")
-    serving.add_argument("--preferred-batch-sizes", type=lambda s: tuple(int(x) for x in s.split(",")),
-                         help="dynamic batching: comma-separated, e.g. 16,32,64")
+    serving.add_argument(
+        "--preferred-batch-sizes",
+        type=lambda s: tuple(int(x) for x in s.split(",")),
+        help="dynamic batching: comma-separated, e.g. 16,32,64",
+    )
     serving.add_argument("--max-queue-size", type=int, help="queue policy: refuse requests beyond this queue length")
     serving.add_argument("--queue-timeout-us", type=int, help="queue policy: reject requests queued longer")
     serving.add_argument("--no-dynamic-batching", action="store_true", help="turn the dynamic batcher off")
     serving.add_argument("--instances", type=int, help="instance count")
     serving.add_argument("--kind", choices=INSTANCE_KINDS, help="instance kind")
-    serving.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=None,
-                         help="warm the model up while it loads")
+    serving.add_argument(
+        "--warmup", action=argparse.BooleanOptionalAction, default=None, help="warm the model up while it loads"
+    )
     serving.add_argument("--version", type=int, help="version folder to write")
 
 
 def overrides(args: argparse.Namespace) -> dict:
     """The serving flags given on the command line: ``changes`` (a ``ServingChanges``) and ``version``."""
     changes = ServingChanges(
-        max_batch_size=args.max_batch_size, warmup=args.warmup, max_queue_delay_us=args.max_queue_delay_us,
-        preferred_batch_sizes=args.preferred_batch_sizes, max_queue_size=args.max_queue_size,
-        default_timeout_us=args.queue_timeout_us, dynamic_batching=False if args.no_dynamic_batching else None,
-        instances=args.instances, instance_kind=args.kind,
+        max_batch_size=args.max_batch_size,
+        warmup=args.warmup,
+        max_queue_delay_us=args.max_queue_delay_us,
+        preferred_batch_sizes=args.preferred_batch_sizes,
+        max_queue_size=args.max_queue_size,
+        default_timeout_us=args.queue_timeout_us,
+        dynamic_batching=False if args.no_dynamic_batching else None,
+        instances=args.instances,
+        instance_kind=args.kind,
     )
     result: dict = {"changes": changes} if changes else {}
     if args.version is not None:
@@ -150,15 +201,18 @@ def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.C
             continue
         previous = recorded.read(repository / name)  # a --model-file export, exported again by name
         if previous is None:
-            raise SpecError(f"unknown model {name!r}: {args.catalog} lists {sorted(entries)}, and "
-                            f"{repository / name} holds no --model-file export")
+            raise SpecError(
+                f"unknown model {name!r}: {args.catalog} lists {sorted(entries)}, and "
+                f"{repository / name} holds no --model-file export"
+            )
         inputs = [TensorSpec.parse(t) for t in previous["inputs"]]
         found.append(_user_entry(previous["model_file"], name, inputs, previous["outputs"], repository))
     return found or [(entries[n], None, None) for n in entries]
 
 
-def _user_entry(reference: str, name: str | None, inputs: list[TensorSpec], outputs: list[str],
-                repository: Path) -> tuple[catalog.CatalogEntry, object, dict]:
+def _user_entry(
+    reference: str, name: str | None, inputs: list[TensorSpec], outputs: list[str], repository: Path
+) -> tuple[catalog.CatalogEntry, object, dict]:
     """A --model-file export. Its serving settings are those recorded by its last export (or ``tritonkit
     tune``) of the same file, else the defaults; the serving flags given override them."""
     from export.usermodel import load_user_model
@@ -171,11 +225,18 @@ def _user_entry(reference: str, name: str | None, inputs: list[TensorSpec], outp
     kept = previous if previous and previous.get("model_file") == reference else None
     settings = dict(kept["settings"]) if kept else dict(recorded.DEFAULT_SETTINGS)
     if kept:
-        print(f"{model.name}: serving settings from its last export" + (" (tuned)" if kept.get("tuned") else "")
-              + "; serving flags override them", flush=True)
-    record = {"model_file": reference, "name": model.name,
-              "inputs": [f"{t.name}:{t.datatype}:{','.join(map(str, t.dims))}" for t in model.inputs],
-              "outputs": [t.name for t in model.outputs]}
+        print(
+            f"{model.name}: serving settings from its last export"
+            + (" (tuned)" if kept.get("tuned") else "")
+            + "; serving flags override them",
+            flush=True,
+        )
+    record = {
+        "model_file": reference,
+        "name": model.name,
+        "inputs": [f"{t.name}:{t.datatype}:{','.join(map(str, t.dims))}" for t in model.inputs],
+        "outputs": [t.name for t in model.outputs],
+    }
     if kept and kept.get("tuned"):
         record["tuned"] = kept["tuned"]
     entry = catalog.CatalogEntry(model.name, reference, {"cpu": (Variant("torchscript"),), "gpu": ()}, settings)
@@ -193,7 +254,8 @@ def ensure_writable(repository: Path) -> None:
             f"{repository} is not writable by uid {os.getuid()} gid {os.getgid()} ({exc.strerror or exc}); the "
             f"volume must be writable by this user (the images run as uid/gid 1000). On Kubernetes many CSI drivers "
             f"do not apply fsGroup to ReadWriteMany volumes: use a StorageClass whose volumes gid 1000 can write "
-            f"(docs/production.md, Storage)") from None
+            f"(docs/production.md, Storage)"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -215,15 +277,18 @@ def run(args: argparse.Namespace) -> int:
 
         exported = set()
         for entry, model, record in _entries(args, repository):
-            done_all = export_entry(entry, repository, args.target, variants, args.force, model=model,
-                                    record=record, **given)
+            done_all = export_entry(
+                entry, repository, args.target, variants, args.force, model=model, record=record, **given
+            )
             for done in done_all:
                 required = variants is not None or args.require_all or done.variant.required_on(args.target)
                 outcomes.append((done, required))
                 state = "up to date" if done.up_to_date else done.result.status
                 note = "" if required or done.result.ok else "optional: "
-                print(f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {note}{done.result.details()}",
-                      flush=True)
+                print(
+                    f"{done.spec.name:<28} {str(done.variant):<20} {state:<10} {note}{done.result.details()}",
+                    flush=True,
+                )
             if all(done.result.ok for done in done_all):
                 exported.add(entry.name)
         _write_generators(args, repository, exported)
@@ -232,24 +297,34 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     missed = [done for done, required in outcomes if not required and not done.result.ok]
     if missed:
-        print(f"export: {len(missed)} optional variant(s) not exported, the run goes on: "
-              f"{', '.join(done.spec.name for done in missed)}", flush=True)
+        print(
+            f"export: {len(missed)} optional variant(s) not exported, the run goes on: "
+            f"{', '.join(done.spec.name for done in missed)}",
+            flush=True,
+        )
         if args.seed_from:
             _remove_stale(repository, [done.spec.name for done in missed])
     required = [done.result.status for done, needed in outcomes if needed]
     if any(s in ("failed", "mismatch") for s in required):
-        print("export: error: some exports failed their checks; the repository keeps the previous files",
-              file=sys.stderr)
+        print(
+            "export: error: some exports failed their checks; the repository keeps the previous files", file=sys.stderr
+        )
         return EXIT_FAILED
     if "skipped" in required:
-        print("export: error: a required variant was skipped: its toolchain is missing here (see its line)",
-              file=sys.stderr)
+        print(
+            "export: error: a required variant was skipped: its toolchain is missing here (see its line)",
+            file=sys.stderr,
+        )
         return EXIT_SKIPPED
     if args.seed_from:
         from export.seed import mark_complete
 
-        mark_complete(repository, args.target, [done.result.status for done, _ in outcomes],
-                      not_exported=[done.spec.name for done in missed])
+        mark_complete(
+            repository,
+            args.target,
+            [done.result.status for done, _ in outcomes],
+            not_exported=[done.spec.name for done in missed],
+        )
     return 0
 
 
@@ -271,8 +346,14 @@ def _write_generators(args: argparse.Namespace, repository: Path, exported: set[
         return
     from export.generator import write_for_target
 
-    for path in write_for_target(repository, catalog.load(args.catalog), args.target,
-                                 args.generator_step_mode or "inprocess", args.generator_precision, exported):
+    for path in write_for_target(
+        repository,
+        catalog.load(args.catalog),
+        args.target,
+        args.generator_step_mode or "inprocess",
+        args.generator_precision,
+        exported,
+    ):
         print(f"{path.parent.name:<28} {'generator config':<20} {'written':<10} for {args.target}", flush=True)
 
 
@@ -287,15 +368,22 @@ def _remove_stale(repository: Path, names: list[str]) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "export", help="export models (TorchScript, ONNX, Torch-TensorRT), check them, write config.pbtxt",
-        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "export",
+        help="export models (TorchScript, ONNX, Torch-TensorRT), check them, write config.pbtxt",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m export", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m export",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))

@@ -63,17 +63,30 @@ def check(zoo: ZooModel, run: Callable, precision: str, max_batch_size: int, see
                 case_abs = max(case_abs, float(diff.max()))
                 case_rel = max(case_rel, float(diff.max() / e.abs().max().clamp_min(1e-12)))
                 case_ok &= bool((diff <= tolerance.atol + tolerance.rtol * e.abs()).all())
-            cases.append({"batch": batch, "seq_len": seq, "max_abs_error": case_abs, "max_rel_error": case_rel,
-                          "ok": case_ok})
+            cases.append(
+                {"batch": batch, "seq_len": seq, "max_abs_error": case_abs, "max_rel_error": case_rel, "ok": case_ok}
+            )
             worst_abs, worst_rel, ok = max(worst_abs, case_abs), max(worst_rel, case_rel), ok and case_ok
     real = _real_data(zoo, run, tolerance.min_agreement)
     if real is not None:
         ok = ok and real["ok"]
     failed = [c for c in cases if not c["ok"]]
-    message = "" if ok else "; ".join(
-        [f"batch {c['batch']}" + (f" seq {c['seq_len']}" if c["seq_len"] else "")
-         + f": max abs {c['max_abs_error']:.2e} > atol {tolerance.atol:.0e} + rtol {tolerance.rtol:.0e}" for c in failed]
-        + ([f"real data {real['check']} {real['value']:.4f} < {real['minimum']}"] if real and not real["ok"] else [])
+    message = (
+        ""
+        if ok
+        else "; ".join(
+            [
+                f"batch {c['batch']}"
+                + (f" seq {c['seq_len']}" if c["seq_len"] else "")
+                + f": max abs {c['max_abs_error']:.2e} > atol {tolerance.atol:.0e} + rtol {tolerance.rtol:.0e}"
+                for c in failed
+            ]
+            + (
+                [f"real data {real['check']} {real['value']:.4f} < {real['minimum']}"]
+                if real and not real["ok"]
+                else []
+            )
+        )
     )
     return ParityReport(ok, worst_abs, worst_rel, cases, real, dataclasses.asdict(tolerance), message)
 
@@ -89,5 +102,10 @@ def _real_data(zoo: ZooModel, run: Callable, minimum: float) -> dict | None:
         value = float(torch.nn.functional.cosine_similarity(expected, actual, dim=-1).min())
     else:
         raise ValueError(f"unknown real_data_check {zoo.real_data_check!r}")
-    return {"check": zoo.real_data_check, "value": value, "minimum": minimum, "samples": len(expected),
-            "ok": value >= minimum}
+    return {
+        "check": zoo.real_data_check,
+        "value": value,
+        "minimum": minimum,
+        "samples": len(expected),
+        "ok": value >= minimum,
+    }

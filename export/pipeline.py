@@ -50,8 +50,14 @@ def export_device(target: str) -> str:
     return "cuda" if target == "gpu" else "cpu"
 
 
-def write_configs(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None,
-                  model: ZooModel | None = None, **overrides: Any) -> list[ModelSpec]:
+def write_configs(
+    entry: CatalogEntry,
+    repository: Path,
+    target: str = "cpu",
+    variants=None,
+    model: ZooModel | None = None,
+    **overrides: Any,
+) -> list[ModelSpec]:
     """Write the configs ``export_entry`` would write for ``target``, and no model file: to review them where
     the target cannot run (a GPU target's configs on a CPU machine)."""
     variants = variants or entry.variants[target]
@@ -66,8 +72,15 @@ def write_configs(entry: CatalogEntry, repository: Path, target: str = "cpu", va
 
 def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> str:
     """Changes when the config, the model's code, the converter, the parity check or torch changes."""
-    parts = [config_io.render(spec), str(variant), target, source, torch.__version__,
-             inspect.getsource(formats.converter(variant.format)), inspect.getsource(parity)]
+    parts = [
+        config_io.render(spec),
+        str(variant),
+        target,
+        source,
+        torch.__version__,
+        inspect.getsource(formats.converter(variant.format)),
+        inspect.getsource(parity),
+    ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -82,8 +95,16 @@ def builder_source(builder: str) -> str:
     return "\0".join(Path(inspect.getfile(sys.modules[name])).read_text() for name in sorted(names))
 
 
-def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", variants=None, force: bool = False,
-                 model: ZooModel | None = None, record: dict | None = None, **overrides: Any) -> list[Export]:
+def export_entry(
+    entry: CatalogEntry,
+    repository: Path,
+    target: str = "cpu",
+    variants=None,
+    force: bool = False,
+    model: ZooModel | None = None,
+    record: dict | None = None,
+    **overrides: Any,
+) -> list[Export]:
     """Export the entry's variants for ``target`` (or the ``variants`` given); one ``Export`` each.
     ``record``: a ``--model-file`` export's arguments, kept in each manifest as ``export_args`` with the
     serving settings it was exported with (``export.recorded``)."""
@@ -93,28 +114,52 @@ def export_entry(entry: CatalogEntry, repository: Path, target: str = "cpu", var
     model = model or zoo.build(entry.builder)
     source = builder_source(entry.builder) if entry.builder in zoo.BUILDERS else entry.builder
     return [
-        export_variant(model, entry.spec(model, variant, target, **overrides), variant, Path(repository), target,
-                       source, force, record)
+        export_variant(
+            model,
+            entry.spec(model, variant, target, **overrides),
+            variant,
+            Path(repository),
+            target,
+            source,
+            force,
+            record,
+        )
         for variant in variants
     ]
 
 
-def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repository: Path, target: str = "cpu",
-                   source: str = "", force: bool = False, record: dict | None = None) -> Export:
+def export_variant(
+    model: ZooModel,
+    spec: ModelSpec,
+    variant: Variant,
+    repository: Path,
+    target: str = "cpu",
+    source: str = "",
+    force: bool = False,
+    record: dict | None = None,
+) -> Export:
     version_dir = repository / spec.name / str(spec.version)
     manifest_file = version_dir / "manifest.json"
     key = fingerprint(spec, variant, target, source)
     previous = _read_json(manifest_file)
-    if (not force and previous.get("fingerprint") == key and (version_dir / variant.filename).exists()
-            and (repository / spec.name / "config.pbtxt").exists()):
+    if (
+        not force
+        and previous.get("fingerprint") == key
+        and (version_dir / variant.filename).exists()
+        and (repository / spec.name / "config.pbtxt").exists()
+    ):
         if record is not None and previous.get("export_args") != {**record, "settings": recorded.settings_of(spec)}:
             previous["export_args"] = {**record, "settings": recorded.settings_of(spec)}
             manifest_file.write_text(json.dumps(previous, indent=2) + "\n")
         return Export(spec, variant, ConversionResult(**previous["result"]), previous, up_to_date=True)
 
     if variant.precision not in model.tolerances:
-        result = ConversionResult(variant.format, variant.precision, "failed",
-                                  message=f"{model.name} declares no tolerance for {variant.precision}")
+        result = ConversionResult(
+            variant.format,
+            variant.precision,
+            "failed",
+            message=f"{model.name} declares no tolerance for {variant.precision}",
+        )
         return Export(spec, variant, result, {})
     device = export_device(target)
     repository.mkdir(parents=True, exist_ok=True)
@@ -126,8 +171,12 @@ def export_variant(model: ZooModel, spec: ModelSpec, variant: Variant, repositor
     try:
         result, manifest = _convert_and_check(model, spec, variant, staging, device)
         result.seconds = round(time.perf_counter() - started, 2)
-        manifest.update(fingerprint=key, source=source.splitlines()[0] if source else "", target=target,
-                        result=dataclasses.asdict(result))
+        manifest.update(
+            fingerprint=key,
+            source=source.splitlines()[0] if source else "",
+            target=target,
+            result=dataclasses.asdict(result),
+        )
         if record is not None:
             manifest["export_args"] = {**record, "settings": recorded.settings_of(spec)}
         if result.ok:
@@ -144,8 +193,13 @@ def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, stagi
     target_file = staging / variant.filename
     base = {"format": variant.format, "precision": variant.precision, "path": f"{spec.version}/{variant.filename}"}
     manifest = {
-        "model": spec.name, "version": spec.version, "variant": str(variant), "description": spec.description,
-        "platform": spec.platform, "torch": torch.__version__, "python": platform.python_version(),
+        "model": spec.name,
+        "version": spec.version,
+        "variant": str(variant),
+        "description": spec.description,
+        "platform": spec.platform,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
         "inputs": [dataclasses.asdict(t) for t in spec.inputs],
         "outputs": [dataclasses.asdict(t) for t in spec.outputs],
         "max_batch_size": spec.max_batch_size,
@@ -164,9 +218,15 @@ def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, stagi
     manifest["files"] = {p.name: _sha256(p) for p in sorted(staging.iterdir()) if p.is_file()}
     manifest["parity"] = dataclasses.asdict(report)
     status = "ok" if report.ok else "mismatch"
-    result = ConversionResult(**base, status=status, max_abs_error=report.max_abs_error,
-                              max_rel_error=report.max_rel_error, atol=report.tolerance["atol"],
-                              real_data=report.real_data, message=report.message)
+    result = ConversionResult(
+        **base,
+        status=status,
+        max_abs_error=report.max_abs_error,
+        max_rel_error=report.max_rel_error,
+        atol=report.tolerance["atol"],
+        real_data=report.real_data,
+        message=report.message,
+    )
     return result, manifest
 
 

@@ -25,8 +25,10 @@ def settings_of(spec: ModelSpec) -> dict[str, Any]:
     settings: dict[str, Any] = {"max_batch_size": spec.max_batch_size, "warmup": spec.warmup}
     batching = spec.dynamic_batching
     if batching is not None:
-        table: dict[str, Any] = {"max_queue_delay_us": batching.max_queue_delay_us,
-                                 "preferred_batch_sizes": list(batching.preferred_batch_sizes)}
+        table: dict[str, Any] = {
+            "max_queue_delay_us": batching.max_queue_delay_us,
+            "preferred_batch_sizes": list(batching.preferred_batch_sizes),
+        }
         if batching.preserve_ordering:
             table["preserve_ordering"] = True
         if batching.queue_policy is not None:
@@ -38,8 +40,13 @@ def settings_of(spec: ModelSpec) -> dict[str, Any]:
 
 def export_args(model_file: str, name: str, inputs: list[str], outputs: list[str], spec: ModelSpec) -> dict[str, Any]:
     """The manifest's ``export_args`` of a ``--model-file`` export that produced ``spec``."""
-    return {"model_file": model_file, "name": name, "inputs": list(inputs), "outputs": list(outputs),
-            "settings": settings_of(spec)}
+    return {
+        "model_file": model_file,
+        "name": name,
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "settings": settings_of(spec),
+    }
 
 
 def manifests(folder: Path) -> list[Path]:

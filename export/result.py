@@ -33,11 +33,14 @@ class ConversionResult:
     def details(self) -> str:
         parts = []
         if self.max_abs_error is not None:
-            parts.append(f"max abs error {self.max_abs_error:.2e} (atol {self.atol:.2g}), "
-                         f"max rel error {self.max_rel_error:.2e}")
+            parts.append(
+                f"max abs error {self.max_abs_error:.2e} (atol {self.atol:.2g}), max rel error {self.max_rel_error:.2e}"
+            )
         if self.real_data:
-            parts.append(f"{self.real_data['check']} {self.real_data['value']:.4f} on "
-                         f"{self.real_data['samples']} real samples (min {self.real_data['minimum']})")
+            parts.append(
+                f"{self.real_data['check']} {self.real_data['value']:.4f} on "
+                f"{self.real_data['samples']} real samples (min {self.real_data['minimum']})"
+            )
         if self.message:
             parts.append(self.message)
         return ", ".join(parts)

@@ -26,8 +26,12 @@ IGNORED = ("__pycache__", "*.pyc", "*.pt", "*.onnx", "*.plan", "manifest.json", 
 def exported_names(entries: dict[str, catalog.CatalogEntry] | None = None) -> set[str]:
     """Every model folder that ``export`` writes, over all targets."""
     entries = catalog.load() if entries is None else entries
-    return {variant.model_name(entry.name) for entry in entries.values()
-            for variants in entry.variants.values() for variant in variants}
+    return {
+        variant.model_name(entry.name)
+        for entry in entries.values()
+        for variants in entry.variants.values()
+        for variant in variants
+    }
 
 
 def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | None = None) -> list[str]:
@@ -42,8 +46,12 @@ def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | 
     for model in sorted(p for p in source.iterdir() if p.is_dir() and (p / "config.pbtxt").is_file()):
         if model.name in skip:
             continue
-        shutil.copytree(model, target / model.name, dirs_exist_ok=True,
-                        ignore=lambda _dir, names: [n for n in names if any(fnmatch.fnmatch(n, p) for p in IGNORED)])
+        shutil.copytree(
+            model,
+            target / model.name,
+            dirs_exist_ok=True,
+            ignore=lambda _dir, names: [n for n in names if any(fnmatch.fnmatch(n, p) for p in IGNORED)],
+        )
         copied.append(model.name)
     return copied
 
@@ -57,7 +65,17 @@ def mark_complete(repository: Path, target: str, statuses: list[str], not_export
 
     gpu = torch.cuda.get_device_name(0) if target == "gpu" and torch.cuda.is_available() else None
     marker = Path(repository) / COMPLETE_MARKER
-    marker.write_text(json.dumps({"target": target, "torch": torch.__version__, "gpu": gpu, "exports": len(statuses),
-                                  "not_exported": list(not_exported),
-                                  "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+    marker.write_text(
+        json.dumps(
+            {
+                "target": target,
+                "torch": torch.__version__,
+                "gpu": gpu,
+                "exports": len(statuses),
+                "not_exported": list(not_exported),
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
+        + "\n"
+    )
     return marker

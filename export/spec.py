@@ -30,7 +30,8 @@ QUEUE_POLICY_DELAY_WARNING = (
     "and then Triton's instance queue merges delayed payloads and loses count of the waiting instances, so "
     "dispatch falls back to a 500 ms poll and throughput collapses under load (triton-inference-server/server "
     "issue 8870, fixed in core after Triton 2.62). Set max_queue_delay_us = 0: with a queue policy the batcher "
-    "forms each batch when an instance frees, from whatever has queued meanwhile.")
+    "forms each batch when an instance frees, from whatever has queued meanwhile."
+)
 PRECISIONS = ("fp32", "fp16", "bf16")
 MAX_DYNAMIC_DIM = 256
 """Largest size of a dynamic non-batch dimension that TensorRT engines are built for (Torch-TensorRT's
@@ -75,11 +76,14 @@ class TensorSpec:
             raise SpecError(f"tensor {self.name!r}: format {self.format!r} is not one of {FORMATS}")
         if self.format != "FORMAT_NONE":
             if len(self.dims) != 3:
-                raise SpecError(f"tensor {self.name!r}: format {self.format} is for image inputs of 3 dims "
-                                f"(without the batch dim), not dims {list(self.dims)}")
+                raise SpecError(
+                    f"tensor {self.name!r}: format {self.format} is for image inputs of 3 dims "
+                    f"(without the batch dim), not dims {list(self.dims)}"
+                )
             if self.datatype in ("BYTES", "BOOL"):
-                raise SpecError(f"tensor {self.name!r}: format {self.format} needs a numeric datatype, "
-                                f"not {self.datatype}")
+                raise SpecError(
+                    f"tensor {self.name!r}: format {self.format} needs a numeric datatype, not {self.datatype}"
+                )
 
     @classmethod
     def parse(cls, text: str) -> TensorSpec:
@@ -87,8 +91,10 @@ class TensorSpec:
         ``image:FP32:3,224,224:NCHW`` (FORMAT: ``NCHW`` or ``NHWC``, with or without ``FORMAT_``)."""
         parts = text.split(":")
         if len(parts) not in (3, 4):
-            raise SpecError(f"tensor spec {text!r} is not NAME:DTYPE:DIMS[:FORMAT] (dims comma-separated, "
-                            f"-1 dynamic; FORMAT NCHW or NHWC for an image input)")
+            raise SpecError(
+                f"tensor spec {text!r} is not NAME:DTYPE:DIMS[:FORMAT] (dims comma-separated, "
+                f"-1 dynamic; FORMAT NCHW or NHWC for an image input)"
+            )
         name, datatype, dims = parts[:3]
         try:
             shape = tuple(int(d) for d in dims.split(","))
@@ -183,11 +189,13 @@ class DynamicBatching:
         own = {f.name for f in dataclasses.fields(cls)} - {"queue_policy"}
         unknown = set(settings) - own - set(QUEUE_POLICY_FIELDS)
         if unknown:
-            raise SpecError(f"dynamic_batching: unknown settings {sorted(unknown)}; known: "
-                            f"{sorted(own | set(QUEUE_POLICY_FIELDS))}")
+            raise SpecError(
+                f"dynamic_batching: unknown settings {sorted(unknown)}; known: {sorted(own | set(QUEUE_POLICY_FIELDS))}"
+            )
         policy = {k: v for k, v in settings.items() if k in QUEUE_POLICY_FIELDS}
-        return cls(**{k: v for k, v in settings.items() if k in own},
-                   queue_policy=QueuePolicy(**policy) if policy else None)
+        return cls(
+            **{k: v for k, v in settings.items() if k in own}, queue_policy=QueuePolicy(**policy) if policy else None
+        )
 
     @property
     def has_queue_policy(self) -> bool:
@@ -203,8 +211,9 @@ class DynamicBatching:
         if self.queue_policy is not None and not self.queue_policy.limits:
             object.__setattr__(self, "queue_policy", None)
         if self.has_queue_policy and self.max_queue_delay_us > 0:
-            warnings.warn(QUEUE_POLICY_DELAY_WARNING.format(delay=self.max_queue_delay_us), QueuePolicyWarning,
-                          stacklevel=3)
+            warnings.warn(
+                QUEUE_POLICY_DELAY_WARNING.format(delay=self.max_queue_delay_us), QueuePolicyWarning, stacklevel=3
+            )
 
     def replace(self, **changes: Any) -> DynamicBatching:
         return dataclasses.replace(self, **changes)
@@ -306,15 +315,17 @@ class ModelSpec:
         if self.latest_versions is not None:
             _check_count(f"model {self.name!r}: ", "latest_versions", self.latest_versions, low=1)
         if self.decoupled and self.platform != "python":
-            raise SpecError(f"model {self.name!r}: decoupled needs platform 'python' (a Python model), "
-                            f"not {self.platform!r}")
+            raise SpecError(
+                f"model {self.name!r}: decoupled needs platform 'python' (a Python model), not {self.platform!r}"
+            )
         if self.warmup_samples and not self.warmup:
             raise SpecError(f"model {self.name!r}: warmup_samples need warmup=True")
         if self.labels and not self.labels_file:
             object.__setattr__(self, "labels_file", LABELS_FILE)
         if self.labels_file and ("/" in self.labels_file or self.labels_file.startswith(".")):
-            raise SpecError(f"model {self.name!r}: labels_file {self.labels_file!r} must be a file name in the "
-                            "model folder")
+            raise SpecError(
+                f"model {self.name!r}: labels_file {self.labels_file!r} must be a file name in the model folder"
+            )
         object.__setattr__(self, "parameters", tuple(sorted(dict(self.parameters).items())))
 
     def input(self, name: str) -> TensorSpec:

@@ -17,9 +17,18 @@ from export.errors import SpecError, UserModelError
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel
 
-_TORCH_DTYPES = {"FP32": torch.float32, "FP16": torch.float16, "FP64": torch.float64, "BF16": torch.bfloat16,
-                 "INT64": torch.int64, "INT32": torch.int32, "INT16": torch.int16, "INT8": torch.int8,
-                 "UINT8": torch.uint8, "BOOL": torch.bool}
+_TORCH_DTYPES = {
+    "FP32": torch.float32,
+    "FP16": torch.float16,
+    "FP64": torch.float64,
+    "BF16": torch.bfloat16,
+    "INT64": torch.int64,
+    "INT32": torch.int32,
+    "INT16": torch.int16,
+    "INT8": torch.int8,
+    "UINT8": torch.uint8,
+    "BOOL": torch.bool,
+}
 
 
 def random_tensor(spec: TensorSpec, batch: int, dynamic: int, generator: torch.Generator) -> torch.Tensor:
@@ -71,23 +80,35 @@ def load_user_model(reference: str, name: str | None, inputs: list[TensorSpec], 
         with torch.no_grad():
             first, second = _as_tuple(module(*small)), _as_tuple(module(*large))
     except Exception as exc:
-        raise UserModelError(f"{reference}: the model fails on inputs {[str(t) for t in inputs]}: "
-                             f"{type(exc).__name__}: {exc}") from None
+        raise UserModelError(
+            f"{reference}: the model fails on inputs {[str(t) for t in inputs]}: {type(exc).__name__}: {exc}"
+        ) from None
     if not all(isinstance(t, torch.Tensor) for t in (*first, *second)):
         raise UserModelError(f"{reference}: forward must return tensors, got {[type(t).__name__ for t in first]}")
     if len(first) != len(outputs):
         raise SpecError(f"{reference}: the model returns {len(first)} outputs, --output names {len(outputs)}")
     if len(first) != len(second) or any(a.dim() != b.dim() for a, b in zip(first, second, strict=True)):
-        raise UserModelError(f"{reference}: the outputs' number or rank changes with the batch size: "
-                             f"{[tuple(t.shape) for t in first]} vs {[tuple(t.shape) for t in second]}")
+        raise UserModelError(
+            f"{reference}: the outputs' number or rank changes with the batch size: "
+            f"{[tuple(t.shape) for t in first]} vs {[tuple(t.shape) for t in second]}"
+        )
     output_specs = tuple(
-        TensorSpec(out_name, _datatype(a.dtype), tuple(-1 if da != db else da for da, db in zip(a.shape[1:], b.shape[1:], strict=True)))
+        TensorSpec(
+            out_name,
+            _datatype(a.dtype),
+            tuple(-1 if da != db else da for da, db in zip(a.shape[1:], b.shape[1:], strict=True)),
+        )
         for out_name, a, b in zip(outputs, first, second, strict=True)
     )
     return ZooModel(
-        name=name, module=module, inputs=tuple(inputs), outputs=output_specs, example_inputs=small,
+        name=name,
+        module=module,
+        inputs=tuple(inputs),
+        outputs=output_specs,
+        example_inputs=small,
         random_inputs=lambda batch, seq, gen: tuple(random_tensor(t, batch, seq or 6, gen) for t in inputs),
-        reference_inputs=large, seq_lengths=(3, 9) if any(-1 in t.dims for t in inputs) else (),
+        reference_inputs=large,
+        seq_lengths=(3, 9) if any(-1 in t.dims for t in inputs) else (),
         tolerances={"fp32": Tolerance(atol=1e-4, rtol=1e-4), "fp16": Tolerance(atol=5e-2, rtol=5e-2)},
         description=f"user model from {reference}",
     )

@@ -123,9 +123,11 @@ class Scenario:
         missing = SHAPE_KEYS[kind] - keys
         unknown = keys - SHAPE_KEYS[kind] - OPTIONAL_SHAPE_KEYS.get(kind, set())
         if missing or unknown:
-            raise CampaignError(f"{where}: shape {kind!r} needs {sorted(SHAPE_KEYS[kind])}"
-                                + (f", missing {sorted(missing)}" if missing else "")
-                                + (f", unknown {sorted(unknown)}" if unknown else ""))
+            raise CampaignError(
+                f"{where}: shape {kind!r} needs {sorted(SHAPE_KEYS[kind])}"
+                + (f", missing {sorted(missing)}" if missing else "")
+                + (f", unknown {sorted(unknown)}" if unknown else "")
+            )
         for key in keys:
             value = self.shape[key]
             if not isinstance(value, (int, float)) or value <= 0:
@@ -141,13 +143,16 @@ class Scenario:
             raise CampaignError(f"{where}: retry={retry!r} must be a table {{ attempts = N, backoff_ms = B }}")
         missing, unknown = RETRY_KEYS - set(retry), set(retry) - RETRY_KEYS
         if missing or unknown:
-            raise CampaignError(f"{where}: retry needs {sorted(RETRY_KEYS)}"
-                                + (f", missing {sorted(missing)}" if missing else "")
-                                + (f", unknown {sorted(unknown)}" if unknown else ""))
+            raise CampaignError(
+                f"{where}: retry needs {sorted(RETRY_KEYS)}"
+                + (f", missing {sorted(missing)}" if missing else "")
+                + (f", unknown {sorted(unknown)}" if unknown else "")
+            )
         attempts, backoff = retry["attempts"], retry["backoff_ms"]
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise CampaignError(f"{where}: retry.attempts={attempts!r} must be an integer >= 1 (attempts in all, "
-                                f"the first included)")
+            raise CampaignError(
+                f"{where}: retry.attempts={attempts!r} must be an integer >= 1 (attempts in all, the first included)"
+            )
         if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff < 60_000:
             raise CampaignError(f"{where}: retry.backoff_ms={backoff!r} must be a number of ms in [0, 60000)")
         object.__setattr__(self, "retry", {"attempts": attempts, "backoff_ms": backoff})
@@ -155,8 +160,14 @@ class Scenario:
     @property
     def peak_users(self) -> int:
         kind = self.shape["kind"]
-        return int({"users": self.shape.get("users"), "step": self.shape.get("max"),
-                    "spike": self.shape.get("peak"), "open": self.processes}[kind])
+        return int(
+            {
+                "users": self.shape.get("users"),
+                "step": self.shape.get("max"),
+                "spike": self.shape.get("peak"),
+                "open": self.processes,
+            }[kind]
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,12 +187,20 @@ class Candidate:
     def __post_init__(self) -> None:
         object.__setattr__(self, "models", tuple(self.models))
         if not isinstance(self.variant, ExportVariant) or not isinstance(self.changes, ServingChanges):
-            raise CampaignError(f"candidate {self.name!r}: variant must be an export.variants.Variant and changes "
-                                f"an export.changes.ServingChanges")
+            raise CampaignError(
+                f"candidate {self.name!r}: variant must be an export.variants.Variant and changes "
+                f"an export.changes.ServingChanges"
+            )
 
     @classmethod
-    def of(cls, name: str, models: tuple[str, ...] = (), format: str = "torchscript", precision: str = "fp32",
-           **changes: Any) -> Candidate:
+    def of(
+        cls,
+        name: str,
+        models: tuple[str, ...] = (),
+        format: str = "torchscript",
+        precision: str = "fp32",
+        **changes: Any,
+    ) -> Candidate:
         """From a campaign's ``[[variants]]`` table: ``format``/``precision`` and ``ServingChanges``' fields
         (``max_queue_delay_us``, ``preferred_batch_sizes``, ``instances``, ``max_batch_size``, ``warmup``,
         ``dynamic_batching``, ``max_queue_size``, ``default_timeout_us``, ``timeout_action``, ...)."""
@@ -263,8 +282,9 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         raise CampaignError(f"{where}: needs an [slo] table and at least one [[scenarios]]")
     slo = _build(Slo, f"{where}: [slo]", raw["slo"])
     scenarios = tuple(_build(Scenario, f"{where}: scenario {i}", s) for i, s in enumerate(raw["scenarios"]))
-    variants = tuple(_variant(f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) \
-        or (AS_DEPLOYED,)
+    variants = tuple(_variant(f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) or (
+        AS_DEPLOYED,
+    )
     for kind, items in (("scenario", scenarios), ("variant", variants)):
         names = [x.name for x in items]
         if len(set(names)) != len(names):
@@ -280,8 +300,16 @@ def parse(text: str, path: Path | None = None) -> Campaign:
     budget = tune.get("budget_s", 120.0)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise CampaignError(f"{where}: [tune] budget_s={budget!r} must be a number of seconds > 0")
-    return Campaign(raw.get("name") or (path.stem if path else "campaign"), slo, scenarios, variants, tune_models,
-                    bool(tune.get("analyzer", False)), float(budget), path)
+    return Campaign(
+        raw.get("name") or (path.stem if path else "campaign"),
+        slo,
+        scenarios,
+        variants,
+        tune_models,
+        bool(tune.get("analyzer", False)),
+        float(budget),
+        path,
+    )
 
 
 def load(path: Path) -> Campaign:

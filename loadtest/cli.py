@@ -42,25 +42,39 @@ DEFAULT_USERS = 8
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "loadtest", help="load any served model (a campaign file or --model): Locust through tritonclient, "
-                         "Triton's metrics, report, SLO gate",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("campaign", type=Path, nargs="?",
-                        help=f"campaign TOML file (see loadtest/campaign.py; examples in {CAMPAIGNS})")
+        "loadtest",
+        help="load any served model (a campaign file or --model): Locust through tritonclient, "
+        "Triton's metrics, report, SLO gate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "campaign", type=Path, nargs="?", help=f"campaign TOML file (see loadtest/campaign.py; examples in {CAMPAIGNS})"
+    )
     parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder (default: reports/)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="[tune]: print the config.pbtxt diff of the chosen variant instead of writing it")
-    parser.add_argument("--duration", type=float, help="seconds of load (campaign: overrides every scenario's "
-                                                       "duration_s; --model: default 20)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="[tune]: print the config.pbtxt diff of the chosen variant instead of writing it",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        help="seconds of load (campaign: overrides every scenario's duration_s; --model: default 20)",
+    )
     one = parser.add_argument_group("one model without a campaign file (--model)")
     one.add_argument("--model", help="the model to load (a name in the repository or on the server)")
     one.add_argument("--protocol", choices=campaign_io.PROTOCOLS, default="grpc", help="default grpc")
     load = one.add_mutually_exclusive_group()
-    load.add_argument("--users", type=int, help=f"closed loop: this many users, each waiting for its answer "
-                                                f"(default {DEFAULT_USERS})")
+    load.add_argument(
+        "--users", type=int, help=f"closed loop: this many users, each waiting for its answer (default {DEFAULT_USERS})"
+    )
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals at this many requests/s")
-    one.add_argument("--warmup", type=float, help="leading seconds left out of the figures (default: a tenth of "
-                                                  "the duration, at most 2)")
+    one.add_argument(
+        "--warmup",
+        type=float,
+        help="leading seconds left out of the figures (default: a tenth of the duration, at most 2)",
+    )
     one.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
     one.add_argument("--slo-p99-ms", type=float, help="p99 budget in ms (default: none, the gate checks errors only)")
     one.add_argument("--max-error-rate", type=float, default=0.0, help="largest failures/requests (default 0)")
@@ -120,15 +134,20 @@ def run(args: argparse.Namespace) -> int:
         models = needed_models(campaign, args.repository)
         missing = [m for m in models if m != "*" and not (args.repository / m / "config.pbtxt").is_file()]
         if missing:
-            return _error(f"model {missing[0]!r} is not in the repository {args.repository}; models there: "
-                          f"{sorted(p.parent.name for p in args.repository.glob('*/config.pbtxt'))}")
+            return _error(
+                f"model {missing[0]!r} is not in the repository {args.repository}; models there: "
+                f"{sorted(p.parent.name for p in args.repository.glob('*/config.pbtxt'))}"
+            )
         try:  # the payloads against the configs the server will load, before starting it
             check_repository_payloads(campaign, args.repository)
         except (PayloadError, CampaignError) as exc:
             return _error(str(exc))
     out = args.out / campaign.name
-    code, status = target.run_with_server(args, models, lambda endpoints, _server: execute(
-        campaign, endpoints, args.repository, out, dry_run=args.dry_run))
+    code, status = target.run_with_server(
+        args,
+        models,
+        lambda endpoints, _server: execute(campaign, endpoints, args.repository, out, dry_run=args.dry_run),
+    )
     return code or status
 
 
@@ -141,26 +160,40 @@ def check_repository_payloads(campaign: Campaign, repository: Path) -> None:
             served = variant.served_model(scenario.model)
             path = Path(repository) / served / "config.pbtxt"
             if path.is_file():
-                check_payloads(scenario, served, json_format.MessageToDict(config_io.parse(path),
-                                                                           preserving_proto_field_name=True))
+                check_payloads(
+                    scenario, served, json_format.MessageToDict(config_io.parse(path), preserving_proto_field_name=True)
+                )
 
 
 def file_campaign(args: argparse.Namespace) -> Campaign:
     if args.campaign is None:
         raise ValueError("give a campaign file or --model NAME (tritonkit loadtest --help)")
-    flags = [f for f, v in (("--users", args.users), ("--rate", args.rate), ("--slo-p99-ms", args.slo_p99_ms),
-                            ("--warmup", args.warmup), ("--shape", args.shape), ("--input-data", args.input_data),
-                            ("--samples", args.samples)) if v]
+    flags = [
+        f
+        for f, v in (
+            ("--users", args.users),
+            ("--rate", args.rate),
+            ("--slo-p99-ms", args.slo_p99_ms),
+            ("--warmup", args.warmup),
+            ("--shape", args.shape),
+            ("--input-data", args.input_data),
+            ("--samples", args.samples),
+        )
+        if v
+    ]
     if flags:
         raise ValueError(f"{flags[0]} is for --model; a campaign file sets it per scenario")
     campaign = campaign_io.load(args.campaign)
-    scenarios = tuple(dataclasses.replace(s, payload=_relative_to(s.payload, args.campaign.parent))
-                      for s in campaign.scenarios)
+    scenarios = tuple(
+        dataclasses.replace(s, payload=_relative_to(s.payload, args.campaign.parent)) for s in campaign.scenarios
+    )
     for s in scenarios:  # the options now; their fit to the served config before the first run
         PayloadOptions.from_table(s.payload, f"{args.campaign}: scenario {s.name!r}: payload")
     if args.duration:
-        scenarios = tuple(dataclasses.replace(s, duration_s=args.duration, warmup_s=min(s.warmup_s, args.duration / 4))
-                          for s in scenarios)
+        scenarios = tuple(
+            dataclasses.replace(s, duration_s=args.duration, warmup_s=min(s.warmup_s, args.duration / 4))
+            for s in scenarios
+        )
     return dataclasses.replace(campaign, scenarios=scenarios)
 
 
@@ -169,8 +202,11 @@ def _relative_to(payload: dict | None, folder: Path) -> dict | None:
     if not payload:
         return payload
     out = dict(payload)
-    if isinstance(out.get("input_data"), str) and not Path(out["input_data"]).is_absolute() \
-            and (folder / out["input_data"]).is_file():
+    if (
+        isinstance(out.get("input_data"), str)
+        and not Path(out["input_data"]).is_absolute()
+        and (folder / out["input_data"]).is_file()
+    ):
         out["input_data"] = str((folder / out["input_data"]).resolve())
     if isinstance(out.get("samples"), str):
         file, sep, func = out["samples"].rpartition(":")
@@ -191,10 +227,20 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         raise ValueError(f"--rate {args.rate} must be a number of requests/s > 0")
     if args.slo_p99_ms is not None and not args.slo_p99_ms > 0:
         raise ValueError(f"--slo-p99-ms {args.slo_p99_ms} must be > 0")
-    shape = {"kind": "open", "rate": args.rate} if args.rate else {"kind": "users", "users": args.users or DEFAULT_USERS}
+    shape = (
+        {"kind": "open", "rate": args.rate} if args.rate else {"kind": "users", "users": args.users or DEFAULT_USERS}
+    )
     options = payload_options(args)
-    scenario = Scenario(f"{args.model}-{args.protocol}", args.model, args.protocol, shape, duration, warmup,
-                        args.processes, payload=options.to_table() if options != PayloadOptions() else None)
+    scenario = Scenario(
+        f"{args.model}-{args.protocol}",
+        args.model,
+        args.protocol,
+        shape,
+        duration,
+        warmup,
+        args.processes,
+        payload=options.to_table() if options != PayloadOptions() else None,
+    )
     slo = Slo(args.slo_p99_ms or math.inf, args.max_error_rate)
     return Campaign(args.model, slo, (scenario,))
 
@@ -210,4 +256,3 @@ def check_reachable(http_url: str, timeout_s: float = 5.0) -> None:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ValueError(f"no Triton server answers at --http-url {http_url}: {reason}") from None
-

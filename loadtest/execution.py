@@ -25,10 +25,15 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
     """Every scenario under every variant that applies to it; the served configs are restored after."""
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
-    pairs = [(v, s) for v in campaign.variants for s in campaign.scenarios
-             if v.applies_to(s.model) or v.name == "as-deployed"]
-    result = CampaignResult(campaign.name, datetime.now(UTC).isoformat(timespec="seconds"),
-                            dataclasses.asdict(campaign.slo), [])
+    pairs = [
+        (v, s)
+        for v in campaign.variants
+        for s in campaign.scenarios
+        if v.applies_to(s.model) or v.name == "as-deployed"
+    ]
+    result = CampaignResult(
+        campaign.name, datetime.now(UTC).isoformat(timespec="seconds"), dataclasses.asdict(campaign.slo), []
+    )
     check_campaign_payloads(pairs, endpoints, log)
     serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the original)
     originals: dict[str, dict] = {}  # model -> its config before the campaign changed it
@@ -48,14 +53,18 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                     serving[served] = wanted
             else:
                 apply.served_config(endpoints.http, served)  # fails early, naming the model, if it is not served
-            log(f"[{index}/{len(pairs)}] {scenario.name} x {variant.name}: {served} over {scenario.protocol}, "
+            log(
+                f"[{index}/{len(pairs)}] {scenario.name} x {variant.name}: {served} over {scenario.protocol}, "
                 f"{scenario.shape['kind']} {_shape_text(scenario.shape)}, {scenario.duration_s:g} s "
-                f"(elapsed {time.monotonic() - started:.0f} s)")
+                f"(elapsed {time.monotonic() - started:.0f} s)"
+            )
             run = run_scenario(scenario, variant, served, endpoints, work, campaign.slo, log)
             c = run.client
-            log(f"      {c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 "
+            log(
+                f"      {c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 "
                 f"{c.latency_ms['p99']:.3f} ms  errors {c.error_rate:.2%}  batch {run.server.avg_batch:.2f}  "
-                f"{'ok' if run.passed else 'SLO: ' + '; '.join(run.slo_violations)}")
+                f"{'ok' if run.passed else 'SLO: ' + '; '.join(run.slo_violations)}"
+            )
             result.runs.append(run)
     finally:
         apply.restore(endpoints.http, {model: originals[model] for model in serving})
@@ -89,8 +98,10 @@ def execute(campaign, endpoints, repository: Path, out_dir: Path, *, dry_run: bo
     failures = slo.gate(result, campaign.slo)
     p99 = f"p99 <= {campaign.slo.p99_ms:g} ms" if math.isfinite(campaign.slo.p99_ms) else "no p99 budget"
     if failures:
-        print(f"SLO gate FAILED ({p99}, error rate <= {campaign.slo.max_error_rate:.3%}, "
-              f"gate {campaign.slo.gate}):", file=sys.stderr)
+        print(
+            f"SLO gate FAILED ({p99}, error rate <= {campaign.slo.max_error_rate:.3%}, gate {campaign.slo.gate}):",
+            file=sys.stderr,
+        )
         for line in failures:
             print(f"  {line}", file=sys.stderr)
         return 1

@@ -23,8 +23,15 @@ READY_TIMEOUT_S = 420
 
 def server_config(repository: Path, **kwargs) -> ServerConfig:
     http, grpc, metrics = free_ports()
-    return ServerConfig(model_repository=repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                        ready_timeout_s=READY_TIMEOUT_S, exit_timeout_s=10, **kwargs)
+    return ServerConfig(
+        model_repository=repository,
+        http_port=http,
+        grpc_port=grpc,
+        metrics_port=metrics,
+        ready_timeout_s=READY_TIMEOUT_S,
+        exit_timeout_s=10,
+        **kwargs,
+    )
 
 
 def start_or_fail(config: ServerConfig) -> LocalServer:
@@ -47,16 +54,34 @@ def read_until(proc: subprocess.Popen, marker: str, timeout_s: float) -> list[st
     return lines or [""]
 
 
-def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -> tuple[subprocess.Popen, list[str],
-                                                                                    tuple[int, int, int]]:
+def start_serve_command(
+    repository: Path, *extra: str, timeout_s: float = 180
+) -> tuple[subprocess.Popen, list[str], tuple[int, int, int]]:
     """``tritonkit serve`` as a user runs it, on free ports, read until it prints "serve: ready": the process,
     its output lines so far and its (http, grpc, metrics) ports. The caller stops the process; if the
     command never gets ready it is killed and the test fails with its output."""
     ports = free_ports()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repository),
-         "--http-port", str(ports[0]), "--grpc-port", str(ports[1]), "--metrics-port", str(ports[2]), *extra],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "tritonkit_cli",
+            "serve",
+            "--repository",
+            str(repository),
+            "--http-port",
+            str(ports[0]),
+            "--grpc-port",
+            str(ports[1]),
+            "--metrics-port",
+            str(ports[2]),
+            *extra,
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = read_until(proc, "serve: ready", timeout_s)
     if "serve: ready" not in lines[-1]:
         proc.kill()
@@ -64,8 +89,9 @@ def start_serve_command(repository: Path, *extra: str, timeout_s: float = 180) -
     return proc, lines, ports
 
 
-def infer_concurrently(url: str, model: str, payloads: list[dict], output: str, timeout: float = 120,
-                       protocol: str = "http") -> list:
+def infer_concurrently(
+    url: str, model: str, payloads: list[dict], output: str, timeout: float = 120, protocol: str = "http"
+) -> list:
     """Send each payload from its own thread and connection at once; per payload, the output or the error."""
     import threading
 

@@ -13,8 +13,9 @@ import pytest
 from deploy.server import PROJECT_ROOT
 
 
-def compose(*args: str, password: str | None = "not-a-real-password",
-            admin_key: str | None = "not-a-real-admin-key") -> subprocess.CompletedProcess:
+def compose(
+    *args: str, password: str | None = "not-a-real-password", admin_key: str | None = "not-a-real-admin-key"
+) -> subprocess.CompletedProcess:
     tool = shutil.which("docker-compose")
     if tool is None:
         pytest.fail("docker-compose is missing: run `make setup` (it installs Debian's docker-compose)")

@@ -35,8 +35,15 @@ def digits_repository(root: Path) -> Path:
 
 def small_server(repo: Path, **kwargs) -> LocalServer:
     http, grpc, metrics = free_ports()
-    config = ServerConfig(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                          ready_timeout_s=180, exit_timeout_s=kwargs.pop("exit_timeout_s", 10), **kwargs)
+    config = ServerConfig(
+        model_repository=repo,
+        http_port=http,
+        grpc_port=grpc,
+        metrics_port=metrics,
+        ready_timeout_s=180,
+        exit_timeout_s=kwargs.pop("exit_timeout_s", 10),
+        **kwargs,
+    )
     return LocalServer(config).start()
 
 

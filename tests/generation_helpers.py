@@ -22,14 +22,16 @@ def generator_config(name: str, prefill: str, decode: str, **params: str) -> str
     text = text.replace('"smollm2_prefill"', f'"{prefill}"').replace('"smollm2_decode"', f'"{decode}"')
     for key, value in params.items():
         start = text.index(f'key: "{key}"')
-        old = text[start:text.index("}", start)]
-        text = text.replace(old, old[:old.index("string_value:")] + f'string_value: "{value}" ')
+        old = text[start : text.index("}", start)]
+        text = text.replace(old, old[: old.index("string_value:")] + f'string_value: "{value}" ')
     return text
 
 
 def grpc_inputs(prompt, max_tokens, temperature=None, stop=None):
-    values = [("PROMPT", np.array([prompt.encode() if isinstance(prompt, str) else prompt], dtype=np.object_), "BYTES"),
-              ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32")]
+    values = [
+        ("PROMPT", np.array([prompt.encode() if isinstance(prompt, str) else prompt], dtype=np.object_), "BYTES"),
+        ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32"),
+    ]
     if temperature is not None:
         values.append(("TEMPERATURE", np.array([temperature], dtype=np.float32), "FP32"))
     if stop is not None:
@@ -62,8 +64,9 @@ class GrpcStream:
         self.events.put((now, text, response.parameters["triton_final_response"].bool_param, None))
 
     def send(self, prompt, max_tokens, **kwargs):
-        self.client.async_stream_infer(self.model, grpc_inputs(prompt, max_tokens, **kwargs),
-                                       enable_empty_final_response=True)
+        self.client.async_stream_infer(
+            self.model, grpc_inputs(prompt, max_tokens, **kwargs), enable_empty_final_response=True
+        )
 
     def collect(self, timeout=60.0):
         pieces = []
@@ -98,7 +101,7 @@ def http_generate(server, payload: dict, model: str = "text_generator"):
         for line in response.iter_lines():
             if not line.startswith(b"data: "):
                 continue
-            event = json.loads(line[len(b"data: "):])
+            event = json.loads(line[len(b"data: ") :])
             if "error" in event:
                 error = event["error"]
             elif "TEXT" in event:

@@ -24,15 +24,34 @@ STAGES = ("export", "serve")
 """Each overlay's two kustomizations: overlays/<o>/export (claim and Job), then overlays/<o> (Triton, Locust)."""
 GPU = "nvidia.com/gpu"
 CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema bundled: checked by hand below
-EXPORT_COMMAND = ["python", "-m", "export", "--target", "{target}", "--repository", "/models",
-                  "--seed-from", "/opt/tritonkit/model_repository"]
+EXPORT_COMMAND = [
+    "python",
+    "-m",
+    "export",
+    "--target",
+    "{target}",
+    "--repository",
+    "/models",
+    "--seed-from",
+    "/opt/tritonkit/model_repository",
+]
 LOCUST = ["python", "-m", "loadtest.drive.locust_main", "-f", "loadtest/drive/locustfile.py"]
 LOAD_SETTINGS = {"model": "digits", "protocol": "grpc", "http_url": "triton:8000", "grpc_url": "triton:8001"}
-EXPECTED = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export"),
-            ("Deployment", "triton"), ("Service", "triton"), ("PodMonitor", "triton"),
-            ("HorizontalPodAutoscaler", "triton"), ("PodDisruptionBudget", "triton"),
-            ("NetworkPolicy", "triton"), ("Deployment", "locust-master"), ("Service", "locust-master"),
-            ("Deployment", "locust-worker"), ("PrometheusRule", "triton")}
+EXPECTED = {
+    ("Namespace", "tritonkit"),
+    ("PersistentVolumeClaim", "model-repository"),
+    ("Job", "export"),
+    ("Deployment", "triton"),
+    ("Service", "triton"),
+    ("PodMonitor", "triton"),
+    ("HorizontalPodAutoscaler", "triton"),
+    ("PodDisruptionBudget", "triton"),
+    ("NetworkPolicy", "triton"),
+    ("Deployment", "locust-master"),
+    ("Service", "locust-master"),
+    ("Deployment", "locust-worker"),
+    ("PrometheusRule", "triton"),
+}
 EXPORT_STAGE = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export")}
 
 

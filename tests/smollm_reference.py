@@ -19,11 +19,21 @@ def transformers_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     s = smollm.SMOLLM2_135M
-    config = LlamaConfig(vocab_size=s.vocab_size, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
-                         num_hidden_layers=s.num_layers, num_attention_heads=s.num_heads,
-                         num_key_value_heads=s.num_kv_heads, head_dim=s.head_dim, rms_norm_eps=s.rms_norm_eps,
-                         rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta},
-                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    config = LlamaConfig(
+        vocab_size=s.vocab_size,
+        hidden_size=s.hidden_size,
+        intermediate_size=s.intermediate_size,
+        num_hidden_layers=s.num_layers,
+        num_attention_heads=s.num_heads,
+        num_key_value_heads=s.num_kv_heads,
+        head_dim=s.head_dim,
+        rms_norm_eps=s.rms_norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": s.rope_theta},
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
     model = LlamaForCausalLM(config).eval()
     state = {f"model.{k}": v for k, v in smollm.load_llama().state_dict().items()}
     state["lm_head.weight"] = state["model.embed_tokens.weight"]
@@ -43,10 +53,15 @@ def chat_generate(question: str, max_new_tokens: int) -> list[int]:
     import torch
 
     tokenizer = transformers_tokenizer()
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=True,
-                                        add_generation_prompt=True, return_tensors="pt")["input_ids"]
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], tokenize=True, add_generation_prompt=True, return_tensors="pt"
+    )["input_ids"]
     with torch.no_grad():
-        out = transformers_llama().generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                            max_new_tokens=max_new_tokens, do_sample=False,
-                                            eos_token_id=tokenizer.eos_token_id)
-    return out[0, ids.shape[1]:].tolist()
+        out = transformers_llama().generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    return out[0, ids.shape[1] :].tolist()

@@ -32,7 +32,9 @@ class TritonPythonModel(BatchingModel):
         self.session = onnxruntime.InferenceSession(str(path), options, providers=self._providers(args))
         model_inputs = {i.name for i in self.session.get_inputs()}
         model_outputs = {o.name for o in self.session.get_outputs()}
-        missing = [n for n in self.inputs if n not in model_inputs] + [n for n in self.outputs if n not in model_outputs]
+        missing = [n for n in self.inputs if n not in model_inputs] + [
+            n for n in self.outputs if n not in model_outputs
+        ]
         if missing:
             raise pb_utils.TritonModelException(
                 f"{self.name}: config tensors {missing} are not in the ONNX model "
@@ -51,8 +53,10 @@ class TritonPythonModel(BatchingModel):
                 # trt_* keys (engine and timing caches, shape profiles) are ONNX Runtime's own option names,
                 # as in Triton's onnxruntime backend.
                 passed = {k: v for k, v in parameters.items() if k.startswith("trt_")}
-                return [("TensorrtExecutionProvider", {**device, **passed, "trt_fp16_enable": fp16}),
-                        ("CUDAExecutionProvider", device)]
+                return [
+                    ("TensorrtExecutionProvider", {**device, **passed, "trt_fp16_enable": fp16}),
+                    ("CUDAExecutionProvider", device),
+                ]
         return [("CUDAExecutionProvider", device)]
 
     def to_array(self, tensor):

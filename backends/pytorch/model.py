@@ -31,9 +31,16 @@ from backends.batching import BatchingModel, flag
 
 NAMED_INDEX = re.compile(r"^.+__(\d+)$")
 TORCH_DTYPES = {
-    "TYPE_BOOL": torch.bool, "TYPE_UINT8": torch.uint8, "TYPE_INT8": torch.int8, "TYPE_INT16": torch.int16,
-    "TYPE_INT32": torch.int32, "TYPE_INT64": torch.int64, "TYPE_FP16": torch.float16,
-    "TYPE_BF16": torch.bfloat16, "TYPE_FP32": torch.float32, "TYPE_FP64": torch.float64,
+    "TYPE_BOOL": torch.bool,
+    "TYPE_UINT8": torch.uint8,
+    "TYPE_INT8": torch.int8,
+    "TYPE_INT16": torch.int16,
+    "TYPE_INT32": torch.int32,
+    "TYPE_INT64": torch.int64,
+    "TYPE_FP16": torch.float16,
+    "TYPE_BF16": torch.bfloat16,
+    "TYPE_FP32": torch.float32,
+    "TYPE_FP64": torch.float64,
 }
 
 
@@ -52,8 +59,15 @@ def argument_order(names: list[str], forward_args: list[str], kind: str) -> list
 
 class TritonPythonModel(BatchingModel):
     honoured_parameters = frozenset(
-        {"INFERENCE_MODE", "DISABLE_OPTIMIZED_EXECUTION", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT",
-         "TORCH_OPS_MODULES", "FORCE_CPU_ONLY_INPUT_TENSORS"})
+        {
+            "INFERENCE_MODE",
+            "DISABLE_OPTIMIZED_EXECUTION",
+            "INTRA_OP_THREAD_COUNT",
+            "INTER_OP_THREAD_COUNT",
+            "TORCH_OPS_MODULES",
+            "FORCE_CPU_ONLY_INPUT_TENSORS",
+        }
+    )
 
     def load(self, args) -> None:
         self.device = self._device(args["model_instance_kind"], int(args["model_instance_device_id"]))
@@ -139,7 +153,9 @@ class TritonPythonModel(BatchingModel):
         elif isinstance(result, dict):
             result = tuple(result.values())
         if len(result) != len(self.outputs):
-            raise RuntimeError(f"{self.name}: model returned {len(result)} outputs, the config lists {len(self.outputs)}")
+            raise RuntimeError(
+                f"{self.name}: model returned {len(result)} outputs, the config lists {len(self.outputs)}"
+            )
         ordered = [result[p] for p in self.output_positions]
         for name, dtype, tensor in zip(self.outputs, self.output_dtypes, ordered, strict=True):
             if tensor.dtype != dtype:

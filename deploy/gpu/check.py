@@ -49,8 +49,21 @@ from deploy.gpu import wheels as wheel_list
 from deploy.gpu.steps_export import optional_toolchains
 
 MODELS = ("digits", "efficientnet_lite0", "minilm")
-STEPS = ("wheels", "environment", "export", "configs", "inprocess", "serve", "answers", "served_throughput",
-         "gpu_memory", "first_request", "generation", "stop", "targets")
+STEPS = (
+    "wheels",
+    "environment",
+    "export",
+    "configs",
+    "inprocess",
+    "serve",
+    "answers",
+    "served_throughput",
+    "gpu_memory",
+    "first_request",
+    "generation",
+    "stop",
+    "targets",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +83,17 @@ class Sizes:
     answer_batch: int = 4
 
 
-DRY_SIZES = Sizes(throughput_batch=4, seq_len=16, bench_seconds=0.1, bench_min_iters=3, concurrency=4,
-                  served_seconds=1.0, load_processes=2, steady_requests=10, ready_timeout_s=240.0)
+DRY_SIZES = Sizes(
+    throughput_batch=4,
+    seq_len=16,
+    bench_seconds=0.1,
+    bench_min_iters=3,
+    concurrency=4,
+    served_seconds=1.0,
+    load_processes=2,
+    steady_requests=10,
+    ready_timeout_s=240.0,
+)
 
 
 class Run:
@@ -83,10 +105,18 @@ class Run:
         self.models = models
         self.sizes = DRY_SIZES if dry_run else Sizes()
         self.started = time.time()
-        self.results = {"tritonkit_gpu_check": 1, "mode": "dry-run" if dry_run else "gpu",
-                        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": list(models),
-                        "environment": {}, "steps": [], "exports": [], "figures": [], "targets": [],
-                        "details": {}}
+        self.results = {
+            "tritonkit_gpu_check": 1,
+            "mode": "dry-run" if dry_run else "gpu",
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "models": list(models),
+            "environment": {},
+            "steps": [],
+            "exports": [],
+            "figures": [],
+            "targets": [],
+            "details": {},
+        }
         self.device = "cpu" if dry_run else "cuda"
         self.target = "cpu" if dry_run else "gpu"
 
@@ -101,8 +131,10 @@ class Run:
             detail = traceback.format_exc(limit=6)
         seconds = time.perf_counter() - started
         self.results["steps"].append({"name": name, "status": status, "seconds": round(seconds, 2), "detail": detail})
-        print(f"   {status} ({seconds:.1f} s)" + (f": {detail}" if detail and not status.startswith("failed") else ""),
-              flush=True)
+        print(
+            f"   {status} ({seconds:.1f} s)" + (f": {detail}" if detail and not status.startswith("failed") else ""),
+            flush=True,
+        )
         if status.startswith("failed"):
             print(detail, flush=True)
         self.write()
@@ -112,8 +144,17 @@ class Run:
         self.results["steps"].append({"name": name, "status": reason, "seconds": 0.0, "detail": ""})
         print(f"== {name}\n   {reason}", flush=True)
 
-    def figure(self, name: str, model: str, unit: str, value: float | None = None, variant: str = "",
-               cuda_only: bool = True, status: str | None = None, **extra) -> None:
+    def figure(
+        self,
+        name: str,
+        model: str,
+        unit: str,
+        value: float | None = None,
+        variant: str = "",
+        cuda_only: bool = True,
+        status: str | None = None,
+        **extra,
+    ) -> None:
         """Record a figure; in a dry run a CUDA figure keeps its CPU value only as ``code_path_value``."""
         if status is None:
             status = res.DRY_RUN if (self.dry_run and cuda_only) else res.MEASURED
@@ -143,10 +184,20 @@ class Check(Run):
 
     def run(self) -> int:
         try:
-            order = [("wheels", wheels), ("environment", environment), ("export", steps_export.export),
-                     ("configs", steps_export.configs), ("inprocess", measure.inprocess), ("serve", steps_serve.serve)]
-            needs_server = [("answers", steps_serve.answers), ("served_throughput", measure.served_throughput),
-                            ("gpu_memory", measure.gpu_memory), ("first_request", steps_serve.first_request)]
+            order = [
+                ("wheels", wheels),
+                ("environment", environment),
+                ("export", steps_export.export),
+                ("configs", steps_export.configs),
+                ("inprocess", measure.inprocess),
+                ("serve", steps_serve.serve),
+            ]
+            needs_server = [
+                ("answers", steps_serve.answers),
+                ("served_throughput", measure.served_throughput),
+                ("gpu_memory", measure.gpu_memory),
+                ("first_request", steps_serve.first_request),
+            ]
             blocked = None
             for name, func in order:
                 if blocked:
@@ -190,9 +241,11 @@ def wheels(check: Check):
     if total["no_wheel"] and not check.dry_run:
         return f"failed: not installed and no wheel: {', '.join(total['no_wheel'])}", ""
     would = "would install" if check.dry_run else "to install"
-    return "ok", (f"{total['present']}/{total['listed']} present; {would}: "
-                  f"{', '.join(total['to_install']) or 'nothing'} ({total['to_install_bytes'] / 1e6:.1f} MB); "
-                  f"all listed wheels {total['listed_bytes'] / 1e6:.1f} MB")
+    return "ok", (
+        f"{total['present']}/{total['listed']} present; {would}: "
+        f"{', '.join(total['to_install']) or 'nothing'} ({total['to_install_bytes'] / 1e6:.1f} MB); "
+        f"all listed wheels {total['listed_bytes'] / 1e6:.1f} MB"
+    )
 
 
 def environment(check: Check):
@@ -201,8 +254,12 @@ def environment(check: Check):
     from deploy.server import TritonDistribution
 
     env = check.results["environment"]
-    env.update(python=platform.python_version(), torch=torch.__version__, cuda=torch.version.cuda,
-               cuda_available=torch.cuda.is_available())
+    env.update(
+        python=platform.python_version(),
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        cuda_available=torch.cuda.is_available(),
+    )
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
         env["gpu_count"] = torch.cuda.device_count()
@@ -228,8 +285,9 @@ def stop(check: Check):
 def targets(check: Check):
     # A dry run still lists every target of the issue, for all three models, each skipped with the reason.
     models = MODELS if check.dry_run else check.models
-    check.results["targets"] = res.targets(check.results["figures"], models,
-                                           res.DRY_RUN if check.dry_run else res.NOT_MEASURED)
+    check.results["targets"] = res.targets(
+        check.results["figures"], models, res.DRY_RUN if check.dry_run else res.NOT_MEASURED
+    )
     for t in check.results["targets"]:
         value = "" if t["value"] is None else f"{t['value']:.2f} "
         print(f"   {t['model']:<20} {t['what']}: {value}({t['comparison']} {t['threshold']}) {t['status']}")
@@ -240,13 +298,22 @@ def targets(check: Check):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.gpu.check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.gpu.check", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out_dir", type=Path, help="folder for results.md and results.json (created)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="no CUDA: digits only, CPU export and server, tiny sizes; CUDA figures are skipped")
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=None,
-                        help=f"models to check (default: {' '.join(MODELS)}; digits in a dry run)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no CUDA: digits only, CPU export and server, tiny sizes; CUDA figures are skipped",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=MODELS,
+        default=None,
+        help=f"models to check (default: {' '.join(MODELS)}; digits in a dry run)",
+    )
     parser.add_argument("--wheels", type=Path, default=wheel_list.DEFAULT_DIR, help="folder of the brought wheels")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository and server log")
     args = parser.parse_args(argv)

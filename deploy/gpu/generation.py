@@ -47,10 +47,19 @@ def generation(check: Check):
         model = on_device(zoo.build(entries[name].builder), check.device)
         for text in ("torchscript/fp32", "torchscript/fp16"):
             done = export_entry(entries[name], repo, check.target, [Variant.parse(text)], force=True, model=model)[0]
-            check.results["exports"].append({
-                "model": name, "variant": text, "served_as": done.spec.name, "status": done.result.status,
-                "max_abs_error": done.result.max_abs_error, "atol": done.result.atol,
-                "real_data": done.result.real_data, "message": done.result.message, "device": check.device})
+            check.results["exports"].append(
+                {
+                    "model": name,
+                    "variant": text,
+                    "served_as": done.spec.name,
+                    "status": done.result.status,
+                    "max_abs_error": done.result.max_abs_error,
+                    "atol": done.result.atol,
+                    "real_data": done.result.real_data,
+                    "message": done.result.message,
+                    "device": check.device,
+                }
+            )
             if not done.result.ok:
                 problems.append(f"{done.spec.name} {done.result.status}: {done.result.message}")
     if problems:
@@ -68,21 +77,34 @@ def generation(check: Check):
         if check.dry_run:  # the GPU config names the real steps; the dry run serves the tiny ones on the CPU
             for key in gen.STEP_PARAMETERS:
                 config.parameters[key].string_value = Variant("torchscript", precision).model_name(
-                    steps[0] if key == "PREFILL_MODEL" else steps[1])
+                    steps[0] if key == "PREFILL_MODEL" else steps[1]
+                )
             del config.instance_group[:]
             config.instance_group.append(mc.ModelInstanceGroup(count=1, kind=mc.ModelInstanceGroup.KIND_CPU))
-        shutil.copytree(DEFAULT_REPOSITORY / "text_generator", repo / served_as, dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "config.pbtxt"))
+        shutil.copytree(
+            DEFAULT_REPOSITORY / "text_generator",
+            repo / served_as,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns("__pycache__", "config.pbtxt"),
+        )
         (repo / served_as / "config.pbtxt").write_text(text_format.MessageToString(config))
     if problems:
         return f"failed: {'; '.join(problems)}", ""
 
     streams, tokens = (DRY_STREAMS, DRY_TOKENS) if check.dry_run else (STREAMS, TOKENS)
     http, grpc, metrics = free_ports()
-    server = LocalServer(ServerConfig(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                                      load_models=tuple(PRECISIONS.values()), exit_timeout_s=10,
-                                      ready_timeout_s=check.sizes.ready_timeout_s),
-                         workdir=check.workdir / "generation_server")
+    server = LocalServer(
+        ServerConfig(
+            model_repository=repo,
+            http_port=http,
+            grpc_port=grpc,
+            metrics_port=metrics,
+            load_models=tuple(PRECISIONS.values()),
+            exit_timeout_s=10,
+            ready_timeout_s=check.sizes.ready_timeout_s,
+        ),
+        workdir=check.workdir / "generation_server",
+    )
     rows = []
     with server:
         for precision, served_as in PRECISIONS.items():
@@ -90,8 +112,15 @@ def generation(check: Check):
                 prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
                 r = served_row(server, served_as, prompts, tokens)
                 variant = f"torchscript/{precision}"
-                check.figure("generation_tokens_per_s", "text_generator", "tokens/s", r["tokens_per_s"], variant,
-                             streams=n, tokens_per_stream=tokens)
+                check.figure(
+                    "generation_tokens_per_s",
+                    "text_generator",
+                    "tokens/s",
+                    r["tokens_per_s"],
+                    variant,
+                    streams=n,
+                    tokens_per_stream=tokens,
+                )
                 check.figure("generation_ttft_mean", "text_generator", "s", r["ttft_mean"], variant, streams=n)
                 rows.append(f"{precision} x{n}: {r['tokens_per_s']:.1f} tokens/s, TTFT {r['ttft_mean']:.3f} s")
         left = server.stop()

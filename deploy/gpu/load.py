@@ -46,8 +46,9 @@ def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: f
 
 def _process(url: str, model: str, inputs: dict, threads: int, start_at: float, stop_at: float, queue) -> None:
     out: list = []
-    workers = [threading.Thread(target=_client_loop, args=(url, model, inputs, start_at, stop_at, out))
-               for _ in range(threads)]
+    workers = [
+        threading.Thread(target=_client_loop, args=(url, model, inputs, start_at, stop_at, out)) for _ in range(threads)
+    ]
     for w in workers:
         w.start()
     for w in workers:
@@ -55,8 +56,15 @@ def _process(url: str, model: str, inputs: dict, threads: int, start_at: float, 
     queue.put(out)
 
 
-def run(url: str, model: str, inputs: dict[str, np.ndarray], concurrency: int, seconds: float,
-        processes: int, start_delay_s: float = 3.0) -> dict:
+def run(
+    url: str,
+    model: str,
+    inputs: dict[str, np.ndarray],
+    concurrency: int,
+    seconds: float,
+    processes: int,
+    start_delay_s: float = 3.0,
+) -> dict:
     """Requests per second, items per second, latency percentiles and errors over the window."""
     processes = max(1, min(processes, concurrency))
     per_process = [concurrency // processes + (1 if i < concurrency % processes else 0) for i in range(processes)]
@@ -64,8 +72,10 @@ def run(url: str, model: str, inputs: dict[str, np.ndarray], concurrency: int, s
     queue = context.Queue()
     start_at = time.time() + start_delay_s
     stop_at = start_at + seconds
-    procs = [context.Process(target=_process, args=(url, model, inputs, n, start_at, stop_at, queue), daemon=True)
-             for n in per_process]
+    procs = [
+        context.Process(target=_process, args=(url, model, inputs, n, start_at, stop_at, queue), daemon=True)
+        for n in per_process
+    ]
     for p in procs:
         p.start()
     collected = []
@@ -81,6 +91,14 @@ def run(url: str, model: str, inputs: dict[str, np.ndarray], concurrency: int, s
     def pct(q):
         return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1e3 if latencies else None
 
-    return {"concurrency": concurrency, "processes": processes, "seconds": seconds, "requests": done,
-            "errors": errors, "requests_per_s": done / seconds, "items_per_s": done * batch / seconds,
-            "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+    return {
+        "concurrency": concurrency,
+        "processes": processes,
+        "seconds": seconds,
+        "requests": done,
+        "errors": errors,
+        "requests_per_s": done / seconds,
+        "items_per_s": done * batch / seconds,
+        "p50_ms": pct(0.5),
+        "p99_ms": pct(0.99),
+    }

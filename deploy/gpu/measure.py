@@ -37,18 +37,21 @@ def inprocess(check: Check):
         limit_batch = min(max_batch, sizes.throughput_batch) if check.dry_run else max_batch
         limit_inputs = tuple(x.to(check.device) for x in model.random_inputs(limit_batch, seq, generator))
         for text, served_as in variants.items():
-            module = torch.jit.load(str(check.repository / served_as / "1" / Variant.parse(text).filename),
-                                    map_location=check.device).eval()
+            module = torch.jit.load(
+                str(check.repository / served_as / "1" / Variant.parse(text).filename), map_location=check.device
+            ).eval()
             run = runner(module)
             tput = bench(check, run, big)
             lat = bench(check, run, one)
-            check.figure("throughput_b32", name, "items/s", tput["items_per_s"], text,
-                         batch=sizes.throughput_batch, seq_len=seq)
+            check.figure(
+                "throughput_b32", name, "items/s", tput["items_per_s"], text, batch=sizes.throughput_batch, seq_len=seq
+            )
             check.figure("latency_b1_p50", name, "ms", lat["p50_ms"], text, batch=sizes.latency_batch, seq_len=seq)
             if text == FIRST_REQUEST_VARIANT:
                 limit = bench(check, run, limit_inputs)
-                check.figure("inprocess_limit", name, "items/s", limit["items_per_s"], text, batch=limit_batch,
-                             seq_len=seq)
+                check.figure(
+                    "inprocess_limit", name, "items/s", limit["items_per_s"], text, batch=limit_batch, seq_len=seq
+                )
             del module
         if check.device == "cuda":
             torch.cuda.empty_cache()
@@ -74,14 +77,18 @@ def bench(check: Check, run, inputs) -> dict:
     sync()
     times, started = [], time.perf_counter()
     while len(times) < check.sizes.bench_min_iters or (
-            time.perf_counter() - started < check.sizes.bench_seconds and len(times) < 5000):
+        time.perf_counter() - started < check.sizes.bench_seconds and len(times) < 5000
+    ):
         t0 = time.perf_counter()
         run(*inputs)
         sync()
         times.append(time.perf_counter() - t0)
     batch = int(inputs[0].shape[0])
-    return {"p50_ms": statistics.median(times) * 1e3, "items_per_s": batch * len(times) / sum(times),
-            "calls": len(times)}
+    return {
+        "p50_ms": statistics.median(times) * 1e3,
+        "items_per_s": batch * len(times) / sum(times),
+        "calls": len(times),
+    }
 
 
 def served_throughput(check: Check):
@@ -95,15 +102,31 @@ def served_throughput(check: Check):
             continue
         model = check.zoo[name]
         seq = check.sizes.seq_len if model.seq_lengths else None
-        inputs = {t.name: x.cpu().numpy() for t, x in
-                  zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(2)), strict=True)}
-        figures = load.run(check.server.config.grpc_url, served_as, inputs, check.sizes.concurrency,
-                           check.sizes.served_seconds, check.sizes.load_processes)
+        inputs = {
+            t.name: x.cpu().numpy()
+            for t, x in zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(2)), strict=True)
+        }
+        figures = load.run(
+            check.server.config.grpc_url,
+            served_as,
+            inputs,
+            check.sizes.concurrency,
+            check.sizes.served_seconds,
+            check.sizes.load_processes,
+        )
         check.results["details"].setdefault("served_throughput", {})[served_as] = figures
         if figures["errors"] or not figures["requests"]:
             return f"failed: {served_as}: {figures['errors']} errors, {figures['requests']} answers", ""
-        check.figure("served_throughput_c64", name, "items/s", figures["items_per_s"], FIRST_REQUEST_VARIANT,
-                     concurrency=check.sizes.concurrency, p50_ms=figures["p50_ms"], p99_ms=figures["p99_ms"])
+        check.figure(
+            "served_throughput_c64",
+            name,
+            "items/s",
+            figures["items_per_s"],
+            FIRST_REQUEST_VARIANT,
+            concurrency=check.sizes.concurrency,
+            p50_ms=figures["p50_ms"],
+            p99_ms=figures["p99_ms"],
+        )
     return "ok", f"concurrency {check.sizes.concurrency}, {check.sizes.served_seconds:.0f} s per model"
 
 
@@ -129,8 +152,12 @@ def gpu_memory(check: Check):
         for name in check.served:
             check.figure("gpu_memory_per_instance", name, "MiB", status="skipped: nvidia-smi not found")
         return "skipped: nvidia-smi not found", ""
-    text = subprocess.run([smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                          capture_output=True, text=True, timeout=30).stdout
+    text = subprocess.run(
+        [smi, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     usage = parse_nvidia_smi_apps(text)
     names = set(server_models(check))
     per_model: dict[str, list[float]] = {}
@@ -141,17 +168,32 @@ def gpu_memory(check: Check):
             continue
         if owner and pid in usage:
             per_model.setdefault(owner, []).append(usage[pid])
-    check.results["details"]["gpu_memory"] = {"nvidia_smi": usage, "per_model": per_model,
-                                              "server_pid_mib": usage.get(check.server.process.pid)}
+    check.results["details"]["gpu_memory"] = {
+        "nvidia_smi": usage,
+        "per_model": per_model,
+        "server_pid_mib": usage.get(check.server.process.pid),
+    }
     for name, variants in check.served.items():
         for text, served_as in variants.items():
             values = per_model.get(served_as)
             if values:
-                check.figure("gpu_memory_per_instance", name, "MiB", max(values), text, instances=len(values),
-                             all_instances_mib=values)
+                check.figure(
+                    "gpu_memory_per_instance",
+                    name,
+                    "MiB",
+                    max(values),
+                    text,
+                    instances=len(values),
+                    all_instances_mib=values,
+                )
             else:
-                check.figure("gpu_memory_per_instance", name, "MiB", variant=text,
-                             status="skipped: no stub of this model in nvidia-smi")
+                check.figure(
+                    "gpu_memory_per_instance",
+                    name,
+                    "MiB",
+                    variant=text,
+                    status="skipped: no stub of this model in nvidia-smi",
+                )
     return "ok", ", ".join(f"{m}: {v} MiB" for m, v in per_model.items())
 
 

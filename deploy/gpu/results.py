@@ -20,13 +20,21 @@ SERVED_FRACTION_MIN = 0.9
 FIRST_REQUEST_MAX = 1.5
 
 
-def figure(name: str, model: str, value: float | None, unit: str, status: str = MEASURED, variant: str = "",
-           **extra) -> dict:
+def figure(
+    name: str, model: str, value: float | None, unit: str, status: str = MEASURED, variant: str = "", **extra
+) -> dict:
     """One figure; ``value`` is None exactly when ``status`` is not ``measured``."""
     if status == MEASURED and value is None:
         raise ValueError(f"figure {name} of {model}: measured but no value")
-    return {"name": name, "model": model, "variant": variant, "value": None if status != MEASURED else value,
-            "unit": unit, "status": status, **extra}
+    return {
+        "name": name,
+        "model": model,
+        "variant": variant,
+        "value": None if status != MEASURED else value,
+        "unit": unit,
+        "status": status,
+        **extra,
+    }
 
 
 def find(figures: list[dict], name: str, model: str, variant: str = "") -> dict | None:
@@ -39,10 +47,25 @@ def find(figures: list[dict], name: str, model: str, variant: str = "") -> dict 
 NOT_MEASURED = "skipped: figure not measured"
 
 
-def _ratio_target(name: str, model: str, top: dict | None, bottom: dict | None, threshold: float, at_least: bool,
-                  what: str, missing: str = NOT_MEASURED) -> dict:
-    target = {"name": name, "model": model, "threshold": threshold, "comparison": ">=" if at_least else "<=",
-              "what": what, "value": None, "met": None}
+def _ratio_target(
+    name: str,
+    model: str,
+    top: dict | None,
+    bottom: dict | None,
+    threshold: float,
+    at_least: bool,
+    what: str,
+    missing: str = NOT_MEASURED,
+) -> dict:
+    target = {
+        "name": name,
+        "model": model,
+        "threshold": threshold,
+        "comparison": ">=" if at_least else "<=",
+        "what": what,
+        "value": None,
+        "met": None,
+    }
     for fig in (top, bottom):
         if fig is None:
             return {**target, "status": missing}
@@ -63,18 +86,42 @@ def targets(figures: list[dict], models: tuple[str, ...], missing: str = NOT_MEA
     result = []
     for model in models:
         if model in FP16_SPEEDUP_MODELS:
-            result.append(_ratio_target(
-                "fp16_speedup_b32", model, find(figures, "throughput_b32", model, "torchscript/fp16"),
-                find(figures, "throughput_b32", model, "torchscript/fp32"), FP16_SPEEDUP_MIN, True,
-                "FP16 / FP32 in-process throughput at batch 32", missing))
-        result.append(_ratio_target(
-            "served_vs_inprocess", model, find(figures, "served_throughput_c64", model),
-            find(figures, "inprocess_limit", model), SERVED_FRACTION_MIN, True,
-            "served throughput (dynamic batching, concurrency 64) / in-process limit", missing))
-        result.append(_ratio_target(
-            "first_request_warmup", model, find(figures, "first_request_warmup", model),
-            find(figures, "steady_p50", model), FIRST_REQUEST_MAX, False,
-            "first request after ready (with warmup) / steady p50", missing))
+            result.append(
+                _ratio_target(
+                    "fp16_speedup_b32",
+                    model,
+                    find(figures, "throughput_b32", model, "torchscript/fp16"),
+                    find(figures, "throughput_b32", model, "torchscript/fp32"),
+                    FP16_SPEEDUP_MIN,
+                    True,
+                    "FP16 / FP32 in-process throughput at batch 32",
+                    missing,
+                )
+            )
+        result.append(
+            _ratio_target(
+                "served_vs_inprocess",
+                model,
+                find(figures, "served_throughput_c64", model),
+                find(figures, "inprocess_limit", model),
+                SERVED_FRACTION_MIN,
+                True,
+                "served throughput (dynamic batching, concurrency 64) / in-process limit",
+                missing,
+            )
+        )
+        result.append(
+            _ratio_target(
+                "first_request_warmup",
+                model,
+                find(figures, "first_request_warmup", model),
+                find(figures, "steady_p50", model),
+                FIRST_REQUEST_MAX,
+                False,
+                "first request after ready (with warmup) / steady p50",
+                missing,
+            )
+        )
     return result
 
 
@@ -96,17 +143,23 @@ def render_markdown(results: dict) -> str:
         detail = str(step.get("detail", "")).replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {step['name']} | {step['status']} | {step.get('seconds', 0):.1f} | {detail} |")
     if results.get("exports"):
-        lines += ["", "## Exports (parity against eager FP32)", "",
-                  "| model | variant | served as | status | max abs error | atol | real data | note |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Exports (parity against eager FP32)",
+            "",
+            "| model | variant | served as | status | max abs error | atol | real data | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for e in results["exports"]:
             err = "" if e.get("max_abs_error") is None else f"{e['max_abs_error']:.2e}"
             atol = "" if e.get("atol") is None else f"{e['atol']:.0e}"
             real = e.get("real_data") or {}
             real_text = f"{real['check']} {real['value']:.4f}" if real else ""
             note = str(e.get("message", "")).replace("|", "\\|")
-            lines.append(f"| {e['model']} | {e['variant']} | {e.get('served_as', '')} | {e['status']} | {err} | "
-                         f"{atol} | {real_text} | {note} |")
+            lines.append(
+                f"| {e['model']} | {e['variant']} | {e.get('served_as', '')} | {e['status']} | {err} | "
+                f"{atol} | {real_text} | {note} |"
+            )
     lines += ["", "## Figures", "", "| figure | model | variant | value | unit |", "|---|---|---|---|---|"]
     for fig in results.get("figures", []):
         lines.append(f"| {fig['name']} | {fig['model']} | {fig.get('variant', '')} | {_value(fig)} | {fig['unit']} |")

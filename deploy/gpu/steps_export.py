@@ -37,7 +37,9 @@ def on_device(model, device: str):
         return tuple(x.to(device) for x in base_random(batch, seq_len, generator))
 
     return dataclasses.replace(
-        model, module=model.module.to(device).eval(), random_inputs=random_inputs,
+        model,
+        module=model.module.to(device).eval(),
+        random_inputs=random_inputs,
         example_inputs=tuple(x.to(device) for x in model.example_inputs),
         reference_inputs=tuple(x.to(device) for x in model.reference_inputs),
     )
@@ -79,10 +81,16 @@ def optional_toolchains() -> dict[str, str]:
     if providers is None:
         found["onnx/fp32"] = found["onnx/fp16"] = f"{res.NOT_INSTALLED} (onnxruntime)"
     else:
-        found["onnx/fp32"] = "ok" if "CUDAExecutionProvider" in providers else \
-            f"{res.NOT_INSTALLED} (onnxruntime has no CUDAExecutionProvider: install onnxruntime-gpu)"
-        found["onnx/fp16"] = "ok" if "TensorrtExecutionProvider" in providers else \
-            f"{res.NOT_INSTALLED} (onnxruntime has no TensorrtExecutionProvider)"
+        found["onnx/fp32"] = (
+            "ok"
+            if "CUDAExecutionProvider" in providers
+            else f"{res.NOT_INSTALLED} (onnxruntime has no CUDAExecutionProvider: install onnxruntime-gpu)"
+        )
+        found["onnx/fp16"] = (
+            "ok"
+            if "TensorrtExecutionProvider" in providers
+            else f"{res.NOT_INSTALLED} (onnxruntime has no TensorrtExecutionProvider)"
+        )
     return found
 
 
@@ -105,25 +113,44 @@ def export(check: Check):
             if text in OPTIONAL_VARIANTS:
                 reason = res.DRY_RUN if check.dry_run else check.toolchains.get(text, "ok")
                 if reason == "ok" and time.time() - check.started > OPTIONAL_EXPORT_BUDGET_S:
-                    reason = (f"skipped: time budget (optional exports start only in the first "
-                              f"{OPTIONAL_EXPORT_BUDGET_S} s, so the check ends within 10 minutes)")
+                    reason = (
+                        f"skipped: time budget (optional exports start only in the first "
+                        f"{OPTIONAL_EXPORT_BUDGET_S} s, so the check ends within 10 minutes)"
+                    )
                 if reason != "ok":
                     check.results["exports"].append({**record, "status": reason})
                     continue
             if variant.precision not in model.tolerances:
-                check.results["exports"].append({**record, "status": f"skipped: {name} has no {variant.precision} tolerance"})
+                check.results["exports"].append(
+                    {**record, "status": f"skipped: {name} has no {variant.precision} tolerance"}
+                )
                 continue
             if check.device != "cpu":
                 model.module.to(check.device)
             with pinned(model.module, active=variant.format == "torch-tensorrt"):
-                done = export_entry(entry, check.repository, check.target, [variant], force=True, model=model,
-                                    **config_overrides(check, entry))[0]
+                done = export_entry(
+                    entry,
+                    check.repository,
+                    check.target,
+                    [variant],
+                    force=True,
+                    model=model,
+                    **config_overrides(check, entry),
+                )[0]
             r = done.result
-            check.results["exports"].append({
-                **record, "status": r.status if r.status != "skipped" else f"skipped: {r.message}",
-                "max_abs_error": r.max_abs_error, "max_rel_error": r.max_rel_error, "atol": r.atol,
-                "real_data": r.real_data, "message": r.message if r.status != "skipped" else "",
-                "seconds": r.seconds, "device": check.device})
+            check.results["exports"].append(
+                {
+                    **record,
+                    "status": r.status if r.status != "skipped" else f"skipped: {r.message}",
+                    "max_abs_error": r.max_abs_error,
+                    "max_rel_error": r.max_rel_error,
+                    "atol": r.atol,
+                    "real_data": r.real_data,
+                    "message": r.message if r.status != "skipped" else "",
+                    "seconds": r.seconds,
+                    "device": check.device,
+                }
+            )
             print(f"   {served_as:<28} {text:<20} {r.status:<9} {r.details()}", flush=True)
             if text in SERVED_VARIANTS:
                 if r.ok:
@@ -133,7 +160,10 @@ def export(check: Check):
             elif r.status in ("failed", "mismatch"):
                 failures.append(f"{served_as} {r.status}")
     if failures:  # the variants that passed are still served and measured
-        return f"failed: {'; '.join(failures)}", f"served: {sorted(n for v in check.served.values() for n in v.values())}"
+        return (
+            f"failed: {'; '.join(failures)}",
+            f"served: {sorted(n for v in check.served.values() for n in v.values())}",
+        )
     kept = sum(len(v) for v in check.served.values())
     return "ok", f"{kept} served variants passed parity on {check.device}"
 

@@ -47,14 +47,23 @@ def serve(check: Check):
             (check.repository / cold / "config.pbtxt").write_text(text_format.MessageToString(config))
             load.append(cold)
     http, grpc, metrics = free_ports()
-    config = ServerConfig(model_repository=check.repository, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                          load_models=tuple(load), ready_timeout_s=check.sizes.ready_timeout_s, exit_timeout_s=10)
+    config = ServerConfig(
+        model_repository=check.repository,
+        http_port=http,
+        grpc_port=grpc,
+        metrics_port=metrics,
+        load_models=tuple(load),
+        ready_timeout_s=check.sizes.ready_timeout_s,
+        exit_timeout_s=10,
+    )
     check.server = LocalServer(config, workdir=check.workdir / "server")
     started = time.perf_counter()
     check.server.start()
     check.results["details"]["ready_seconds"] = round(time.perf_counter() - started, 2)
-    return "ok", (f"ready in {time.perf_counter() - started:.1f} s on HTTP {config.http_url}, gRPC {config.grpc_url}; "
-                  f"{len(check.server.stub_pids())} stub processes; models {', '.join(load)}")
+    return "ok", (
+        f"ready in {time.perf_counter() - started:.1f} s on HTTP {config.http_url}, gRPC {config.grpc_url}; "
+        f"{len(check.server.stub_pids())} stub processes; models {', '.join(load)}"
+    )
 
 
 def answers(check: Check):
@@ -86,11 +95,21 @@ def answers(check: Check):
                     ok, err = within(got[out.name], exp, tolerance)
                     checked.append(f"{served_as}/{protocol} {err:.1e}")
                     check.results["details"].setdefault("answers", []).append(
-                        {"model": served_as, "protocol": protocol, "output": out.name, "max_abs_error": err,
-                         "atol": tolerance.atol, "rtol": tolerance.rtol, "ok": ok})
+                        {
+                            "model": served_as,
+                            "protocol": protocol,
+                            "output": out.name,
+                            "max_abs_error": err,
+                            "atol": tolerance.atol,
+                            "rtol": tolerance.rtol,
+                            "ok": ok,
+                        }
+                    )
                     if not ok:
-                        problems.append(f"{served_as} over {protocol}: max |served - eager| {err:.2e} "
-                                        f"> atol {tolerance.atol:.0e} + rtol {tolerance.rtol:.0e}")
+                        problems.append(
+                            f"{served_as} over {protocol}: max |served - eager| {err:.2e} "
+                            f"> atol {tolerance.atol:.0e} + rtol {tolerance.rtol:.0e}"
+                        )
     if problems:
         return f"failed: {'; '.join(problems)}", ""
     return "ok", "max |served - eager|: " + ", ".join(checked)
@@ -110,8 +129,12 @@ def first_request(check: Check):
                 continue
             model = check.zoo[name]
             seq = check.sizes.seq_len if model.seq_lengths else None
-            payload = {t.name: x.cpu().numpy() for t, x in
-                       zip(model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(3)), strict=True)}
+            payload = {
+                t.name: x.cpu().numpy()
+                for t, x in zip(
+                    model.inputs, model.random_inputs(1, seq, torch.Generator().manual_seed(3)), strict=True
+                )
+            }
             firsts = {}
             for served_as in (warm, warm + NOWARM_SUFFIX):
                 t0 = time.perf_counter()
@@ -133,5 +156,6 @@ def first_request(check: Check):
 
 def server_models(check: Check) -> list[str]:
     names = [n for v in check.served.values() for n in v.values()]
-    return names + [v[FIRST_REQUEST_VARIANT] + NOWARM_SUFFIX for v in check.served.values()
-                    if FIRST_REQUEST_VARIANT in v]
+    return names + [
+        v[FIRST_REQUEST_VARIANT] + NOWARM_SUFFIX for v in check.served.values() if FIRST_REQUEST_VARIANT in v
+    ]

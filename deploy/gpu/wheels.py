@@ -125,8 +125,11 @@ def wheel_files(directory: Path) -> dict[tuple[str, str], Path]:
     return found
 
 
-def plan(directory: Path = DEFAULT_DIR, wheels: tuple[Wheel, ...] = WHEELS,
-         installed: Callable[[str], str | None] = installed_version) -> list[dict]:
+def plan(
+    directory: Path = DEFAULT_DIR,
+    wheels: tuple[Wheel, ...] = WHEELS,
+    installed: Callable[[str], str | None] = installed_version,
+) -> list[dict]:
     """One row per wheel: what is installed, and whether the wheel is to be installed from ``directory``.
 
     ``action`` is ``present`` (installed at any version: left alone), ``install`` (missing here, its
@@ -138,8 +141,17 @@ def plan(directory: Path = DEFAULT_DIR, wheels: tuple[Wheel, ...] = WHEELS,
         have = installed(wheel.name)
         file = files.get((wheel.name, wheel.version))
         action = "present" if have else ("install" if file else "no wheel")
-        rows.append({"name": wheel.name, "version": wheel.version, "size": wheel.size, "group": wheel.group,
-                     "installed": have, "action": action, "file": file.name if file else None})
+        rows.append(
+            {
+                "name": wheel.name,
+                "version": wheel.version,
+                "size": wheel.size,
+                "group": wheel.group,
+                "installed": have,
+                "action": action,
+                "file": file.name if file else None,
+            }
+        )
     return rows
 
 
@@ -148,35 +160,45 @@ def summary(rows: list[dict], budget: int = BUDGET_BYTES) -> dict:
     to_install = [r for r in rows if r["action"] != "present"]
     size = sum(r["size"] for r in to_install)
     return {
-        "listed": len(rows), "listed_bytes": sum(r["size"] for r in rows),
+        "listed": len(rows),
+        "listed_bytes": sum(r["size"] for r in rows),
         "present": sum(r["action"] == "present" for r in rows),
         "to_install": [f"{r['name']}=={r['version']}" for r in to_install],
         "to_install_bytes": size,
         "no_wheel": [f"{r['name']}=={r['version']}" for r in rows if r["action"] == "no wheel"],
-        "budget_bytes": budget, "within_budget": size <= budget,
+        "budget_bytes": budget,
+        "within_budget": size <= budget,
         "bytes_by_group": {g: sum(r["size"] for r in rows if r["group"] == g) for g in GROUPS},
     }
 
 
 def describe(rows: list[dict], budget: int = BUDGET_BYTES) -> str:
     total = summary(rows, budget)
-    lines = [f"wheels: {total['present']} of {total['listed']} listed distributions present; "
-             f"{len(total['to_install'])} to install, {total['to_install_bytes'] / 1e6:.1f} MB "
-             f"(budget {budget / 1e6:.0f} MB: {'within' if total['within_budget'] else 'OVER'})"]
+    lines = [
+        f"wheels: {total['present']} of {total['listed']} listed distributions present; "
+        f"{len(total['to_install'])} to install, {total['to_install_bytes'] / 1e6:.1f} MB "
+        f"(budget {budget / 1e6:.0f} MB: {'within' if total['within_budget'] else 'OVER'})"
+    ]
     for row in rows:
         if row["action"] != "present":
-            lines.append(f"  {row['action']:<8} {row['name'] + '==' + row['version']:<42} {row['size'] / 1e6:7.2f} MB  "
-                         f"{row['group']}")
+            lines.append(
+                f"  {row['action']:<8} {row['name'] + '==' + row['version']:<42} {row['size'] / 1e6:7.2f} MB  "
+                f"{row['group']}"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.gpu.wheels", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("missing", "plan", "list", "requirements"),
-                        help="missing: requirements to install, one a line; plan: what would happen, as text "
-                             "(--json for JSON); list: every listed wheel with its size; requirements: every "
-                             "listed wheel as name==version (for pip download on a machine with an index)")
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.gpu.wheels", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "command",
+        choices=("missing", "plan", "list", "requirements"),
+        help="missing: requirements to install, one a line; plan: what would happen, as text "
+        "(--json for JSON); list: every listed wheel with its size; requirements: every "
+        "listed wheel as name==version (for pip download on a machine with an index)",
+    )
     parser.add_argument("--group", action="append", choices=GROUPS, help="requirements/list: only these groups")
     parser.add_argument("--wheels", type=Path, default=DEFAULT_DIR, help="folder holding the brought wheels")
     parser.add_argument("--json", action="store_true")
@@ -188,8 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "missing":
         missing = [r for r in rows if r["action"] == "no wheel"]
         if missing:
-            print("wheels: not installed here and no wheel in "
-                  f"{args.wheels}: {', '.join(r['name'] + '==' + r['version'] for r in missing)}", file=sys.stderr)
+            print(
+                "wheels: not installed here and no wheel in "
+                f"{args.wheels}: {', '.join(r['name'] + '==' + r['version'] for r in missing)}",
+                file=sys.stderr,
+            )
         print("\n".join(f"{r['name']}=={r['version']}" for r in rows if r["action"] != "present"))
         return 1 if missing else 0
     if args.command == "list":

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = {"torchscript": "export.formats.torchscript", "onnx": "export.formats.onnx",
-           "torch-tensorrt": "export.formats.tensorrt"}
+MODULES = {
+    "torchscript": "export.formats.torchscript",
+    "onnx": "export.formats.onnx",
+    "torch-tensorrt": "export.formats.tensorrt",
+}
 
 
 def converter(fmt: str):

@@ -20,7 +20,10 @@ OPSET = 17
 def dynamic_axes(zoo: ZooModel) -> dict[str, dict[int, str]]:
     axes = {}
     for tensor in (*zoo.inputs, *zoo.outputs):
-        axes[tensor.name] = {0: "batch", **{i + 1: f"{tensor.name}_{i + 1}" for i, d in enumerate(tensor.dims) if d == -1}}
+        axes[tensor.name] = {
+            0: "batch",
+            **{i + 1: f"{tensor.name}_{i + 1}" for i, d in enumerate(tensor.dims) if d == -1},
+        }
     return axes
 
 
@@ -29,8 +32,13 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", 
 
     with torch.no_grad():
         torch.onnx.export(
-            zoo.module, zoo.example_inputs, str(target), input_names=[t.name for t in zoo.inputs],
-            output_names=[t.name for t in zoo.outputs], dynamic_axes=dynamic_axes(zoo), opset_version=OPSET,
+            zoo.module,
+            zoo.example_inputs,
+            str(target),
+            input_names=[t.name for t in zoo.inputs],
+            output_names=[t.name for t in zoo.outputs],
+            dynamic_axes=dynamic_axes(zoo),
+            opset_version=OPSET,
             dynamo=False,
         )
     onnx.checker.check_model(str(target), full_check=True)

@@ -27,7 +27,9 @@ def _toolchain():
     try:
         import torch_tensorrt
     except ImportError:
-        raise FormatUnavailable("the torch_tensorrt package is not installed (the NGC PyTorch container has it)") from None
+        raise FormatUnavailable(
+            "the torch_tensorrt package is not installed (the NGC PyTorch container has it)"
+        ) from None
     return torch_tensorrt
 
 
@@ -48,8 +50,9 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda",
     try:
         # FP32 weights: TensorRT picks FP16 kernels itself from enabled_precisions, and I/O stays FP32.
         traced = torchscript.trace(module, tuple(x.to(device) for x in zoo.example_inputs), freeze=False)
-        compiled = torch_tensorrt.compile(traced, ir="ts", inputs=inputs, enabled_precisions=precisions,
-                                          truncate_long_and_double=True)
+        compiled = torch_tensorrt.compile(
+            traced, ir="ts", inputs=inputs, enabled_precisions=precisions, truncate_long_and_double=True
+        )
         torch.jit.save(compiled, str(target))
     finally:
         zoo.module.to("cpu")

@@ -30,9 +30,12 @@ def cache_dir() -> Path:
     if os.environ.get("TRITONKIT_CACHE"):
         return Path(os.environ["TRITONKIT_CACHE"])
     xdg = os.environ.get("XDG_CACHE_HOME")
-    candidates = [PROJECT_ROOT / ".cache", Path(xdg) / "tritonkit" if xdg else None,
-                  Path(os.path.expanduser("~")) / ".cache" / "tritonkit",
-                  Path(tempfile.gettempdir()) / f"tritonkit-cache-{os.getuid()}"]
+    candidates = [
+        PROJECT_ROOT / ".cache",
+        Path(xdg) / "tritonkit" if xdg else None,
+        Path(os.path.expanduser("~")) / ".cache" / "tritonkit",
+        Path(tempfile.gettempdir()) / f"tritonkit-cache-{os.getuid()}",
+    ]
     for candidate in candidates:
         if candidate is not None and candidate.is_absolute() and _writable(candidate):
             return candidate
@@ -99,8 +102,7 @@ def cached_state_dict(name: str, recipe: dict, train: Callable[[], dict]) -> dic
         torch.save(state, tmp)
         tmp.replace(path)
     except OSError as exc:  # a cache is a shortcut: the weights are right, only the next run repeats the work
-        warnings.warn(f"{name}: weights not cached ({exc}); set TRITONKIT_CACHE to a writable folder",
-                      stacklevel=2)
+        warnings.warn(f"{name}: weights not cached ({exc}); set TRITONKIT_CACHE to a writable folder", stacklevel=2)
     return state
 
 

@@ -54,6 +54,10 @@ def train() -> dict[str, torch.Tensor]:
 def build() -> ZooModel:
     model = CustomOpMLP()
     model.load_state_dict(cached_state_dict("custom_op_mlp", TRAINING, train))
-    return zoo_model("custom_op_mlp", model, {"fp32": Tolerance(atol=1e-5)},
-                     "digits MLP whose activation is the custom op tritonkit::hardswish_clamp; "
-                     "trained on scikit-learn's digits (seeded), 20% held out; needs TORCH_OPS_MODULES")
+    return zoo_model(
+        "custom_op_mlp",
+        model,
+        {"fp32": Tolerance(atol=1e-5)},
+        "digits MLP whose activation is the custom op tritonkit::hardswish_clamp; "
+        "trained on scikit-learn's digits (seeded), 20% held out; needs TORCH_OPS_MODULES",
+    )

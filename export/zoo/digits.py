@@ -103,6 +103,9 @@ def zoo_model(name: str, module: nn.Module, tolerances: dict[str, Tolerance], de
 def build() -> ZooModel:
     model = DigitsMLP()
     model.load_state_dict(cached_state_dict("digits", TRAINING, train))
-    return zoo_model("digits", model,
-                     {"fp32": Tolerance(atol=1e-5), "fp16": Tolerance(atol=5e-3, min_agreement=0.99)},
-                     "MLP trained on scikit-learn's digits (real scans), 20% held out")
+    return zoo_model(
+        "digits",
+        model,
+        {"fp32": Tolerance(atol=1e-5), "fp16": Tolerance(atol=5e-3, min_agreement=0.99)},
+        "MLP trained on scikit-learn's digits (real scans), 20% held out",
+    )

@@ -73,8 +73,9 @@ class MiniLMEmbedder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         # Explicit zeros: BertModel would otherwise slice a registered (1, 512) buffer.
-        states = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                           token_type_ids=torch.zeros_like(input_ids))[0]
+        states = self.bert(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
+        )[0]
         weights = attention_mask.unsqueeze(-1).to(states.dtype)
         pooled = (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
         return nn.functional.normalize(pooled, p=2.0, dim=1)
@@ -110,7 +111,9 @@ def load_samples(seq_len: int = LOAD_SEQ_LEN) -> list[dict[str, np.ndarray]]:
     for sentence in LOAD_SENTENCES:
         ids, mask = tokenize([sentence], max_length=seq_len)
         pad = ((0, 0), (0, seq_len - ids.shape[1]))
-        out.append({"input_ids": np.pad(ids, pad).astype(np.int64), "attention_mask": np.pad(mask, pad).astype(np.int64)})
+        out.append(
+            {"input_ids": np.pad(ids, pad).astype(np.int64), "attention_mask": np.pad(mask, pad).astype(np.int64)}
+        )
     return out
 
 

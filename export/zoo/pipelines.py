@@ -20,8 +20,13 @@ PROMPTS = (
     "Translate to French: good morning",
     "The best way to learn a new language is",
 )
-CHAT_PROMPTS = frozenset({"Write a haiku about the sea.", "Explain in one sentence why the sky is blue.",
-                          "Translate to French: good morning"})
+CHAT_PROMPTS = frozenset(
+    {
+        "Write a haiku about the sea.",
+        "Explain in one sentence why the sky is blue.",
+        "Translate to French: good morning",
+    }
+)
 """The instructions among ``PROMPTS``: sent with ``CHAT`` true (the model's chat template); the others raw."""
 GENERATED_TOKENS = 16
 """``MAX_TOKENS`` of each ``text_generator`` request."""
@@ -60,8 +65,12 @@ def text_embedder_samples() -> list[dict[str, np.ndarray]]:
 def text_generator_samples() -> list[dict[str, np.ndarray]]:
     """``PROMPT`` BYTES [1], ``MAX_TOKENS`` INT32 [1], ``TEMPERATURE`` FP32 [1] (greedy) and ``CHAT`` BOOL [1]
     (true for the instructions): unbatched, no batch dim."""
-    return [{"PROMPT": np.array([prompt.encode()], dtype=object),
-             "MAX_TOKENS": np.array([GENERATED_TOKENS], dtype=np.int32),
-             "TEMPERATURE": np.array([0.0], dtype=np.float32),
-             "CHAT": np.array([prompt in CHAT_PROMPTS])} for prompt in PROMPTS]
-
+    return [
+        {
+            "PROMPT": np.array([prompt.encode()], dtype=object),
+            "MAX_TOKENS": np.array([GENERATED_TOKENS], dtype=np.int32),
+            "TEMPERATURE": np.array([0.0], dtype=np.float32),
+            "CHAT": np.array([prompt in CHAT_PROMPTS]),
+        }
+        for prompt in PROMPTS
+    ]

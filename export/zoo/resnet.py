@@ -85,8 +85,10 @@ def load_samples() -> list[dict[str, np.ndarray]]:
 
     mean, std = MEAN.numpy()[0], STD.numpy()[0]
     # imaging.preprocess resizes and crops to 224 and scales (x - 127) / 128: undo the scaling, apply ours.
-    return [{"image": (((imaging.preprocess(image) * 128.0 + 127.0) / 255.0 - mean) / std).astype(np.float32)[None]}
-            for _, image in photos()]
+    return [
+        {"image": (((imaging.preprocess(image) * 128.0 + 127.0) / 255.0 - mean) / std).astype(np.float32)[None]}
+        for _, image in photos()
+    ]
 
 
 def build() -> ZooModel:

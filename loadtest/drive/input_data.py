@@ -30,9 +30,19 @@ import numpy as np
 from loadtest.errors import PayloadError
 
 NUMPY_DTYPES = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,
-    "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_,
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
 }
 """Triton datatypes a payload can carry (BF16 has no numpy type)."""
 
@@ -70,8 +80,12 @@ def served_model(config) -> ServedModel:
     if isinstance(config, ServedModel):
         return config
     if hasattr(config, "inputs") and hasattr(config, "max_batch_size"):  # export.spec.ModelSpec
-        return ServedModel(config.name, tuple(_input(t.name, t.datatype, t.dims, t.optional) for t in config.inputs),
-                           tuple(t.name for t in config.outputs), int(config.max_batch_size))
+        return ServedModel(
+            config.name,
+            tuple(_input(t.name, t.datatype, t.dims, t.optional) for t in config.inputs),
+            tuple(t.name for t in config.outputs),
+            int(config.max_batch_size),
+        )
     if hasattr(config, "DESCRIPTOR"):  # a protobuf message
         from google.protobuf import json_format
 
@@ -80,11 +94,18 @@ def served_model(config) -> ServedModel:
         raise PayloadError(f"not a model config: {type(config).__name__}")
     if "config" in config and isinstance(config["config"], dict):
         config = config["config"]
-    inputs = tuple(_input(t.get("name", ""), str(t.get("data_type", "")), t.get("dims", []),
-                          bool(t.get("optional", False))) for t in config.get("input", []))
+    inputs = tuple(
+        _input(t.get("name", ""), str(t.get("data_type", "")), t.get("dims", []), bool(t.get("optional", False)))
+        for t in config.get("input", [])
+    )
     policy = config.get("model_transaction_policy") or {}
-    return ServedModel(str(config.get("name", "")), inputs, tuple(o.get("name", "") for o in config.get("output", [])),
-                       int(config.get("max_batch_size", 0) or 0), bool(policy.get("decoupled", False)))
+    return ServedModel(
+        str(config.get("name", "")),
+        inputs,
+        tuple(o.get("name", "") for o in config.get("output", [])),
+        int(config.get("max_batch_size", 0) or 0),
+        bool(policy.get("decoupled", False)),
+    )
 
 
 def _input(name: str, datatype: str, dims, optional: bool) -> InputSpec:
@@ -108,8 +129,10 @@ def check_sample(sample: dict[str, Any], model: ServedModel, where: str) -> dict
             array = array[None]
         dims = array.shape[1:] if model.batched else array.shape
         if (model.batched and array.shape[:1] != (1,)) or not _fits(dims, spec.dims):
-            raise PayloadError(f"{where}: input {name!r} has shape {list(array.shape)}; the config takes "
-                               f"{[1] if model.batched else []}{list(spec.dims)}" + (" (batch 1 first)" if model.batched else ""))
+            raise PayloadError(
+                f"{where}: input {name!r} has shape {list(array.shape)}; the config takes "
+                f"{[1] if model.batched else []}{list(spec.dims)}" + (" (batch 1 first)" if model.batched else "")
+            )
         out[name] = array
     return out
 
@@ -118,7 +141,9 @@ def _check_names(entry: dict, model: ServedModel, where: str) -> None:
     names = {t.name for t in model.inputs}
     for name in entry:
         if name not in names:
-            raise PayloadError(f"{where}: {name!r} is not an input of model {model.name!r}; its inputs: {sorted(names)}")
+            raise PayloadError(
+                f"{where}: {name!r} is not an input of model {model.name!r}; its inputs: {sorted(names)}"
+            )
     for spec in model.inputs:
         if not spec.optional and spec.name not in entry:
             raise PayloadError(f"{where}: input {spec.name!r} is missing")
@@ -151,8 +176,9 @@ def _as_array(value: Any, spec: InputSpec, where: str) -> np.ndarray:
 
 
 # -- perf_analyzer's input-data file --------------------------------------------------------------
-def read_input_data(path: Path, model: ServedModel, shapes: dict[str, tuple[int, ...]] | None = None
-                    ) -> list[dict[str, np.ndarray]]:
+def read_input_data(
+    path: Path, model: ServedModel, shapes: dict[str, tuple[int, ...]] | None = None
+) -> list[dict[str, np.ndarray]]:
     """The file's entries as batch-1 samples, each checked against ``model`` (``shapes``: ``--shape``, for
     entries that give a dynamic input without its shape)."""
     path = Path(path)
@@ -165,7 +191,7 @@ def read_input_data(path: Path, model: ServedModel, shapes: dict[str, tuple[int,
         raise PayloadError(f"{where}: not a JSON file: {exc}") from None
     data = document.get("data") if isinstance(document, dict) else None
     if not isinstance(data, list) or not data:
-        raise PayloadError(f"{where}: needs {{\"data\": [ENTRY, ...]}} with at least one entry")
+        raise PayloadError(f'{where}: needs {{"data": [ENTRY, ...]}} with at least one entry')
     samples = []
     for index, entry in enumerate(data):
         at = f"{where}: entry {index}"
@@ -174,8 +200,12 @@ def read_input_data(path: Path, model: ServedModel, shapes: dict[str, tuple[int,
         if not isinstance(entry, dict):
             raise PayloadError(f"{at} is {type(entry).__name__}, not an object of inputs")
         _check_names(entry, model, at)
-        samples.append({name: _tensor(value, model.input(name), model, shapes or {}, f"{at}: input {name!r}")
-                        for name, value in entry.items()})
+        samples.append(
+            {
+                name: _tensor(value, model.input(name), model, shapes or {}, f"{at}: input {name!r}")
+                for name, value in entry.items()
+            }
+        )
     return samples
 
 
@@ -186,24 +216,28 @@ def _tensor(value: Any, spec: InputSpec, model: ServedModel, shapes: dict, where
         if unknown:
             raise PayloadError(f"{where}: unknown keys {sorted(unknown)} (takes content and shape)")
         shape, value = value.get("shape"), value["content"]
-        if shape is not None and (not isinstance(shape, list)
-                                  or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        if shape is not None and (
+            not isinstance(shape, list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
             raise PayloadError(f"{where}: shape {shape!r} is not a list of dims")
     shape = tuple(shape) if shape is not None else shapes.get(spec.name, spec.dims)
     if -1 in shape:
-        raise PayloadError(f"{where}: the config's dims {list(spec.dims)} are dynamic: give the entry's "
-                           f"\"shape\" or --shape {spec.name}:D1,D2")
+        raise PayloadError(
+            f"{where}: the config's dims {list(spec.dims)} are dynamic: give the entry's "
+            f'"shape" or --shape {spec.name}:D1,D2'
+        )
     if not _fits(shape, spec.dims):
         raise PayloadError(f"{where}: shape {list(shape)} does not fit the config's dims {list(spec.dims)}")
     count = int(math.prod(shape))
     if isinstance(value, dict):
         if set(value) != {"b64"} or not isinstance(value["b64"], str):
-            raise PayloadError(f"{where}: an object must be {{\"b64\": \"...\"}} or {{\"content\": ..., \"shape\": ...}}")
+            raise PayloadError(f'{where}: an object must be {{"b64": "..."}} or {{"content": ..., "shape": ...}}')
         array = _from_b64(value["b64"], spec, count, where)
     elif isinstance(value, list):
         array = _from_list(value, spec, count, where)
     else:
-        raise PayloadError(f"{where}: {type(value).__name__} is not a flat list, {{\"content\": ...}} or {{\"b64\": ...}}")
+        raise PayloadError(f'{where}: {type(value).__name__} is not a flat list, {{"content": ...}} or {{"b64": ...}}')
     array = array.reshape(shape)
     return array[None] if model.batched else array
 
@@ -253,7 +287,7 @@ def _from_b64(text: str, spec: InputSpec, count: int, where: str) -> np.ndarray:
             if offset + 4 > len(raw):
                 raise PayloadError(f"{where}: b64 BYTES must be 4-byte lengths each followed by that many bytes")
             (size,) = struct.unpack_from("<I", raw, offset)
-            items.append(raw[offset + 4: offset + 4 + size])
+            items.append(raw[offset + 4 : offset + 4 + size])
             offset += 4 + size
             if offset > len(raw):
                 raise PayloadError(f"{where}: b64 BYTES element {len(items) - 1} runs past the end")
@@ -262,8 +296,9 @@ def _from_b64(text: str, spec: InputSpec, count: int, where: str) -> np.ndarray:
         return np.array(items, dtype=object)
     dtype = np.dtype(NUMPY_DTYPES[spec.datatype]).newbyteorder("<")
     if len(raw) != count * dtype.itemsize:
-        raise PayloadError(f"{where}: b64 holds {len(raw)} bytes; shape needs {count} {spec.datatype} "
-                           f"= {count * dtype.itemsize} bytes")
+        raise PayloadError(
+            f"{where}: b64 holds {len(raw)} bytes; shape needs {count} {spec.datatype} = {count * dtype.itemsize} bytes"
+        )
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="))
 
 

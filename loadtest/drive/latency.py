@@ -199,18 +199,29 @@ class Merger:
         for second in sorted({s for s, kind in self.counts if kind in ("requests", "failures")}):
             window = self.seconds.get(second)
             ok = window is not None and window.get_total_count() > 0
-            timeline.append(TimelinePoint(
-                t=float(second), requests=self.counts[(second, "requests")], failures=self.counts[(second, "failures")],
-                p50_ms=value_at(window, (50.0,))[0] / 1000 if ok else None,
-                p99_ms=value_at(window, (99.0,))[0] / 1000 if ok else None,
-                refused=self.counts[(second, "refused")],
-            ))
+            timeline.append(
+                TimelinePoint(
+                    t=float(second),
+                    requests=self.counts[(second, "requests")],
+                    failures=self.counts[(second, "failures")],
+                    p50_ms=value_at(window, (50.0,))[0] / 1000 if ok else None,
+                    p99_ms=value_at(window, (99.0,))[0] / 1000 if ok else None,
+                    refused=self.counts[(second, "refused")],
+                )
+            )
         return ClientStats(
-            requests=requests, failures=failures, duration_s=duration_s, latency_ms=percentiles_ms(self.hist),
-            timeline=timeline, hdr=self.hist.encode().decode() if self.hist.get_total_count() else "",
-            dropped=self.dropped, errors=dict(self.errors.most_common(20)), warmup_requests=warmup,
+            requests=requests,
+            failures=failures,
+            duration_s=duration_s,
+            latency_ms=percentiles_ms(self.hist),
+            timeline=timeline,
+            hdr=self.hist.encode().decode() if self.hist.get_total_count() else "",
+            dropped=self.dropped,
+            errors=dict(self.errors.most_common(20)),
+            warmup_requests=warmup,
             refused=sum(n for status, n in self.statuses.items() if is_refusal(status)),
-            failure_statuses=dict(self.statuses), refusal_latency_ms=self._refusal_latency(),
+            failure_statuses=dict(self.statuses),
+            refusal_latency_ms=self._refusal_latency(),
             windows=self._windows(),
             retries=retries,
             latency_sum_ms=sum(n for (_, kind), n in self.counts.items() if kind in ("latency_us", "warmup_us")) / 1000,
@@ -231,10 +242,16 @@ class Merger:
                     merged.add(window)
             ok = merged.get_total_count() > 0
             p50, p99 = value_at(merged, (50.0, 99.0)) if ok else (None, None)
-            out.append({"t": index * self.window_s, "length_s": self.window_s,
-                        "requests": sum(self.counts[(s, "requests")] for s in mine),
-                        "failures": sum(self.counts[(s, "failures")] for s in mine),
-                        "p50_ms": p50 / 1000 if ok else None, "p99_ms": p99 / 1000 if ok else None})
+            out.append(
+                {
+                    "t": index * self.window_s,
+                    "length_s": self.window_s,
+                    "requests": sum(self.counts[(s, "requests")] for s in mine),
+                    "failures": sum(self.counts[(s, "failures")] for s in mine),
+                    "p50_ms": p50 / 1000 if ok else None,
+                    "p99_ms": p99 / 1000 if ok else None,
+                }
+            )
         return out
 
     def _refusal_latency(self) -> dict[str, float]:

@@ -41,6 +41,7 @@ TritonUser.settings = SETTINGS
 __all__ = ["TritonUser"]
 
 if SHAPE["kind"] == "step":
+
     class StepShape(LoadTestShape):
         """``start`` users, ``step`` more every ``every_s`` seconds up to ``max``, for ``duration_s``."""
 
@@ -52,6 +53,7 @@ if SHAPE["kind"] == "step":
             return users, max(users, 1)
 
 elif SHAPE["kind"] == "spike":
+
     class SpikeShape(LoadTestShape):
         """``base`` users; ``peak`` users from ``at_s`` for ``hold_s`` seconds; ``duration_s`` in all."""
 
@@ -83,14 +85,20 @@ def _on_init(environment, **_kwargs) -> None:
             print(f"error: {exc}", file=sys.stderr, flush=True)
             sys.exit(2)
         except Exception as exc:  # noqa: BLE001 - e.g. the server refused the config request: one line, not a trace
-            print(f"error: reading the served config of {SETTINGS.get('served_model') or SETTINGS.get('model')!r}: "
-                  f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            print(
+                f"error: reading the served config of {SETTINGS.get('served_model') or SETTINGS.get('model')!r}: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
             sys.exit(2)
     if isinstance(runner, WorkerRunner):
+
         @events.report_to_master.add_listener
         def _ship(client_id, data, **_kw):
             data["tritonkit"] = RECORDER.drain()
     elif isinstance(runner, MasterRunner):
+
         @events.worker_report.add_listener
         def _merge(client_id, data, **_kw):
             if "tritonkit" in data:
@@ -124,8 +132,11 @@ def _progress() -> None:
     if environment is None or isinstance(environment.runner, WorkerRunner):
         return
     total = environment.stats.total
-    print(f"  ... {now - _Run.started:5.0f} s: {total.num_requests} requests, {total.current_rps:.0f}/s, "
-          f"{total.num_failures} failed", flush=True)
+    print(
+        f"  ... {now - _Run.started:5.0f} s: {total.num_requests} requests, {total.current_rps:.0f}/s, "
+        f"{total.num_failures} failed",
+        flush=True,
+    )
 
 
 @events.quitting.add_listener

@@ -52,9 +52,21 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COUNT = 64
 INT_RANGE = (0, 100)
 
-__all__ = ["PayloadOptions", "PayloadError", "InputSpec", "ServedModel", "payloads", "is_decoupled",
-           "input_data_json", "add_payload_arguments", "payload_options", "served_model", "default_options",
-           "stack", "output_names"]
+__all__ = [
+    "PayloadOptions",
+    "PayloadError",
+    "InputSpec",
+    "ServedModel",
+    "payloads",
+    "is_decoupled",
+    "input_data_json",
+    "add_payload_arguments",
+    "payload_options",
+    "served_model",
+    "default_options",
+    "stack",
+    "output_names",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +115,10 @@ class PayloadOptions:
         if table is None:
             return cls()
         if not isinstance(table, dict):
-            raise PayloadError(f"{where}: must be a table {{ shape = [...], int_range = ..., input_data = ..., "
-                               f"samples = ... }}, got {table!r}")
+            raise PayloadError(
+                f"{where}: must be a table {{ shape = [...], int_range = ..., input_data = ..., "
+                f"samples = ... }}, got {table!r}"
+            )
         unknown = set(table) - TABLE_KEYS
         if unknown:
             raise PayloadError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(TABLE_KEYS)}")
@@ -112,19 +126,24 @@ class PayloadOptions:
         if isinstance(shapes, str):
             shapes = [shapes]
         try:
-            return cls(shapes=dict(parse_shape(s, "shape") for s in shapes),
-                       int_range=parse_int_range(str(table["int_range"]), "int_range") if "int_range" in table
-                       else INT_RANGE,
-                       input_data=Path(table["input_data"]) if table.get("input_data") else None,
-                       samples=table.get("samples") or None, seed=table.get("seed", 0),
-                       count=table.get("count", DEFAULT_COUNT))
+            return cls(
+                shapes=dict(parse_shape(s, "shape") for s in shapes),
+                int_range=parse_int_range(str(table["int_range"]), "int_range") if "int_range" in table else INT_RANGE,
+                input_data=Path(table["input_data"]) if table.get("input_data") else None,
+                samples=table.get("samples") or None,
+                seed=table.get("seed", 0),
+                count=table.get("count", DEFAULT_COUNT),
+            )
         except (PayloadError, argparse.ArgumentTypeError) as exc:
             raise PayloadError(f"{where}: {exc}") from None
 
     def to_table(self) -> dict[str, Any]:
         """The inverse of :meth:`from_table` (JSON-ready): what a Locust process is told."""
-        table: dict[str, Any] = {"seed": self.seed, "count": self.count,
-                                 "int_range": f"{self.int_range[0]}:{self.int_range[1]}"}
+        table: dict[str, Any] = {
+            "seed": self.seed,
+            "count": self.count,
+            "int_range": f"{self.int_range[0]}:{self.int_range[1]}",
+        }
         if self.shapes:
             table["shape"] = [f"{name}:{','.join(map(str, dims))}" for name, dims in self.shapes.items()]
         if self.input_data is not None:
@@ -165,27 +184,56 @@ def parse_int_range(text: str, flag: str = "--int-range") -> tuple[int, int]:
 def add_payload_arguments(parser: argparse.ArgumentParser) -> None:
     """The payload flags (the same for ``tritonkit loadtest --model``, ``tritonkit tune`` and the studies)."""
     group = parser.add_argument_group(
-        "payloads", "what the requests carry: by default random values from the served config; real data "
-                    "from a perf_analyzer input-data file or a Python function")
-    group.add_argument("--shape", action="append", type=parse_shape, default=[], metavar="NAME:D1,D2",
-                       help="shape of an input with a dynamic dim (-1), batch dim left out, as perf_analyzer "
-                            "spells it; repeat per input")
-    group.add_argument("--int-range", type=parse_int_range, default=INT_RANGE, metavar="LO:HI",
-                       help="random integer inputs take values LO <= v < HI (default 0:100)")
-    group.add_argument("--input-data", type=Path, metavar="FILE.json",
-                       help="request data in perf_analyzer's input-data format, checked against the config")
-    group.add_argument("--samples", metavar="FILE.py:FUNC",
-                       help="a function returning a list of dicts, input name -> numpy array (batch 1)")
+        "payloads",
+        "what the requests carry: by default random values from the served config; real data "
+        "from a perf_analyzer input-data file or a Python function",
+    )
+    group.add_argument(
+        "--shape",
+        action="append",
+        type=parse_shape,
+        default=[],
+        metavar="NAME:D1,D2",
+        help="shape of an input with a dynamic dim (-1), batch dim left out, as perf_analyzer "
+        "spells it; repeat per input",
+    )
+    group.add_argument(
+        "--int-range",
+        type=parse_int_range,
+        default=INT_RANGE,
+        metavar="LO:HI",
+        help="random integer inputs take values LO <= v < HI (default 0:100)",
+    )
+    group.add_argument(
+        "--input-data",
+        type=Path,
+        metavar="FILE.json",
+        help="request data in perf_analyzer's input-data format, checked against the config",
+    )
+    group.add_argument(
+        "--samples",
+        metavar="FILE.py:FUNC",
+        help="a function returning a list of dicts, input name -> numpy array (batch 1)",
+    )
     group.add_argument("--payload-seed", type=int, default=0, help="seed of the random values (default 0)")
-    group.add_argument("--payload-count", type=int, default=DEFAULT_COUNT,
-                       help=f"how many random samples to cycle through (default {DEFAULT_COUNT})")
+    group.add_argument(
+        "--payload-count",
+        type=int,
+        default=DEFAULT_COUNT,
+        help=f"how many random samples to cycle through (default {DEFAULT_COUNT})",
+    )
 
 
 def payload_options(args: argparse.Namespace) -> PayloadOptions:
     """The parsed payload flags as :class:`PayloadOptions` (PayloadError when they contradict each other)."""
-    return PayloadOptions(shapes=dict(args.shape or []), int_range=tuple(args.int_range),
-                          input_data=args.input_data, samples=args.samples, seed=args.payload_seed,
-                          count=args.payload_count)
+    return PayloadOptions(
+        shapes=dict(args.shape or []),
+        int_range=tuple(args.int_range),
+        input_data=args.input_data,
+        samples=args.samples,
+        seed=args.payload_seed,
+        count=args.payload_count,
+    )
 
 
 def default_options(model: str, options: PayloadOptions | None = None) -> PayloadOptions:
@@ -206,8 +254,10 @@ def payloads(config, options: PayloadOptions | None = None) -> list[dict[str, np
     options = options or PayloadOptions()
     unknown = sorted(set(options.shapes) - {t.name for t in model.inputs})
     if unknown:
-        raise PayloadError(f"--shape {unknown[0]}: model {model.name!r} has no such input; its inputs: "
-                           f"{[t.name for t in model.inputs]}")
+        raise PayloadError(
+            f"--shape {unknown[0]}: model {model.name!r} has no such input; its inputs: "
+            f"{[t.name for t in model.inputs]}"
+        )
     if options.input_data is not None:
         return read_input_data(options.input_data, model, options.shapes)
     if options.samples is not None:
@@ -234,24 +284,36 @@ def random_payloads(model: ServedModel, options: PayloadOptions) -> list[dict[st
     for spec in model.inputs:
         if spec.name in shapes:
             _check_int_range(spec, options.int_range)
-    return [{spec.name: _random_array(spec, shapes[spec.name], rng, options.int_range)
-             for spec in model.inputs if spec.name in shapes} for _ in range(options.count)]
+    return [
+        {
+            spec.name: _random_array(spec, shapes[spec.name], rng, options.int_range)
+            for spec in model.inputs
+            if spec.name in shapes
+        }
+        for _ in range(options.count)
+    ]
 
 
 def _random_shape(spec: InputSpec, model: ServedModel, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
     if spec.datatype == "BYTES":
-        raise PayloadError(f"input {spec.name!r} of model {model.name!r} is BYTES: random values cannot stand in "
-                           f"for it; give real data with --input-data FILE.json or --samples FILE.py:FUNC")
+        raise PayloadError(
+            f"input {spec.name!r} of model {model.name!r} is BYTES: random values cannot stand in "
+            f"for it; give real data with --input-data FILE.json or --samples FILE.py:FUNC"
+        )
     dims = spec.dims
     if spec.name in shapes:
         dims = shapes[spec.name]
         if len(dims) != len(spec.dims) or any(c != -1 and c != d for c, d in zip(spec.dims, dims, strict=True)):
-            raise PayloadError(f"--shape {spec.name}:{','.join(map(str, dims))} does not fit the config's dims "
-                               f"{list(spec.dims)} (batch dim left out)")
+            raise PayloadError(
+                f"--shape {spec.name}:{','.join(map(str, dims))} does not fit the config's dims "
+                f"{list(spec.dims)} (batch dim left out)"
+            )
     elif -1 in dims:
         example = ",".join("N" if d == -1 else str(d) for d in dims)
-        raise PayloadError(f"input {spec.name!r} of model {model.name!r} has a dynamic dim (dims {list(dims)}): "
-                           f"give its size with --shape {spec.name}:{example}")
+        raise PayloadError(
+            f"input {spec.name!r} of model {model.name!r} has a dynamic dim (dims {list(dims)}): "
+            f"give its size with --shape {spec.name}:{example}"
+        )
     return ((1,) if model.batched else ()) + tuple(dims)
 
 
@@ -260,12 +322,15 @@ def _check_int_range(spec: InputSpec, int_range: tuple[int, int]) -> None:
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         if int_range[0] < info.min or int_range[1] - 1 > info.max:
-            raise PayloadError(f"--int-range {int_range[0]}:{int_range[1]} does not fit input {spec.name!r} "
-                               f"({spec.datatype}: {info.min}..{info.max})")
+            raise PayloadError(
+                f"--int-range {int_range[0]}:{int_range[1]} does not fit input {spec.name!r} "
+                f"({spec.datatype}: {info.min}..{info.max})"
+            )
 
 
-def _random_array(spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator,
-                  int_range: tuple[int, int]) -> np.ndarray:
+def _random_array(
+    spec: InputSpec, shape: tuple[int, ...], rng: np.random.Generator, int_range: tuple[int, int]
+) -> np.ndarray:
     dtype = np.dtype(NUMPY_DTYPES[spec.datatype])
     if dtype.kind == "f":
         return rng.random(shape).astype(dtype)
@@ -291,8 +356,9 @@ def load_samples_function(reference: str) -> Callable[..., Any]:
     try:
         module = _import_file(path)
     except Exception as exc:  # noqa: BLE001 - the user's file: any failure is reported in one line
-        raise PayloadError(f"--samples {reference!r}: importing {path.name} failed: {type(exc).__name__}: "
-                           f"{_first_line(exc)}") from None
+        raise PayloadError(
+            f"--samples {reference!r}: importing {path.name} failed: {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
     function = getattr(module, name, None)
     if not callable(function):
         raise PayloadError(f"--samples {reference!r}: {path.name} has no function {name!r}")
@@ -322,9 +388,11 @@ def call_samples(reference: str, **kwargs: Any) -> list[dict[str, np.ndarray]]:
     if isinstance(result, tuple):
         result = list(result)
     if not isinstance(result, list) or not result or not all(isinstance(s, dict) for s in result):
-        raise PayloadError(f"--samples {reference!r} returned {type(result).__name__}"
-                           f"{' (empty)' if isinstance(result, list) and not result else ''}: it must return a "
-                           f"non-empty list of dicts, input name -> numpy array (batch 1)")
+        raise PayloadError(
+            f"--samples {reference!r} returned {type(result).__name__}"
+            f"{' (empty)' if isinstance(result, list) and not result else ''}: it must return a "
+            f"non-empty list of dicts, input name -> numpy array (batch 1)"
+        )
     return result
 
 

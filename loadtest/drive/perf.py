@@ -133,8 +133,10 @@ def parse_csv(text: str) -> list[PerfRow]:
     for record in reader:
         if not record.get(level):
             continue
-        row = PerfRow(concurrency=int(float(record[level])) if level == "Concurrency" else 0,
-                      throughput=float(record["Inferences/Second"]))
+        row = PerfRow(
+            concurrency=int(float(record[level])) if level == "Concurrency" else 0,
+            throughput=float(record["Inferences/Second"]),
+        )
         if level == "Request Rate":
             row.extra["Request Rate"] = float(record[level])
         for column, value in record.items():
@@ -164,11 +166,23 @@ def write_input_data(path: Path, samples: list[dict[str, np.ndarray]], config=No
     return path
 
 
-def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | tuple[int, int, int] = 1,
-        batch_size: int = 1, input_data: Path | None = None, shapes: dict[str, list[int]] | None = None,
-        measurement_ms: int = 3000, timeout_s: float = 180.0, stability_percentage: float = 20.0,
-        max_trials: int = 10, measurement_request_count: int | None = None, extra_args: tuple[str, ...] = (),
-        binary: Path = PERF_ANALYZER, request_rate: float | None = None) -> PerfResult:
+def run(
+    model: str,
+    url: str,
+    protocol: str = "grpc",
+    concurrency: int | str | tuple[int, int, int] = 1,
+    batch_size: int = 1,
+    input_data: Path | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    measurement_ms: int = 3000,
+    timeout_s: float = 180.0,
+    stability_percentage: float = 20.0,
+    max_trials: int = 10,
+    measurement_request_count: int | None = None,
+    extra_args: tuple[str, ...] = (),
+    binary: Path = PERF_ANALYZER,
+    request_rate: float | None = None,
+) -> PerfResult:
     """Run perf_analyzer once and parse its CSV.
 
     ``concurrency``: one level (``4``), or a range ``"1:8:1"`` / ``(1, 8, 1)`` passed as
@@ -187,17 +201,40 @@ def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | t
         raise ValueError(f"request_rate {request_rate!r} must be > 0")
     if isinstance(concurrency, tuple):
         concurrency = ":".join(str(int(c)) for c in concurrency)
-    load = (["--request-rate-range", f"{request_rate:g}"] if request_rate is not None
-            else ["--concurrency-range", str(concurrency)])
+    load = (
+        ["--request-rate-range", f"{request_rate:g}"]
+        if request_rate is not None
+        else ["--concurrency-range", str(concurrency)]
+    )
     with tempfile.TemporaryDirectory(prefix="perf-") as tmp:
         csv_path = Path(tmp) / "perf.csv"
-        cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "-b", str(batch_size), *load,
-               "--measurement-interval", str(int(measurement_ms)),
-               "--stability-percentage", f"{stability_percentage:g}", "--max-trials", str(int(max_trials)),
-               "-f", str(csv_path)]
+        cmd = [
+            str(binary),
+            "-m",
+            model,
+            "-u",
+            url,
+            "-i",
+            protocol,
+            "-b",
+            str(batch_size),
+            *load,
+            "--measurement-interval",
+            str(int(measurement_ms)),
+            "--stability-percentage",
+            f"{stability_percentage:g}",
+            "--max-trials",
+            str(int(max_trials)),
+            "-f",
+            str(csv_path),
+        ]
         if measurement_request_count:
-            cmd += ["--measurement-mode", "count_windows",
-                    "--measurement-request-count", str(int(measurement_request_count))]
+            cmd += [
+                "--measurement-mode",
+                "count_windows",
+                "--measurement-request-count",
+                str(int(measurement_request_count)),
+            ]
         if input_data is not None:
             cmd += ["--input-data", str(input_data)]
         for name, dims in (shapes or {}).items():
@@ -210,7 +247,8 @@ def run(model: str, url: str, protocol: str = "grpc", concurrency: int | str | t
             raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(output)}")
         if returncode != 0 or not csv_path.exists():
             raise PerfAnalyzerError(
-                f"perf_analyzer exited with code {returncode}: {' '.join(cmd)}\n{output_tail(output)}")
+                f"perf_analyzer exited with code {returncode}: {' '.join(cmd)}\n{output_tail(output)}"
+            )
         text = csv_path.read_text()
     try:
         rows = parse_csv(text)
@@ -267,13 +305,24 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="perf-data-") as tmp:
         try:
-            config = apply.served_config_grpc(args.url, args.model) if args.protocol == "grpc" else \
-                apply.served_config(args.url, args.model)
+            config = (
+                apply.served_config_grpc(args.url, args.model)
+                if args.protocol == "grpc"
+                else apply.served_config(args.url, args.model)
+            )
             options = default_options(args.model, payload_options(args))
             input_data = write_input_data(Path(tmp) / "input.json", payloads(config, options), config)
-            result = run(args.model, args.url, args.protocol, args.concurrency, args.batch_size, input_data,
-                         measurement_ms=args.measurement_ms, timeout_s=args.timeout_s,
-                         stability_percentage=args.stability_percentage)
+            result = run(
+                args.model,
+                args.url,
+                args.protocol,
+                args.concurrency,
+                args.batch_size,
+                input_data,
+                measurement_ms=args.measurement_ms,
+                timeout_s=args.timeout_s,
+                stability_percentage=args.stability_percentage,
+            )
         except LoadTestError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -283,13 +332,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
-    print(f"{args.model} via perf_analyzer ({args.protocol}, batch {args.batch_size}, "
-          f"{options.samples or options.input_data or 'random data from the config'})")
+    print(
+        f"{args.model} via perf_analyzer ({args.protocol}, batch {args.batch_size}, "
+        f"{options.samples or options.input_data or 'random data from the config'})"
+    )
     print("| concurrency | infer/s | p50 ms | p90 ms | p99 ms | queue ms | compute ms |\n|---|---|---|---|---|---|---|")
     for r in result.rows:
-        compute = sum(x or 0 for x in (r.server_compute_input_ms, r.server_compute_infer_ms, r.server_compute_output_ms))
-        print(f"| {r.concurrency} | {r.throughput:.1f} | {_f(r.p50_ms)} | {_f(r.p90_ms)} | {_f(r.p99_ms)} | "
-              f"{_f(r.server_queue_ms)} | {compute:.3f} |")
+        compute = sum(
+            x or 0 for x in (r.server_compute_input_ms, r.server_compute_infer_ms, r.server_compute_output_ms)
+        )
+        print(
+            f"| {r.concurrency} | {r.throughput:.1f} | {_f(r.p50_ms)} | {_f(r.p90_ms)} | {_f(r.p99_ms)} | "
+            f"{_f(r.server_queue_ms)} | {compute:.3f} |"
+        )
     return 0
 
 

@@ -38,24 +38,69 @@ def parse_passes(text: str, window_s: float) -> list[dict[str, Any]]:
     windows = []
     for match in PASS_LINE.finditer(text):
         index, throughput, p99_us = int(match.group(1)), float(match.group(2)), int(match.group(3))
-        windows.append({"t": (index - 1) * window_s, "length_s": window_s, "requests": round(throughput * window_s),
-                        "failures": 0, "p50_ms": None, "p99_ms": p99_us / 1000, "throughput_rps": throughput})
+        windows.append(
+            {
+                "t": (index - 1) * window_s,
+                "length_s": window_s,
+                "requests": round(throughput * window_s),
+                "failures": 0,
+                "p50_ms": None,
+                "p99_ms": p99_us / 1000,
+                "throughput_rps": throughput,
+            }
+        )
     return windows
 
 
-def command(model: str, url: str, protocol: str, rate: float, windows: int, window_s: float,
-            input_data: Path | None, binary: Path = PERF_ANALYZER) -> list[str]:
-    cmd = [str(binary), "-m", model, "-u", url, "-i", protocol, "--request-rate-range", f"{rate:g}",
-           "--request-distribution", "poisson", "--measurement-interval", str(int(window_s * 1000)),
-           "--percentile", "99", "--stability-percentage", f"{NEVER_STABLE_PERCENTAGE:g}",
-           "--max-trials", str(int(windows)), "-v"]
+def command(
+    model: str,
+    url: str,
+    protocol: str,
+    rate: float,
+    windows: int,
+    window_s: float,
+    input_data: Path | None,
+    binary: Path = PERF_ANALYZER,
+) -> list[str]:
+    cmd = [
+        str(binary),
+        "-m",
+        model,
+        "-u",
+        url,
+        "-i",
+        protocol,
+        "--request-rate-range",
+        f"{rate:g}",
+        "--request-distribution",
+        "poisson",
+        "--measurement-interval",
+        str(int(window_s * 1000)),
+        "--percentile",
+        "99",
+        "--stability-percentage",
+        f"{NEVER_STABLE_PERCENTAGE:g}",
+        "--max-trials",
+        str(int(windows)),
+        "-v",
+    ]
     if input_data is not None:
         cmd += ["--input-data", str(input_data)]
     return cmd
 
 
-def run(model: str, url: str, protocol: str, rate: float, windows: int, window_s: float,
-        samples: list[dict] | None = None, binary: Path = PERF_ANALYZER, log=print, config=None) -> dict[str, Any]:
+def run(
+    model: str,
+    url: str,
+    protocol: str,
+    rate: float,
+    windows: int,
+    window_s: float,
+    samples: list[dict] | None = None,
+    binary: Path = PERF_ANALYZER,
+    log=print,
+    config=None,
+) -> dict[str, Any]:
     """``windows`` passes of ``window_s`` at ``rate`` req/s: ``{"windows", "requests", "throughput_rps",
     "command"}``; ``samples``: batch-1 payloads (``loadtest.drive.payloads``) of the served ``config``.
     Raises :class:`PerfWindowsError` when perf_analyzer fails a request or stops early."""
@@ -77,8 +122,14 @@ def run(model: str, url: str, protocol: str, rate: float, windows: int, window_s
     found = parse_passes(output, window_s)
     ended_normally = proc.returncode == 0 or (proc.returncode == 2 and NOT_STABLE in output)
     if not ended_normally or len(found) < windows:
-        raise PerfWindowsError(f"perf_analyzer exited with code {proc.returncode} after {len(found)} of {windows} "
-                               f"windows: {' '.join(cmd)}\n{output_tail(output)}")
+        raise PerfWindowsError(
+            f"perf_analyzer exited with code {proc.returncode} after {len(found)} of {windows} "
+            f"windows: {' '.join(cmd)}\n{output_tail(output)}"
+        )
     requests = sum(w["requests"] for w in found)
-    return {"windows": found, "requests": requests, "throughput_rps": requests / (len(found) * window_s),
-            "command": cmd}
+    return {
+        "windows": found,
+        "requests": requests,
+        "throughput_rps": requests / (len(found) * window_s),
+        "command": cmd,
+    }

@@ -34,9 +34,30 @@ USER_CLASS = "TritonUser"
 
 def locust_command(scenario: Scenario, url: str) -> list[str]:
     users = scenario.peak_users
-    cmd = [sys.executable, "-m", "loadtest.drive.locust_main", "-f", str(LOCUSTFILE), USER_CLASS, "--headless",
-           "--host", url, "-u", str(users), "-r", str(users), "-t", f"{scenario.duration_s:g}s",
-           "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "10", "--exit-code-on-error", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadtest.drive.locust_main",
+        "-f",
+        str(LOCUSTFILE),
+        USER_CLASS,
+        "--headless",
+        "--host",
+        url,
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{scenario.duration_s:g}s",
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
+        "--stop-timeout",
+        "10",
+        "--exit-code-on-error",
+        "0",
+    ]
     if scenario.processes > 1:
         cmd += ["--processes", str(scenario.processes)]
     return cmd
@@ -53,8 +74,9 @@ def _copy_output(stream, log: Path, progress) -> None:
 
 def payload_options(scenario: Scenario, served_model: str) -> PayloadOptions:
     """The scenario's ``payload`` table as options, the catalog model's samples when it names no data."""
-    return default_options(served_model, PayloadOptions.from_table(scenario.payload,
-                                                                   f"scenario {scenario.name!r}: payload"))
+    return default_options(
+        served_model, PayloadOptions.from_table(scenario.payload, f"scenario {scenario.name!r}: payload")
+    )
 
 
 def check_payloads(scenario: Scenario, served_model: str, config: dict) -> list[dict]:
@@ -74,10 +96,17 @@ def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Pat
     """What the locustfile reads from ``TRITONKIT_LOAD`` for ``scenario``; ``config``: the served config, for a
     server that cannot give it (the FastAPI baseline)."""
     shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": scenario.processes}
-    settings = {"model": scenario.model, "served_model": served_model, "protocol": scenario.protocol, "url": url,
-                "payload": payload_options(scenario, served_model).to_table(), "shape": shape,
-                "max_inflight": scenario.shape.get("max_inflight", 256), "warmup_s": scenario.warmup_s,
-                "out": str(out_json)}
+    settings = {
+        "model": scenario.model,
+        "served_model": served_model,
+        "protocol": scenario.protocol,
+        "url": url,
+        "payload": payload_options(scenario, served_model).to_table(),
+        "shape": shape,
+        "max_inflight": scenario.shape.get("max_inflight", 256),
+        "warmup_s": scenario.warmup_s,
+        "out": str(out_json),
+    }
     if config is not None:
         settings["config"] = config
     if scenario.retry is not None:  # the users retry refusals (503 / UNAVAILABLE) with it
@@ -85,9 +114,17 @@ def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Pat
     return settings
 
 
-def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, log: Path,
-               progress=print, extra_settings: dict | None = None, config: dict | None = None,
-               samples: list[dict] | None = None) -> ClientStats:
+def run_locust(
+    scenario: Scenario,
+    served_model: str,
+    url: str,
+    out_json: Path,
+    log: Path,
+    progress=print,
+    extra_settings: dict | None = None,
+    config: dict | None = None,
+    samples: list[dict] | None = None,
+) -> ClientStats:
     """Locust against ``url`` for ``scenario``; the client side of the run. ``extra_settings`` join the load
     settings (e.g. ``window_s``: the length of ``ClientStats.windows``); ``config``: see :func:`load_settings`;
     ``samples``: the payloads made already (:func:`check_payloads`), handed to every Locust process in a file
@@ -97,8 +134,14 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
         settings["payload_file"] = str(write_payload_file(out_json.with_suffix(".payloads.pkl"), samples))
     out_json.unlink(missing_ok=True)
     env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
-    process = subprocess.Popen(locust_command(scenario, url), env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        locust_command(scenario, url),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     copier = threading.Thread(target=_copy_output, args=(process.stdout, log, progress), daemon=True)
     copier.start()
     try:
@@ -106,8 +149,10 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-        raise RunError(f"scenario {scenario.name!r}: Locust did not finish within "
-                       f"{scenario.duration_s + MARGIN_S:.0f} s; log: {log}") from None
+        raise RunError(
+            f"scenario {scenario.name!r}: Locust did not finish within "
+            f"{scenario.duration_s + MARGIN_S:.0f} s; log: {log}"
+        ) from None
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM): Locust runs in its own session and would outlive this process.
         os.killpg(process.pid, signal.SIGKILL)
@@ -117,8 +162,9 @@ def run_locust(scenario: Scenario, served_model: str, url: str, out_json: Path, 
         copier.join(timeout=10)
     if process.returncode != 0 or not out_json.exists():
         tail = log.read_text()[-2000:]
-        raise RunError(f"scenario {scenario.name!r}: Locust exited with {process.returncode} and no result; "
-                       f"log {log}:\n{tail}")
+        raise RunError(
+            f"scenario {scenario.name!r}: Locust exited with {process.returncode} and no result; log {log}:\n{tail}"
+        )
     raw = json.loads(out_json.read_text())["client"]
     raw["timeline"] = [TimelinePoint(**p) for p in raw["timeline"]]
     return ClientStats(**raw)

@@ -120,8 +120,11 @@ class HttpStreamSender(Sender):
         self.bodies = [json.dumps(_json_inputs(p)).encode() for p in payloads]
 
     def send(self, index: int) -> None:
-        response = self.client.post(f"/v2/models/{self.model}/generate_stream", self.bodies[index % len(self.bodies)],
-                                    headers={"Content-Type": "application/json"})
+        response = self.client.post(
+            f"/v2/models/{self.model}/generate_stream",
+            self.bodies[index % len(self.bodies)],
+            headers={"Content-Type": "application/json"},
+        )
         body = response.read()
         if response.status_code != 200 or b'"error"' in body:
             raise RuntimeError(f"HTTP {response.status_code}: {body[:200].decode(errors='replace')}")
@@ -154,8 +157,12 @@ class GrpcStreamSender(TritonSender):
         self.counter += 1
         request_id = str(self.counter)
         waiter = self.pending[request_id] = gevent.event.AsyncResult()
-        self.client.async_stream_infer(self.model, self.requests[index % len(self.requests)], request_id=request_id,
-                                       enable_empty_final_response=True)
+        self.client.async_stream_infer(
+            self.model,
+            self.requests[index % len(self.requests)],
+            request_id=request_id,
+            enable_empty_final_response=True,
+        )
         waiter.get(timeout=120)
 
     def close(self) -> None:
@@ -174,8 +181,9 @@ class FastAPISender(Sender):
         self.bodies = [json.dumps({"inputs": {k: v.tolist() for k, v in p.items()}}).encode() for p in payloads]
 
     def send(self, index: int) -> None:
-        response = self.client.post("/infer", self.bodies[index % len(self.bodies)],
-                                    headers={"Content-Type": "application/json"})
+        response = self.client.post(
+            "/infer", self.bodies[index % len(self.bodies)], headers={"Content-Type": "application/json"}
+        )
         body = response.read()
         if response.status_code != 200:
             raise RuntimeError(f"HTTP {response.status_code}: {body[:200].decode(errors='replace')}")
@@ -209,11 +217,11 @@ def resolve(settings: dict[str, Any], host: str = "") -> LoadTarget:
         raise ValueError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
     served = settings.get("served_model") or settings.get("model")
     if not served:
-        raise ValueError("TRITONKIT_LOAD names no model: set \"model\" (and \"protocol\")")
+        raise ValueError('TRITONKIT_LOAD names no model: set "model" (and "protocol")')
     # A campaign passes one url; a standing deployment passes http_url and grpc_url (docker-compose, k8s).
     url = settings.get("url") or settings.get(f"{protocol}_url") or host.split("://")[-1]
     if not url:
-        raise ValueError(f"TRITONKIT_LOAD names no URL for {protocol}: set \"url\" or \"{protocol}_url\", or --host")
+        raise ValueError(f'TRITONKIT_LOAD names no URL for {protocol}: set "url" or "{protocol}_url", or --host')
     config = settings.get("config") or fetch_config(settings, protocol, url, served)
     if settings.get("payload_file"):  # made and checked by the runner already
         with open(settings["payload_file"], "rb") as handle:
@@ -283,21 +291,37 @@ class TritonUser(User):
         index = self.index
         try:
             # Opt-in retry of retryable failures; the latency stays that of the whole request (first send on).
-            call_with_retry(lambda: self.sender.send(index), self.retry, sleep=gevent.sleep,
-                            on_retry=lambda _exc: RECORDER.retry(_second()))
+            call_with_retry(
+                lambda: self.sender.send(index),
+                self.retry,
+                sleep=gevent.sleep,
+                on_retry=lambda _exc: RECORDER.retry(_second()),
+            )
         except Exception as exc:  # noqa: BLE001 - every failure is counted, whatever raised it
             elapsed = time.monotonic() - started
             RECORDER.failure(second, f"{type(exc).__name__}: {exc}", elapsed)
-            self.environment.events.request.fire(request_type=self.protocol, name=name, response_time=elapsed * 1000,
-                                                 response_length=0, exception=exc, context={})
+            self.environment.events.request.fire(
+                request_type=self.protocol,
+                name=name,
+                response_time=elapsed * 1000,
+                response_length=0,
+                exception=exc,
+                context={},
+            )
             return
         elapsed = time.monotonic() - started
         if warming:
             RECORDER.warmup(second, elapsed)
         else:
             RECORDER.success(second, elapsed)
-        self.environment.events.request.fire(request_type=self.protocol, name=name, response_time=elapsed * 1000,
-                                             response_length=0, exception=None, context={})
+        self.environment.events.request.fire(
+            request_type=self.protocol,
+            name=name,
+            response_time=elapsed * 1000,
+            response_length=0,
+            exception=None,
+            context={},
+        )
 
     @task
     def load(self) -> None:
@@ -320,4 +344,3 @@ class TritonUser(User):
                 continue
             self.inflight.spawn(self._timed, due)
         self.inflight.join(timeout=10)
-

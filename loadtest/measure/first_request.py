@@ -76,8 +76,15 @@ class FirstRequest:
         return dataclasses.asdict(self)
 
 
-def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup: bool,
-            steady_requests: int = 200, protocol: str = "grpc", ready_timeout_s: float = 420.0) -> FirstRequest:
+def measure(
+    repository: Path,
+    model: str,
+    payload: dict[str, np.ndarray],
+    warmup: bool,
+    steady_requests: int = 200,
+    protocol: str = "grpc",
+    ready_timeout_s: float = 420.0,
+) -> FirstRequest:
     """Start a server for ``model`` (and an ensemble's members) alone, time the first request after ready,
     then the steady p50."""
     if steady_requests < 1:
@@ -86,9 +93,16 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
     try:
         served = _serving_repository(Path(repository), model, tmp / "repo", keep_warmup=warmup)
         http, grpc, metrics = free_ports(3)
-        config = ServerConfig(model_repository=tmp / "repo", http_port=http, grpc_port=grpc, metrics_port=metrics,
-                              model_control_mode="explicit", load_models=tuple(served),
-                              ready_timeout_s=ready_timeout_s, exit_timeout_s=10)
+        config = ServerConfig(
+            model_repository=tmp / "repo",
+            http_port=http,
+            grpc_port=grpc,
+            metrics_port=metrics,
+            model_control_mode="explicit",
+            load_models=tuple(served),
+            ready_timeout_s=ready_timeout_s,
+            exit_timeout_s=10,
+        )
         server = LocalServer(config)
         started = time.monotonic()
         server.start()  # returns once /v2/health/ready answers 200 (polled every 0.2 s)
@@ -118,11 +132,19 @@ def measure(repository: Path, model: str, payload: dict[str, np.ndarray], warmup
         shutil.rmtree(tmp, ignore_errors=True)  # symlinks are removed, never followed
     ordered = sorted(times)
     p50 = statistics.median(times)
-    return FirstRequest(model=model, warmup=warmup, warmup_entries=sum(served.values()), protocol=protocol,
-                        ready_s=ready_s, first_ms=first_ms, steady_p50_ms=p50,
-                        steady_p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-                        steady_requests=steady_requests, ratio=first_ms / p50 if p50 > 0 else float("inf"),
-                        served=served)
+    return FirstRequest(
+        model=model,
+        warmup=warmup,
+        warmup_entries=sum(served.values()),
+        protocol=protocol,
+        ready_s=ready_s,
+        first_ms=first_ms,
+        steady_p50_ms=p50,
+        steady_p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        steady_requests=steady_requests,
+        ratio=first_ms / p50 if p50 > 0 else float("inf"),
+        served=served,
+    )
 
 
 def read_config(repository: Path, model: str):
@@ -172,22 +194,32 @@ def payload_for(repository: Path, model: str, options: PayloadOptions | None = N
     config. A decoupled model is refused: its first response is timed by the generation study."""
     config = read_config(repository, model)
     if is_decoupled(config):
-        raise PayloadError(f"{model} is decoupled (streaming): time its first response with "
-                           f"`python -m loadtest.studies.generation` (make bench-generation)")
+        raise PayloadError(
+            f"{model} is decoupled (streaming): time its first response with "
+            f"`python -m loadtest.studies.generation` (make bench-generation)"
+        )
     return payloads(config, default_options(model, options))[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.first_request", description=__doc__.split("\n")[0],
-                                     epilog="examples:\n  python -m loadtest.measure.first_request --model digits\n"
-                                            "  python -m loadtest.measure.first_request --model image_classifier text_embedder\n"
-                                            "  python -m loadtest.measure.first_request --model text_embedder --warmup off\n"
-                                            "  python -m loadtest.measure.first_request --model mine --repository DIR "
-                                            "--input-data request.json",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, nargs="+", metavar="MODEL",
-                        help="any served model or ensemble (an ensemble's members are served with it); "
-                             "several: one after another, a server of its own each")
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.measure.first_request",
+        description=__doc__.split("\n")[0],
+        epilog="examples:\n  python -m loadtest.measure.first_request --model digits\n"
+        "  python -m loadtest.measure.first_request --model image_classifier text_embedder\n"
+        "  python -m loadtest.measure.first_request --model text_embedder --warmup off\n"
+        "  python -m loadtest.measure.first_request --model mine --repository DIR "
+        "--input-data request.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        nargs="+",
+        metavar="MODEL",
+        help="any served model or ensemble (an ensemble's members are served with it); "
+        "several: one after another, a server of its own each",
+    )
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--warmup", choices=("on", "off", "both"), default="both")
     parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
@@ -218,15 +250,21 @@ def main(argv: list[str] | None = None) -> int:
 def table(results: list[FirstRequest], protocol: str, steady: int) -> str:
     served = results[0].served
     members_note = f", served with {', '.join(list(served)[1:])}" if len(served) > 1 else ""
-    lines = [f"{results[0].model}: first request after ready vs steady median ({protocol}, batch 1, "
-             f"{steady} sequential requests{members_note})",
-             "| warmup | ready s | first ms | steady p50 ms | first / p50 |", "|---|---|---|---|---|"]
+    lines = [
+        f"{results[0].model}: first request after ready vs steady median ({protocol}, batch 1, "
+        f"{steady} sequential requests{members_note})",
+        "| warmup | ready s | first ms | steady p50 ms | first / p50 |",
+        "|---|---|---|---|---|",
+    ]
     for r in results:
         label = "off"
         if r.warmup:
             per_model = ", ".join(f"{name} {n}" for name, n in r.served.items() if n) or "none configured"
-            label = f"on ({r.warmup_entries} entries: {per_model})" if len(r.served) > 1 else \
-                f"on ({r.warmup_entries} entries)"
+            label = (
+                f"on ({r.warmup_entries} entries: {per_model})"
+                if len(r.served) > 1
+                else f"on ({r.warmup_entries} entries)"
+            )
         lines.append(f"| {label} | {r.ready_s:.1f} | {r.first_ms:.2f} | {r.steady_p50_ms:.2f} | {r.ratio:.1f}x |")
     return "\n".join(lines) + "\n"
 

@@ -144,10 +144,15 @@ def load_exported(spec: ModelFile, threads: int | None = None) -> ExportedModel:
     return ExportedModel(spec.model_path, spec.input_names, spec.output_names, threads)
 
 
-def limit(spec: ModelFile, make_batch: Callable[[int], dict[str, np.ndarray]],
-          batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES, seconds_per_size: float = 2.0,
-          threads: int | None = None, max_batch: int | None = None, cpus: frozenset[int] | None = None
-          ) -> InProcessLimit:
+def limit(
+    spec: ModelFile,
+    make_batch: Callable[[int], dict[str, np.ndarray]],
+    batch_sizes: tuple[int, ...] = DEFAULT_BATCH_SIZES,
+    seconds_per_size: float = 2.0,
+    threads: int | None = None,
+    max_batch: int | None = None,
+    cpus: frozenset[int] | None = None,
+) -> InProcessLimit:
     """Items/s and per-call median latency of the exported model at each batch size (up to ``max_batch``), on
     ``cpus`` (default: the cores this process may use) with ``threads`` intra-op threads (default: one per
     core)."""
@@ -179,13 +184,17 @@ def limit(spec: ModelFile, make_batch: Callable[[int], dict[str, np.ndarray]],
                     break
             elapsed = time.perf_counter() - start
             ordered = sorted(times)
-            table.append(SizeResult(
-                batch=batch, calls=len(times), seconds=round(elapsed, 3),
-                items_per_s=batch * len(times) / elapsed,
-                median_ms=statistics.median(times) * 1000,
-                p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1000,
-                items_per_s_at_median=batch / max(statistics.median(times), 1e-12),
-            ))
+            table.append(
+                SizeResult(
+                    batch=batch,
+                    calls=len(times),
+                    seconds=round(elapsed, 3),
+                    items_per_s=batch * len(times) / elapsed,
+                    median_ms=statistics.median(times) * 1000,
+                    p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1000,
+                    items_per_s_at_median=batch / max(statistics.median(times), 1e-12),
+                )
+            )
     finally:
         os.sched_setaffinity(0, affinity)
         if previous is not None:
@@ -235,8 +244,10 @@ def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
     config = parse(folder / "config.pbtxt")
     filename = config.default_model_filename or FILENAMES.get(config.platform or config.backend)
     if filename is None:
-        raise ValueError(f"{model}: platform {config.platform or config.backend!r} is neither TorchScript nor ONNX; "
-                         f"the in-process row and the FastAPI baseline load {sorted(FILENAMES)} models")
+        raise ValueError(
+            f"{model}: platform {config.platform or config.backend!r} is neither TorchScript nor ONNX; "
+            f"the in-process row and the FastAPI baseline load {sorted(FILENAMES)} models"
+        )
     versions = sorted(int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit())
     if not versions or not (folder / str(versions[-1]) / filename).is_file():
         raise FileNotFoundError(f"no {filename} under {folder}/<version>/: export the model first (make export)")
@@ -247,8 +258,14 @@ def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
         if name not in NUMPY_DTYPES or name == "BYTES":
             raise ValueError(f"{model}: input {tensor['name']} has {name}, not supported by the baseline")
         dtypes[tensor["name"]] = NUMPY_DTYPES[name]
-    return ModelFile(folder / str(versions[-1]) / filename, [t.name for t in config.input],
-                     [t.name for t in config.output], dtypes, int(config.max_batch_size), as_json)
+    return ModelFile(
+        folder / str(versions[-1]) / filename,
+        [t.name for t in config.input],
+        [t.name for t in config.output],
+        dtypes,
+        int(config.max_batch_size),
+        as_json,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,12 +283,21 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = model_file(args.model, args.repository)
     samples = payloads(spec.config, default_options(args.model, payload_options(args)))
-    result = limit(spec, lambda n: stack(samples, n), tuple(int(b) for b in args.batch_sizes.split(",")),
-                   args.seconds, args.threads, args.max_batch or spec.max_batch_size or None, args.cpus)
+    result = limit(
+        spec,
+        lambda n: stack(samples, n),
+        tuple(int(b) for b in args.batch_sizes.split(",")),
+        args.seconds,
+        args.threads,
+        args.max_batch or spec.max_batch_size or None,
+        args.cpus,
+    )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
         return 0
-    print(f"{args.model}: in-process {spec.model_path.name}, {result.threads} threads, {args.seconds:g} s per batch size")
+    print(
+        f"{args.model}: in-process {spec.model_path.name}, {result.threads} threads, {args.seconds:g} s per batch size"
+    )
     print("| batch | calls | items/s | median ms | p90 ms |\n|---|---|---|---|---|")
     for r in result.table:
         print(f"| {r.batch} | {r.calls} | {r.items_per_s:.0f} | {r.median_ms:.3f} | {r.p90_ms:.3f} |")

@@ -48,8 +48,9 @@ class Load:
     def __post_init__(self) -> None:
         if (self.users is None) == (self.rate is None):
             raise LoadTestError("give either users (closed loop) or rate (open loop), not both or neither")
-        if self.users is not None and (isinstance(self.users, bool) or not isinstance(self.users, int)
-                                       or self.users < 1):
+        if self.users is not None and (
+            isinstance(self.users, bool) or not isinstance(self.users, int) or self.users < 1
+        ):
             raise LoadTestError(f"users={self.users!r} must be an integer >= 1")
         if self.rate is not None and not self.rate > 0:
             raise LoadTestError(f"rate={self.rate!r} must be > 0 requests per second")
@@ -98,8 +99,9 @@ class Measurement:
 
     @classmethod
     def failed(cls, generator: str, error: str) -> Measurement:
-        return cls(0.0, math.nan, math.nan, 0.0, generator, error=error.strip().splitlines()[0] if error.strip()
-                   else "failed")
+        return cls(
+            0.0, math.nan, math.nan, 0.0, generator, error=error.strip().splitlines()[0] if error.strip() else "failed"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -137,14 +139,28 @@ def client_cpus() -> frozenset[int]:
 def _server_view(stats) -> dict[str, float]:
     b = stats.breakdown_ms
     compute = sum(b.get(k, 0.0) for k in ("compute_input", "compute_infer", "compute_output"))
-    return {"queue_ms": round(b.get("queue", math.nan), 4), "compute_ms": round(compute, 4),
-            "request_ms": round(b.get("request", math.nan), 4), "avg_batch": round(stats.avg_batch, 3),
-            "requests": stats.requests, "failures": stats.failures}
+    return {
+        "queue_ms": round(b.get("queue", math.nan), 4),
+        "compute_ms": round(compute, 4),
+        "request_ms": round(b.get("request", math.nan), 4),
+        "avg_batch": round(stats.avg_batch, 3),
+        "requests": stats.requests,
+        "failures": stats.failures,
+    }
 
 
-def with_perf_analyzer(endpoints: Endpoints, served_model: str, load: Load, *, protocol: str = "grpc",
-                       input_data: Path | None = None, shapes: dict[str, list[int]] | None = None,
-                       measurement_ms: int = 2000, max_trials: int = 5, timeout_s: float = 120) -> Measurement:
+def with_perf_analyzer(
+    endpoints: Endpoints,
+    served_model: str,
+    load: Load,
+    *,
+    protocol: str = "grpc",
+    input_data: Path | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    measurement_ms: int = 2000,
+    max_trials: int = 5,
+    timeout_s: float = 120,
+) -> Measurement:
     """perf_analyzer at ``load`` against ``served_model``: one stable window (loosely: a shared CPU is never
     steady to 10 %), Triton's counters read around it."""
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
@@ -155,10 +171,20 @@ def with_perf_analyzer(endpoints: Endpoints, served_model: str, load: Load, *, p
     try:
         for stability in (50, 100):
             try:
-                result = perf.run(served_model, endpoints.url(protocol), protocol, concurrency=load.users or 1,
-                                  request_rate=load.rate, input_data=input_data, shapes=shapes,
-                                  measurement_ms=measurement_ms, stability_percentage=stability,
-                                  max_trials=max_trials, timeout_s=timeout_s, extra_args=extra)
+                result = perf.run(
+                    served_model,
+                    endpoints.url(protocol),
+                    protocol,
+                    concurrency=load.users or 1,
+                    request_rate=load.rate,
+                    input_data=input_data,
+                    shapes=shapes,
+                    measurement_ms=measurement_ms,
+                    stability_percentage=stability,
+                    max_trials=max_trials,
+                    timeout_s=timeout_s,
+                    extra_args=extra,
+                )
                 break
             except perf.PerfAnalyzerError as exc:
                 if stability == 100 or "stable measurement" not in str(exc):
@@ -178,10 +204,17 @@ def with_perf_analyzer(endpoints: Endpoints, served_model: str, load: Load, *, p
     cpu = result.cpu_s / result.wall_s / len(client_cpus()) if result.wall_s > 0 else math.nan
     sent = result.sent_rate
     return Measurement(
-        throughput=row.throughput, p50_ms=_ms(row.p50_ms), p99_ms=_ms(row.p99_ms),
-        error_rate=stats.failures / handled if handled else 0.0, generator="perf_analyzer",
-        generator_cpu=round(cpu, 3), offered_rate=load.rate, sent_rate=sent,
-        saturated=saturation(cpu, load, sent, result.delayed_percent), server=_server_view(stats))
+        throughput=row.throughput,
+        p50_ms=_ms(row.p50_ms),
+        p99_ms=_ms(row.p99_ms),
+        error_rate=stats.failures / handled if handled else 0.0,
+        generator="perf_analyzer",
+        generator_cpu=round(cpu, 3),
+        offered_rate=load.rate,
+        sent_rate=sent,
+        saturated=saturation(cpu, load, sent, result.delayed_percent),
+        server=_server_view(stats),
+    )
 
 
 def _perf_reason(message: str) -> str:
@@ -197,14 +230,33 @@ def _ms(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def with_locust(endpoints: Endpoints, model: str, served_model: str, load: Load, work: Path, label: str, *,
-                protocol: str = "grpc", duration_s: float = 10.0, processes: int | None = None,
-                payload: dict | None = None, log=print) -> Measurement:
+def with_locust(
+    endpoints: Endpoints,
+    model: str,
+    served_model: str,
+    load: Load,
+    work: Path,
+    label: str,
+    *,
+    protocol: str = "grpc",
+    duration_s: float = 10.0,
+    processes: int | None = None,
+    payload: dict | None = None,
+    log=print,
+) -> Measurement:
     """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise; ``payload``: a
     campaign scenario's payload table (``PayloadOptions.to_table``)."""
     processes = processes or max(1, len(client_cpus()))
-    scenario = Scenario(name=label, model=model, protocol=protocol, shape=load.shape(), duration_s=duration_s,
-                        warmup_s=min(2.0, duration_s / 4), processes=processes, payload=payload)
+    scenario = Scenario(
+        name=label,
+        model=model,
+        protocol=protocol,
+        shape=load.shape(),
+        duration_s=duration_s,
+        warmup_s=min(2.0, duration_s / 4),
+        processes=processes,
+        payload=payload,
+    )
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:
@@ -218,7 +270,14 @@ def with_locust(endpoints: Endpoints, model: str, served_model: str, load: Load,
     cpu = cpu_s / wall / min(processes, len(client_cpus())) if wall > 0 else math.nan
     sent = client.requests / client.duration_s if load.rate is not None and client.duration_s > 0 else None
     return Measurement(
-        throughput=client.throughput_rps, p50_ms=client.latency_ms.get("p50", math.nan),
-        p99_ms=client.latency_ms.get("p99", math.nan), error_rate=client.error_rate, generator="locust",
-        generator_cpu=round(cpu, 3), offered_rate=load.rate, sent_rate=sent,
-        saturated=saturation(cpu, load, sent), server=_server_view(stats))
+        throughput=client.throughput_rps,
+        p50_ms=client.latency_ms.get("p50", math.nan),
+        p99_ms=client.latency_ms.get("p99", math.nan),
+        error_rate=client.error_rate,
+        generator="locust",
+        generator_cpu=round(cpu, 3),
+        offered_rate=load.rate,
+        sent_rate=sent,
+        saturated=saturation(cpu, load, sent),
+        server=_server_view(stats),
+    )

@@ -25,13 +25,32 @@ from loadtest.measure.results import CampaignResult, RunResult
 PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
-STACK = (("client_network", "client+network"), ("queue", "queue"), ("compute_input", "compute input"),
-         ("compute_infer", "compute infer"), ("compute_output", "compute output"))
+STACK = (
+    ("client_network", "client+network"),
+    ("queue", "queue"),
+    ("compute_input", "compute input"),
+    ("compute_infer", "compute infer"),
+    ("compute_output", "compute output"),
+)
 """Parts of the client's mean latency, in the order a request meets them."""
-RUN_FIELDS = (["scenario", "variant", "model", "served_model", "protocol", "shape", "requests", "failures",
-               "error_rate", "throughput_rps"] + [f"{k}_ms" for k in LATENCY_KEYS]
-              + ["server_requests", "server_inferences", "server_executions", "server_avg_batch"]
-              + [f"{k}_ms" for k in BREAKDOWN_KEYS] + ["slo_passed", "slo_violations"])
+RUN_FIELDS = (
+    [
+        "scenario",
+        "variant",
+        "model",
+        "served_model",
+        "protocol",
+        "shape",
+        "requests",
+        "failures",
+        "error_rate",
+        "throughput_rps",
+    ]
+    + [f"{k}_ms" for k in LATENCY_KEYS]
+    + ["server_requests", "server_inferences", "server_executions", "server_avg_batch"]
+    + [f"{k}_ms" for k in BREAKDOWN_KEYS]
+    + ["slo_passed", "slo_violations"]
+)
 TIMELINE_FIELDS = ["scenario", "variant", "t", "requests", "failures", "p50_ms", "p99_ms"]
 MAX_BATCH_PANELS = 12
 DPI = 100
@@ -63,14 +82,26 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
     for run in result.runs:
         c, s = run.client, run.server
         row: dict[str, Any] = {
-            "scenario": run.scenario, "variant": run.variant, "model": run.model,
-            "served_model": run.served_model, "protocol": run.protocol, "shape": run.shape.get("kind", ""),
-            "requests": c.requests, "failures": c.failures, "error_rate": _fmt(c.error_rate, 6),
-            "throughput_rps": _fmt(c.throughput_rps)}
+            "scenario": run.scenario,
+            "variant": run.variant,
+            "model": run.model,
+            "served_model": run.served_model,
+            "protocol": run.protocol,
+            "shape": run.shape.get("kind", ""),
+            "requests": c.requests,
+            "failures": c.failures,
+            "error_rate": _fmt(c.error_rate, 6),
+            "throughput_rps": _fmt(c.throughput_rps),
+        }
         row.update({f"{k}_ms": _fmt(_lat(run, k)) for k in LATENCY_KEYS})
-        row.update({"server_requests": s.requests if s else "", "server_inferences": s.inferences if s else "",
-                    "server_executions": s.executions if s else "",
-                    "server_avg_batch": _fmt(s.avg_batch) if s else ""})
+        row.update(
+            {
+                "server_requests": s.requests if s else "",
+                "server_inferences": s.inferences if s else "",
+                "server_executions": s.executions if s else "",
+                "server_avg_batch": _fmt(s.avg_batch) if s else "",
+            }
+        )
         row.update({f"{k}_ms": _fmt(s.breakdown_ms.get(k)) if s else "" for k in BREAKDOWN_KEYS})
         row.update({"slo_passed": run.passed, "slo_violations": "; ".join(run.slo_violations)})
         rows.append(row)
@@ -85,21 +116,45 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> Non
 
 
 def _timeline_rows(result: CampaignResult) -> list[dict[str, Any]]:
-    return [{"scenario": run.scenario, "variant": run.variant, "t": p.t, "requests": p.requests,
-             "failures": p.failures, "p50_ms": _fmt(p.p50_ms), "p99_ms": _fmt(p.p99_ms)}
-            for run in result.runs for p in run.client.timeline]
+    return [
+        {
+            "scenario": run.scenario,
+            "variant": run.variant,
+            "t": p.t,
+            "requests": p.requests,
+            "failures": p.failures,
+            "p50_ms": _fmt(p.p50_ms),
+            "p99_ms": _fmt(p.p99_ms),
+        }
+        for run in result.runs
+        for p in run.client.timeline
+    ]
 
 
-SUMMARY_HEADERS = ["scenario", "variant", "served model", "protocol", "shape", "requests", "failures",
-                   "error rate", "req/s"] + [f"{k} ms" for k in LATENCY_KEYS] + ["avg batch", "SLO"]
+SUMMARY_HEADERS = (
+    ["scenario", "variant", "served model", "protocol", "shape", "requests", "failures", "error rate", "req/s"]
+    + [f"{k} ms" for k in LATENCY_KEYS]
+    + ["avg batch", "SLO"]
+)
 
 
 def _summary_table(result: CampaignResult) -> list[list[str]]:
-    return [[run.scenario, run.variant, run.served_model, run.protocol, str(run.shape.get("kind", "")),
-             str(run.client.requests), str(run.client.failures), f"{run.client.error_rate:.2%}",
-             _fmt(run.client.throughput_rps, 1)] + [_fmt(_lat(run, k)) or "n/a" for k in LATENCY_KEYS]
-            + [_fmt(run.server.avg_batch, 2) if run.server else "n/a", "PASS" if run.passed else "FAIL"]
-            for run in result.runs]
+    return [
+        [
+            run.scenario,
+            run.variant,
+            run.served_model,
+            run.protocol,
+            str(run.shape.get("kind", "")),
+            str(run.client.requests),
+            str(run.client.failures),
+            f"{run.client.error_rate:.2%}",
+            _fmt(run.client.throughput_rps, 1),
+        ]
+        + [_fmt(_lat(run, k)) or "n/a" for k in LATENCY_KEYS]
+        + [_fmt(run.server.avg_batch, 2) if run.server else "n/a", "PASS" if run.passed else "FAIL"]
+        for run in result.runs
+    ]
 
 
 TIME_HEADERS = ["run", "client mean ms"] + [f"{name} ms (share)" for _, name in STACK]
@@ -158,6 +213,7 @@ def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
     def line(cells: list[str]) -> str:
         # Cells hold free text (error messages, tuner reasons): keep it from becoming table or HTML syntax.
         return "| " + " | ".join(c.replace("|", "\\|").replace("<", "&lt;").replace("\n", " ") for c in cells) + " |"
+
     return [line(headers), "|" + "---|" * len(headers)] + [line(r) for r in rows]
 
 
@@ -167,16 +223,28 @@ def _top_errors(run: RunResult) -> list[tuple[str, int]]:
 
 def _slo_text(slo: dict[str, float]) -> str:
     p99, err = _num(slo.get("p99_ms")), _num(slo.get("max_error_rate"))
-    return (f"p99 ≤ {_fmt(p99) or 'n/a'} ms, error rate ≤ "
-            f"{'n/a' if err is None else f'{err:.2%}'}")
+    return f"p99 ≤ {_fmt(p99) or 'n/a'} ms, error rate ≤ {'n/a' if err is None else f'{err:.2%}'}"
 
 
 def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
-    lines = [f"# Load campaign `{result.campaign}`", "", f"Started {result.started}.", "",
-             f"SLO: {_slo_text(result.slo)}.", "", "## Runs", ""]
+    lines = [
+        f"# Load campaign `{result.campaign}`",
+        "",
+        f"Started {result.started}.",
+        "",
+        f"SLO: {_slo_text(result.slo)}.",
+        "",
+        "## Runs",
+        "",
+    ]
     lines += _md_table(SUMMARY_HEADERS, _summary_table(result))
-    lines += ["", "## Where the time goes", "",
-              "Mean ms per request at each stage, and its share of the client's mean latency.", ""]
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        "Mean ms per request at each stage, and its share of the client's mean latency.",
+        "",
+    ]
     time_rows = _time_table(result)
     lines += _md_table(TIME_HEADERS, time_rows) if time_rows else ["No run has server stats."]
     lines += ["", "## SLO verdict", ""]
@@ -196,6 +264,7 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
 
 
 # --- plots -------------------------------------------------------------------------------------
+
 
 def _pyplot():
     """matplotlib's pyplot, imported when the first plot is drawn (the ``tritonkit`` command line imports this
@@ -234,8 +303,9 @@ def _grid(n: int, width: float = 5.0, height: float = 3.5, ncols: int = 3) -> tu
 
 def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
     title = "Latency vs throughput"
-    scenarios = list(dict.fromkeys(r.scenario for r in result.runs
-                                   if _lat(r, "p50") is not None or _lat(r, "p99") is not None))
+    scenarios = list(
+        dict.fromkeys(r.scenario for r in result.runs if _lat(r, "p50") is not None or _lat(r, "p99") is not None)
+    )
     if not scenarios:
         return _no_data(path, title, "no run has a successful request")
     fig, axes = _grid(len(scenarios))
@@ -245,14 +315,18 @@ def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
     for ax, scenario in zip(axes, scenarios, strict=True):
         runs = [r for r in result.runs if r.scenario == scenario]
         for variant in dict.fromkeys(r.variant for r in runs):
-            points = sorted(((r.client.throughput_rps, _lat(r, "p50"), _lat(r, "p99"))
-                             for r in runs if r.variant == variant), key=lambda p: p[0])
+            points = sorted(
+                ((r.client.throughput_rps, _lat(r, "p50"), _lat(r, "p99")) for r in runs if r.variant == variant),
+                key=lambda p: p[0],
+            )
             x = [p[0] for p in points]
             color = colors[variant]
-            ax.plot(x, [p[1] if p[1] is not None else math.nan for p in points], "o-", color=color,
-                    label=f"{variant} p50")
-            ax.plot(x, [p[2] if p[2] is not None else math.nan for p in points], "^--", color=color,
-                    label=f"{variant} p99")
+            ax.plot(
+                x, [p[1] if p[1] is not None else math.nan for p in points], "o-", color=color, label=f"{variant} p50"
+            )
+            ax.plot(
+                x, [p[2] if p[2] is not None else math.nan for p in points], "^--", color=color, label=f"{variant} p99"
+            )
         if budget is not None:
             ax.axhline(budget, color="red", linestyle=":", linewidth=1, label="SLO p99 budget")
         ax.set_title(scenario)
@@ -276,8 +350,12 @@ def _plot_percentiles(result: CampaignResult, path: Path) -> Path:
     for j, key in enumerate(PCT_KEYS):
         ys = [_lat(r, key) for r in runs]
         values += [y for y in ys if y is not None and y > 0]
-        ax.bar([i + (j - (len(PCT_KEYS) - 1) / 2) * width for i in range(len(runs))],
-               [y if y is not None else 0.0 for y in ys], width, label=key)
+        ax.bar(
+            [i + (j - (len(PCT_KEYS) - 1) / 2) * width for i in range(len(runs))],
+            [y if y is not None else 0.0 for y in ys],
+            width,
+            label=key,
+        )
     budget = _num(result.slo.get("p99_ms"))
     if budget is not None:
         ax.axhline(budget, color="red", linestyle="--", label=f"SLO p99 budget ({budget:g} ms)")
@@ -328,8 +406,9 @@ def _plot_timeline(run: RunResult, path: Path) -> Path:
     right.plot(t, [p.p99_ms if p.p99_ms is not None else math.nan for p in points], ":", color="C4", label="p99 ms")
     right.set_ylabel("latency (ms)")
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(handles, [h.get_label() for h in handles], fontsize=8, ncols=4, loc="upper center",
-              bbox_to_anchor=(0.5, -0.18))
+    ax.legend(
+        handles, [h.get_label() for h in handles], fontsize=8, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.18)
+    )
     ax.set_ylim(bottom=0)
     right.set_ylim(bottom=0)
     ax.set_title(title)
@@ -358,10 +437,12 @@ def _plot_time_breakdown(result: CampaignResult, path: Path) -> Path:
 
 
 def _plots(result: CampaignResult, plot_dir: Path) -> list[Path]:
-    plots = [_plot_latency_vs_throughput(result, plot_dir / "latency_vs_throughput.png"),
-             _plot_percentiles(result, plot_dir / "percentiles.png"),
-             _plot_batch_sizes(result, plot_dir / "batch_sizes.png"),
-             _plot_time_breakdown(result, plot_dir / "time_breakdown.png")]
+    plots = [
+        _plot_latency_vs_throughput(result, plot_dir / "latency_vs_throughput.png"),
+        _plot_percentiles(result, plot_dir / "percentiles.png"),
+        _plot_batch_sizes(result, plot_dir / "batch_sizes.png"),
+        _plot_time_breakdown(result, plot_dir / "time_breakdown.png"),
+    ]
     return plots + [_plot_timeline(run, plot_dir / f"timeline_{i}.png") for i, run in enumerate(result.runs)]
 
 
@@ -408,10 +489,17 @@ th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; 
 
 def _index_html(result: CampaignResult, plots: list[Path]) -> str:
     template = Environment(autoescape=True).from_string(HTML)
-    return template.render(r=result, slo=_slo_text(result.slo), headers=SUMMARY_HEADERS,
-                           rows=_summary_table(result), time_headers=TIME_HEADERS,
-                           time_rows=_time_table(result), plots=[p.name for p in plots],
-                           tuning=_tuning_blocks(result.tuning), errors=_top_errors)
+    return template.render(
+        r=result,
+        slo=_slo_text(result.slo),
+        headers=SUMMARY_HEADERS,
+        rows=_summary_table(result),
+        time_headers=TIME_HEADERS,
+        time_rows=_time_table(result),
+        plots=[p.name for p in plots],
+        tuning=_tuning_blocks(result.tuning),
+        errors=_top_errors,
+    )
 
 
 def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
@@ -425,13 +513,17 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
     plots = _plots(result, out_dir / "plots")
     (out_dir / "summary.md").write_text(_summary_md(result, plots))
     (out_dir / "index.html").write_text(_index_html(result, plots))
-    return [out_dir / n for n in ("results.json", "runs.csv", "timeline.csv", "summary.md")] + plots + [
-        out_dir / "index.html"]
+    return (
+        [out_dir / n for n in ("results.json", "runs.csv", "timeline.csv", "summary.md")]
+        + plots
+        + [out_dir / "index.html"]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.report",
-                                     description="Regenerate a campaign report from its results.json.")
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.measure.report", description="Regenerate a campaign report from its results.json."
+    )
     parser.add_argument("results", type=Path, help="reports/<campaign>/results.json")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: the json's folder)")
     args = parser.parse_args(argv)

@@ -33,9 +33,21 @@ class Saturation:
     """Each step: users, throughput_rps, p99_ms, failures."""
 
 
-def find_saturation(model: str, served: str, protocol: str, endpoints, work: Path, *, duration_s: float = 10.0,
-                    warmup_s: float = 2.0, start_users: int = 4, max_users: int = 256, min_gain: float = 0.05,
-                    payload: dict | None = None, log=print) -> Saturation:
+def find_saturation(
+    model: str,
+    served: str,
+    protocol: str,
+    endpoints,
+    work: Path,
+    *,
+    duration_s: float = 10.0,
+    warmup_s: float = 2.0,
+    start_users: int = 4,
+    max_users: int = 256,
+    min_gain: float = 0.05,
+    payload: dict | None = None,
+    log=print,
+) -> Saturation:
     """Closed-loop users doubling from ``start_users`` until throughput grows by less than ``min_gain``
     (or ``max_users``): the best successful throughput seen, on the config as served. The overload
     comparison searches with the queue policy removed (``saturation_without_policy``), so both of its
@@ -45,14 +57,27 @@ def find_saturation(model: str, served: str, protocol: str, endpoints, work: Pat
     steps = []
     users = start_users
     while users <= max_users:
-        scenario = Scenario(f"saturation-{users}u", model, protocol, {"kind": "users", "users": users},
-                            duration_s, warmup_s, payload=payload)
+        scenario = Scenario(
+            f"saturation-{users}u",
+            model,
+            protocol,
+            {"kind": "users", "users": users},
+            duration_s,
+            warmup_s,
+            payload=payload,
+        )
         client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
-        step = {"users": users, "throughput_rps": round(client.throughput_rps, 1),
-                "p99_ms": round(client.latency_ms.get("p99", math.nan), 3), "failures": client.failures}
+        step = {
+            "users": users,
+            "throughput_rps": round(client.throughput_rps, 1),
+            "p99_ms": round(client.latency_ms.get("p99", math.nan), 3),
+            "failures": client.failures,
+        }
         steps.append(step)
-        log(f"  saturation search: {users:4d} users  {client.throughput_rps:8.1f} req/s  "
-            f"p99 {step['p99_ms']:.3f} ms  failures {client.failures}")
+        log(
+            f"  saturation search: {users:4d} users  {client.throughput_rps:8.1f} req/s  "
+            f"p99 {step['p99_ms']:.3f} ms  failures {client.failures}"
+        )
         if best is not None and step["throughput_rps"] < best["throughput_rps"] * (1 + min_gain):
             if step["throughput_rps"] > best["throughput_rps"]:
                 best = step
@@ -75,11 +100,28 @@ def settle(endpoints, served: str, timeout_s: float = 60.0) -> None:
             return
         time.sleep(0.5)
 
-def open_scenario(model: str, protocol: str, rate: float, duration_s: float, warmup_s: float, max_inflight: int,
-                  processes: int = 1, name: str = "", payload: dict | None = None) -> Scenario:
-    return Scenario(name or f"{model}-open-{rate:g}", model, protocol,
-                    {"kind": "open", "rate": rate, "max_inflight": max_inflight}, duration_s, warmup_s, processes,
-                    payload=payload)
+
+def open_scenario(
+    model: str,
+    protocol: str,
+    rate: float,
+    duration_s: float,
+    warmup_s: float,
+    max_inflight: int,
+    processes: int = 1,
+    name: str = "",
+    payload: dict | None = None,
+) -> Scenario:
+    return Scenario(
+        name or f"{model}-open-{rate:g}",
+        model,
+        protocol,
+        {"kind": "open", "rate": rate, "max_inflight": max_inflight},
+        duration_s,
+        warmup_s,
+        processes,
+        payload=payload,
+    )
 
 
 KEEP_UP = 0.95
@@ -103,9 +145,22 @@ def keeps_up(completed_rps: float, rate: float, measured_s: float) -> bool:
     return completed_rps >= (1.0 - shortfall) * rate
 
 
-def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work: Path, *, start_rps: float,
-                        step: float = 1.2, duration_s: float = 10.0, warmup_s: float = 2.0, max_steps: int = 12,
-                        max_inflight: int = 4096, payload: dict | None = None, log=print) -> Saturation:
+def find_sustained_rate(
+    model: str,
+    served: str,
+    protocol: str,
+    endpoints,
+    work: Path,
+    *,
+    start_rps: float,
+    step: float = 1.2,
+    duration_s: float = 10.0,
+    warmup_s: float = 2.0,
+    max_steps: int = 12,
+    max_inflight: int = 4096,
+    payload: dict | None = None,
+    log=print,
+) -> Saturation:
     """The highest open-loop rate the server keeps up with: Poisson arrivals from ``start_rps``, each step
     ``step`` times the last, until a step completes under ``KEEP_UP`` of its rate (less at low rates:
     ``keeps_up``), fails a request, or its p99 passes ``KNEE`` x the lowest step p99 so far (queues build).
@@ -115,26 +170,45 @@ def find_sustained_rate(model: str, served: str, protocol: str, endpoints, work:
     best = None
     rate = start_rps
     for _ in range(max_steps):
-        scenario = open_scenario(model, protocol, round(rate, 1), duration_s, warmup_s, max_inflight,
-                                 name=f"sustained-{rate:.0f}rps", payload=payload)
+        scenario = open_scenario(
+            model,
+            protocol,
+            round(rate, 1),
+            duration_s,
+            warmup_s,
+            max_inflight,
+            name=f"sustained-{rate:.0f}rps",
+            payload=payload,
+        )
         settle(endpoints, served)
         client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
         p99 = client.latency_ms.get("p99", math.nan)
-        entry = {"rate": round(rate, 1), "throughput_rps": round(client.throughput_rps, 1),
-                 "p99_ms": round(p99, 3), "failures": client.failures}
+        entry = {
+            "rate": round(rate, 1),
+            "throughput_rps": round(client.throughput_rps, 1),
+            "p99_ms": round(p99, 3),
+            "failures": client.failures,
+        }
         steps.append(entry)
         # The lowest p99 so far is the unloaded latency: noise only ever adds to a step's p99.
         baseline = min(s["p99_ms"] for s in steps)
         measured_s = client.duration_s if client.duration_s > 0 else duration_s - warmup_s
-        kept_up = (client.failures == 0 and keeps_up(client.throughput_rps, rate, measured_s)
-                   and not (baseline > 0 and p99 > KNEE * baseline))
-        log(f"  sustained-rate search: {rate:8.1f} req/s offered  {client.throughput_rps:8.1f} completed  "
-            f"p99 {p99:.3f} ms  failures {client.failures}  {'kept up' if kept_up else 'fell behind'}")
+        kept_up = (
+            client.failures == 0
+            and keeps_up(client.throughput_rps, rate, measured_s)
+            and not (baseline > 0 and p99 > KNEE * baseline)
+        )
+        log(
+            f"  sustained-rate search: {rate:8.1f} req/s offered  {client.throughput_rps:8.1f} completed  "
+            f"p99 {p99:.3f} ms  failures {client.failures}  {'kept up' if kept_up else 'fell behind'}"
+        )
         if not kept_up:
             break
         best = entry
         rate *= step
     if best is None:
-        raise ValueError(f"{served} did not keep up with {start_rps:.1f} req/s open-loop, the lowest rate tried: "
-                         f"{steps}; pass a lower --saturation-rps")
+        raise ValueError(
+            f"{served} did not keep up with {start_rps:.1f} req/s open-loop, the lowest rate tried: "
+            f"{steps}; pass a lower --saturation-rps"
+        )
     return Saturation(best["rate"], 0, steps)

@@ -67,11 +67,16 @@ def delta(before: Snapshot, after: Snapshot, client_mean_ms: float) -> ServerSta
     diff = {k: after.values[k] - before.values.get(k, 0.0) for k in after.values}
     handled = diff["requests"] + diff["failures"]
     breakdown = {key: (diff[key] / handled / 1000 if handled else math.nan) for key in DURATIONS}
-    breakdown["client_network"] = (client_mean_ms - breakdown["request"]
-                                   if handled and not math.isnan(client_mean_ms) else math.nan)
+    breakdown["client_network"] = (
+        client_mean_ms - breakdown["request"] if handled and not math.isnan(client_mean_ms) else math.nan
+    )
     batches = {size: n - before.batches.get(size, 0) for size, n in after.batches.items()}
     return ServerStats(
-        requests=int(diff["requests"]), failures=int(diff["failures"]), inferences=int(diff["inferences"]),
-        executions=int(diff["executions"]), breakdown_ms=breakdown,
-        batch_histogram={size: n for size, n in sorted(batches.items()) if n > 0}, summary_ms=after.summary_ms,
+        requests=int(diff["requests"]),
+        failures=int(diff["failures"]),
+        inferences=int(diff["inferences"]),
+        executions=int(diff["executions"]),
+        breakdown_ms=breakdown,
+        batch_histogram={size: n for size, n in sorted(batches.items()) if n > 0},
+        summary_ms=after.summary_ms,
     )

@@ -19,11 +19,11 @@ def violations(run: RunResult, slo: Slo) -> list[str]:
         out.append(f"no request succeeded ({c.failures} failed)")
     elif p99 > slo.p99_ms:
         over = p99 - slo.p99_ms
-        out.append(f"p99 {p99:.3f} ms exceeds the {slo.p99_ms:g} ms budget by {over:.3f} ms "
-                   f"({over / slo.p99_ms:.0%})")
+        out.append(f"p99 {p99:.3f} ms exceeds the {slo.p99_ms:g} ms budget by {over:.3f} ms ({over / slo.p99_ms:.0%})")
     if c.requests and c.error_rate > slo.max_error_rate:
-        out.append(f"error rate {c.error_rate:.3%} ({c.failures} of {c.requests}) exceeds the limit "
-                   f"{slo.max_error_rate:.3%}")
+        out.append(
+            f"error rate {c.error_rate:.3%} ({c.failures} of {c.requests}) exceeds the limit {slo.max_error_rate:.3%}"
+        )
     return out
 
 
@@ -41,8 +41,15 @@ def gate(result: CampaignResult, slo: Slo) -> list[str]:
         by_scenario.setdefault(run.scenario, []).append(run)
     for scenario, runs in by_scenario.items():
         if not any(run.passed for run in runs):
-            closest = min(runs, key=lambda r: r.client.latency_ms.get("p99", math.inf)
-                          if not math.isnan(r.client.latency_ms.get("p99", math.nan)) else math.inf)
-            failures.append(f"{scenario}: no variant met the SLO; closest {closest.variant}: "
-                            f"{'; '.join(closest.slo_violations)}")
+            closest = min(
+                runs,
+                key=lambda r: (
+                    r.client.latency_ms.get("p99", math.inf)
+                    if not math.isnan(r.client.latency_ms.get("p99", math.nan))
+                    else math.inf
+                ),
+            )
+            failures.append(
+                f"{scenario}: no variant met the SLO; closest {closest.variant}: {'; '.join(closest.slo_violations)}"
+            )
     return failures

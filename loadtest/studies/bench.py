@@ -75,8 +75,25 @@ from loadtest.studies.bench_report import (
     throughput,
 )
 
-__all__ = ["Options", "run", "main", "ROWS", "RATIOS", "TARGETS", "ratio", "ratios", "throughput", "render",
-           "describe", "evaluate_targets", "tuned_source", "perf_levels", "options", "P99_BUDGET_MS", "default_users"]
+__all__ = [
+    "Options",
+    "run",
+    "main",
+    "ROWS",
+    "RATIOS",
+    "TARGETS",
+    "ratio",
+    "ratios",
+    "throughput",
+    "render",
+    "describe",
+    "evaluate_targets",
+    "tuned_source",
+    "perf_levels",
+    "options",
+    "P99_BUDGET_MS",
+    "default_users",
+]
 
 MIN_USERS, MAX_USERS = 8, 32
 """Bounds of the default closed-loop users (:func:`default_users`)."""
@@ -122,7 +139,9 @@ def default_users(config: dict) -> int:
     if batching is None:
         batch = 1
     else:
-        batch = max([int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)])
+        batch = max(
+            [int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)]
+        )
     return max(MIN_USERS, min(MAX_USERS, instances * batch))
 
 
@@ -142,9 +161,14 @@ class Bench:
 
 # -- rows -----------------------------------------------------------------------------------------
 def _client_row(client, **extra) -> dict:
-    return {"throughput": client.throughput_rps, "p50_ms": client.latency_ms.get("p50"),
-            "p99_ms": client.latency_ms.get("p99"), "requests": client.requests, "failures": client.failures,
-            **extra}
+    return {
+        "throughput": client.throughput_rps,
+        "p50_ms": client.latency_ms.get("p50"),
+        "p99_ms": client.latency_ms.get("p99"),
+        "requests": client.requests,
+        "failures": client.failures,
+        **extra,
+    }
 
 
 def _error(exc: BaseException) -> str:
@@ -167,24 +191,44 @@ def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
     if not table:
         return f"the repository's config as exported ({where} has no [{model}] table)"
     return f"the repository's config as exported with {where} [{model}]" + (
-        f" ({table['note']})" if table.get("note") else "")
+        f" ({table['note']})" if table.get("note") else ""
+    )
 
 
 def measure_inprocess(bench: Bench, opts: Options) -> dict:
-    got = limit(bench.spec, bench.batch, seconds_per_size=opts.inprocess_s,
-                max_batch=bench.spec.max_batch_size or None, cpus=bench.server_cpus or None)
+    got = limit(
+        bench.spec,
+        bench.batch,
+        seconds_per_size=opts.inprocess_s,
+        max_batch=bench.spec.max_batch_size or None,
+        cpus=bench.server_cpus or None,
+    )
     best = next(r for r in got.table if r.batch == got.best_batch)
     cores = f" on CPUs {_cpu_text(bench.server_cpus)}" if bench.server_cpus else ""
-    return {"throughput": got.best_items_per_s, "p50_ms": best.median_ms, "p99_ms": None,
-            "batch1_median_ms": got.batch1_median_ms, "best_batch": got.best_batch, "threads": got.threads,
-            "note": f"{bench.spec.model_path.name}, batch {got.best_batch}, {got.threads} threads{cores}; "
-                    f"p90 {best.p90_ms:.3f} ms per call",
-            "table": [dataclasses.asdict(r) for r in got.table]}
+    return {
+        "throughput": got.best_items_per_s,
+        "p50_ms": best.median_ms,
+        "p99_ms": None,
+        "batch1_median_ms": got.batch1_median_ms,
+        "best_batch": got.best_batch,
+        "threads": got.threads,
+        "note": f"{bench.spec.model_path.name}, batch {got.best_batch}, {got.threads} threads{cores}; "
+        f"p90 {best.p90_ms:.3f} ms per call",
+        "table": [dataclasses.asdict(r) for r in got.table],
+    }
 
 
 def _scenario(model: str, protocol: str, users: int, opts: Options, name: str):
-    return Scenario(name, model, protocol, {"kind": "users", "users": users}, opts.duration_s,
-                    min(opts.warmup_s, opts.duration_s / 3), opts.processes, payload=opts.payload.to_table())
+    return Scenario(
+        name,
+        model,
+        protocol,
+        {"kind": "users", "users": users},
+        opts.duration_s,
+        min(opts.warmup_s, opts.duration_s / 3),
+        opts.processes,
+        payload=opts.payload.to_table(),
+    )
 
 
 def prime(bench: Bench, url: str, users: int, batching: bool, fastapi: bool = False) -> float:
@@ -226,10 +270,14 @@ def measure_triton(bench: Bench, endpoints, opts: Options, work: Path, log) -> d
             took = prime(bench, endpoints.http, users, "dynamic_batching" in config)
             log(f"[{model}] {key}: primed in {took:.1f} s")
         log(f"[{model}] {key}: {n} user(s), HTTP, {opts.duration_s:g} s")
-        client, s = measure_run(_scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints, work,
-                                f"{model}-{key}", log)
-        return _client_row(client, note=f"{describe(config)}; avg batch {s.avg_batch:.1f}", server={
-            "avg_batch": s.avg_batch, "batch_histogram": s.batch_histogram, "breakdown_ms": s.breakdown_ms})
+        client, s = measure_run(
+            _scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints, work, f"{model}-{key}", log
+        )
+        return _client_row(
+            client,
+            note=f"{describe(config)}; avg batch {s.avg_batch:.1f}",
+            server={"avg_batch": s.avg_batch, "batch_histogram": s.batch_histogram, "breakdown_ms": s.breakdown_ms},
+        )
 
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         data = perf.write_input_data(Path(tmp) / "input.json", bench.samples, bench.spec.config)
@@ -238,8 +286,11 @@ def measure_triton(bench: Bench, endpoints, opts: Options, work: Path, log) -> d
                 out["one_client"] = measure_one_client(model, endpoints.grpc, data, opts, log)
             row = _guarded(one, key, config, n)
             if key == "one_user":
-                out["one_user"] = {"triton_p50_ms": row.get("p50_ms"), "error": row.get("error"),
-                                   "client": "Locust, 1 user, HTTP"}
+                out["one_user"] = {
+                    "triton_p50_ms": row.get("p50_ms"),
+                    "error": row.get("error"),
+                    "client": "Locust, 1 user, HTTP",
+                }
             else:
                 out["rows"][key] = row
         out["perf"] = measure_perf(model, endpoints.grpc, users, data, opts, log)
@@ -250,16 +301,31 @@ def measure_one_client(model: str, grpc_url: str, data: Path, opts: Options, log
     """perf_analyzer at concurrency 1 over gRPC on row 3's config: the client's p50 and the server's split."""
     log(f"[{model}] one client: perf_analyzer, gRPC, concurrency 1")
     try:
-        got = perf.run(model, grpc_url, "grpc", 1, input_data=data, measurement_ms=max(opts.perf_ms, 1000),
-                       timeout_s=120.0, stability_percentage=30.0, max_trials=6).rows[0]
+        got = perf.run(
+            model,
+            grpc_url,
+            "grpc",
+            1,
+            input_data=data,
+            measurement_ms=max(opts.perf_ms, 1000),
+            timeout_s=120.0,
+            stability_percentage=30.0,
+            max_trials=6,
+        ).rows[0]
     except Exception as exc:  # noqa: BLE001 - reported in its row, the other rows still count
         return {"error": _error(exc)}
     compute = [got.server_compute_input_ms, got.server_compute_infer_ms, got.server_compute_output_ms]
-    return {"client": "perf_analyzer, gRPC, concurrency 1", "throughput": got.throughput, "p50_ms": got.p50_ms,
-            "p99_ms": got.p99_ms, "server_queue_ms": got.server_queue_ms,
-            "server_compute_ms": sum(c for c in compute if c is not None) if any(c is not None for c in compute) else None,
-            "server_compute_input_ms": got.server_compute_input_ms, "server_compute_infer_ms": got.server_compute_infer_ms,
-            "server_compute_output_ms": got.server_compute_output_ms}
+    return {
+        "client": "perf_analyzer, gRPC, concurrency 1",
+        "throughput": got.throughput,
+        "p50_ms": got.p50_ms,
+        "p99_ms": got.p99_ms,
+        "server_queue_ms": got.server_queue_ms,
+        "server_compute_ms": sum(c for c in compute if c is not None) if any(c is not None for c in compute) else None,
+        "server_compute_input_ms": got.server_compute_input_ms,
+        "server_compute_infer_ms": got.server_compute_infer_ms,
+        "server_compute_output_ms": got.server_compute_output_ms,
+    }
 
 
 def perf_levels(users: int) -> list[int]:
@@ -275,18 +341,33 @@ def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Option
     log(f"[{model}] perf_analyzer on row 3 (gRPC, concurrency {levels})")
     for level in levels:
         try:
-            got = perf.run(model, grpc_url, "grpc", level, input_data=data, measurement_ms=opts.perf_ms,
-                           timeout_s=120.0, stability_percentage=30.0, max_trials=6)
-            rows += [{"concurrency": r.concurrency, "throughput": r.throughput, "p50_ms": r.p50_ms,
-                      "p99_ms": r.p99_ms} for r in got.rows]
+            got = perf.run(
+                model,
+                grpc_url,
+                "grpc",
+                level,
+                input_data=data,
+                measurement_ms=opts.perf_ms,
+                timeout_s=120.0,
+                stability_percentage=30.0,
+                max_trials=6,
+            )
+            rows += [
+                {"concurrency": r.concurrency, "throughput": r.throughput, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
+                for r in got.rows
+            ]
         except Exception as exc:  # noqa: BLE001
             failed[level] = _error(exc)
     if not rows:
         return {"error": f"every level failed: {failed}", "failed": failed}
     under = [r for r in rows if r["p99_ms"] is not None and r["p99_ms"] < P99_BUDGET_MS]
-    return {"range": ",".join(map(str, levels)), "levels": rows, "failed": failed,
-            "best": max(rows, key=lambda r: r["throughput"]),
-            "best_under_p99": max(under, key=lambda r: r["throughput"]) if under else None}
+    return {
+        "range": ",".join(map(str, levels)),
+        "levels": rows,
+        "failed": failed,
+        "best": max(rows, key=lambda r: r["throughput"]),
+        "best_under_p99": max(under, key=lambda r: r["throughput"]) if under else None,
+    }
 
 
 def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
@@ -299,14 +380,28 @@ def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
         procs = []
 
         def one(key: str = key, port: int = port, batcher: bool = batcher, procs: list = procs) -> dict:
-            procs.append(serve_in_subprocess(model, port, batcher, opts.repository, timeout_s=120,
-                                             cpus=bench.server_cpus or None))
+            procs.append(
+                serve_in_subprocess(
+                    model, port, batcher, opts.repository, timeout_s=120, cpus=bench.server_cpus or None
+                )
+            )
             log(f"[{model}] {key}: primed in {prime(bench, f'127.0.0.1:{port}', users, batcher, True):.1f} s")
-            client = run_locust(_scenario(model, "fastapi", users, opts, f"{model}-{key}"), model,
-                                f"127.0.0.1:{port}", work / f"{model}-{key}.json", work / f"{model}-{key}.log",
-                                progress=log, config=bench.spec.config, samples=bench.samples)
-            return _client_row(client, note=f"uvicorn, JSON, {bench.spec.model_path.name}, " + (
-                "asyncio micro-batcher (max wait 2 ms)" if batcher else "one forward per request"))
+            client = run_locust(
+                _scenario(model, "fastapi", users, opts, f"{model}-{key}"),
+                model,
+                f"127.0.0.1:{port}",
+                work / f"{model}-{key}.json",
+                work / f"{model}-{key}.log",
+                progress=log,
+                config=bench.spec.config,
+                samples=bench.samples,
+            )
+            return _client_row(
+                client,
+                note=f"uvicorn, JSON, {bench.spec.model_path.name}, "
+                + ("asyncio micro-batcher (max wait 2 ms)" if batcher else "one forward per request"),
+            )
+
         try:
             rows[key] = _guarded(one)
         finally:
@@ -318,8 +413,13 @@ def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
 def measure_first_request(bench: Bench, opts: Options) -> list[dict]:
     def one(warmup: bool) -> dict:
         got = measure(opts.repository, bench.model, bench.batch(1), warmup, opts.steady, "grpc")
-        return {"first_ms": got.first_ms, "steady_p50_ms": got.steady_p50_ms, "ratio": got.ratio,
-                "ready_s": got.ready_s, "warmup_entries": got.warmup_entries}
+        return {
+            "first_ms": got.first_ms,
+            "steady_p50_ms": got.steady_p50_ms,
+            "ratio": got.ratio,
+            "ready_s": got.ready_s,
+            "warmup_entries": got.warmup_entries,
+        }
 
     return [{"warmup": warmup, **_guarded(one, warmup)} for warmup in (True, False)]
 
@@ -335,8 +435,13 @@ def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
     benches = {}
     for model in opts.models:
         spec = model_file(model, opts.repository)
-        benches[model] = Bench(model, spec, payloads(spec.config, default_options(model, opts.payload)), server_cpus,
-                               opts.users_for(model, spec.config))
+        benches[model] = Bench(
+            model,
+            spec,
+            payloads(spec.config, default_options(model, opts.payload)),
+            server_cpus,
+            opts.users_for(model, spec.config),
+        )
     return benches
 
 
@@ -351,14 +456,27 @@ def run(opts: Options, log=None) -> dict:
     benches = prepare(opts, server_cpus)
     import torch  # only for the machine line; the rows import what their file needs
 
-    result = {"started": datetime.now(UTC).isoformat(timespec="seconds"),
-              "machine": f"{len(os.sched_getaffinity(0))} CPUs, torch {torch.__version__}",
-              "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
-              "settings": {"duration_s": opts.duration_s, "warmup_s": opts.warmup_s, "processes": opts.processes,
-                           "payload": opts.payload.to_table()},
-              "models": {m: {"users": benches[m].users, "duration_s": opts.duration_s,
-                             "warmup_s": min(opts.warmup_s, opts.duration_s / 3), "rows": {},
-                             "format": benches[m].spec.model_path.name} for m in opts.models}}
+    result = {
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{len(os.sched_getaffinity(0))} CPUs, torch {torch.__version__}",
+        "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
+        "settings": {
+            "duration_s": opts.duration_s,
+            "warmup_s": opts.warmup_s,
+            "processes": opts.processes,
+            "payload": opts.payload.to_table(),
+        },
+        "models": {
+            m: {
+                "users": benches[m].users,
+                "duration_s": opts.duration_s,
+                "warmup_s": min(opts.warmup_s, opts.duration_s / 3),
+                "rows": {},
+                "format": benches[m].spec.model_path.name,
+            }
+            for m in opts.models
+        },
+    }
     models = result["models"]
     log(f"server and row 1 on CPUs {_cpu_text(server_cpus)}, load generators on CPUs {_cpu_text(client_cpus)}")
     for model in opts.models:  # row 1, no server running
@@ -367,9 +485,18 @@ def run(opts: Options, log=None) -> dict:
     affinity = os.sched_getaffinity(0)
     try:
         http, grpc, metrics = free_ports(3)
-        server = LocalServer(ServerConfig(model_repository=opts.repository, http_port=http, grpc_port=grpc,
-                                          metrics_port=metrics, model_control_mode="explicit",
-                                          load_models=tuple(opts.models), exit_timeout_s=10, cpus=server_cpus))
+        server = LocalServer(
+            ServerConfig(
+                model_repository=opts.repository,
+                http_port=http,
+                grpc_port=grpc,
+                metrics_port=metrics,
+                model_control_mode="explicit",
+                load_models=tuple(opts.models),
+                exit_timeout_s=10,
+                cpus=server_cpus,
+            )
+        )
         log(f"starting tritonserver (HTTP {http}, gRPC {grpc}) with {', '.join(opts.models)}")
         server.start()
         if client_cpus:  # after the server started on its own: Locust and perf_analyzer, started from here, inherit it
@@ -406,29 +533,50 @@ def run(opts: Options, log=None) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.bench", description=__doc__.split("\n\n")[0],
-                                     epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", nargs="+", default=["digits", "minilm"],
-                        help="TorchScript or ONNX models of the repository (default: digits minilm)")
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.studies.bench",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["digits", "minilm"],
+        help="TorchScript or ONNX models of the repository (default: digits minilm)",
+    )
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of Locust load per row (rows 2-5)")
     parser.add_argument("--warmup", type=float, default=2.0, help="leading seconds of each row left out")
-    parser.add_argument("--users", nargs="+", default=[], metavar="[MODEL=]N",
-                        help="closed-loop Locust users (default: enough for the served config to form its largest "
-                             "batch on every instance, 8 to 32)")
+    parser.add_argument(
+        "--users",
+        nargs="+",
+        default=[],
+        metavar="[MODEL=]N",
+        help="closed-loop Locust users (default: enough for the served config to form its largest "
+        "batch on every instance, 8 to 32)",
+    )
     parser.add_argument("--processes", type=int, default=1, help="Locust processes")
     parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="writes bench.json and bench.md")
-    parser.add_argument("--repository", type=Path, default=target.default_repository(),
-                        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)")
+    parser.add_argument(
+        "--repository",
+        type=Path,
+        default=target.default_repository(),
+        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)",
+    )
     parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
     parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
     parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
-    parser.add_argument("--server-cpus", type=target.parse_cpus, help="the servers' and row 1's cores (default: "
-                                                                      "the upper half of this machine's)")
-    parser.add_argument("--client-cpus", type=target.parse_cpus, help="the load generators' cores (default: the "
-                                                                      "lower half)")
-    parser.add_argument("--no-split-cpus", action="store_true",
-                        help="let servers and load generators share every core (no pinning)")
+    parser.add_argument(
+        "--server-cpus",
+        type=target.parse_cpus,
+        help="the servers' and row 1's cores (default: the upper half of this machine's)",
+    )
+    parser.add_argument(
+        "--client-cpus", type=target.parse_cpus, help="the load generators' cores (default: the lower half)"
+    )
+    parser.add_argument(
+        "--no-split-cpus", action="store_true", help="let servers and load generators share every core (no pinning)"
+    )
     add_payload_arguments(parser)
     return parser
 
@@ -444,11 +592,21 @@ def options(argv: list[str] | None = None) -> Options:
         except ValueError:
             raise ValueError(f"--users {value!r} is not N or MODEL=N") from None
     none = frozenset() if args.no_split_cpus else None
-    return Options(models=tuple(args.models), duration_s=args.duration, warmup_s=args.warmup, users=users,
-                   processes=args.processes, out=args.out.resolve(), repository=args.repository.resolve(),
-                   inprocess_s=args.inprocess_s, perf_ms=args.perf_ms, steady=args.steady,
-                   payload=payload_options(args), server_cpus=args.server_cpus if args.server_cpus else none,
-                   client_cpus=args.client_cpus if args.client_cpus else none)
+    return Options(
+        models=tuple(args.models),
+        duration_s=args.duration,
+        warmup_s=args.warmup,
+        users=users,
+        processes=args.processes,
+        out=args.out.resolve(),
+        repository=args.repository.resolve(),
+        inprocess_s=args.inprocess_s,
+        perf_ms=args.perf_ms,
+        steady=args.steady,
+        payload=payload_options(args),
+        server_cpus=args.server_cpus if args.server_cpus else none,
+        client_cpus=args.client_cpus if args.client_cpus else none,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,8 +64,11 @@ TARGETS = {1: 0.9, 8: 0.7, 32: 0.6}
 """Served tokens/s over the in-process step rate at the same batch size, at least."""
 FIRST_REQUEST_MAX = 1.5
 """First request's TTFT after ready over the steady TTFT, at most."""
-GENERATORS = {"text_generator": {}, "text_generator_bls": {"STEP_MODE": "bls"},
-              "text_generator_cold": {"WARMUP": "false"}}
+GENERATORS = {
+    "text_generator": {},
+    "text_generator_bls": {"STEP_MODE": "bls"},
+    "text_generator_cold": {"WARMUP": "false"},
+}
 
 
 def steps_of(tiny: bool) -> tuple[str, str]:
@@ -97,7 +100,9 @@ def make_repository(root: Path, tiny: bool = False) -> Path:
         (repo / name).symlink_to(DEFAULT_REPOSITORY / name, target_is_directory=True)
     committed = (DEFAULT_REPOSITORY / "text_generator" / "config.pbtxt").read_text()
     for name, params in GENERATORS.items():
-        shutil.copytree(DEFAULT_REPOSITORY / "text_generator", repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            DEFAULT_REPOSITORY / "text_generator", repo / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
         (repo / name / "config.pbtxt").write_text(set_parameters(committed, name, steps, params))
     return repo
 
@@ -139,8 +144,10 @@ def run_streams(url: str, model: str, prompts: list[str], tokens: int, concurren
     results = [{} for _ in prompts]
     t0 = time.perf_counter()
     if concurrent:
-        threads = [threading.Thread(target=stream_one, args=(url, model, p, tokens, t0, r))
-                   for p, r in zip(prompts, results, strict=True)]
+        threads = [
+            threading.Thread(target=stream_one, args=(url, model, p, tokens, t0, r))
+            for p, r in zip(prompts, results, strict=True)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -149,8 +156,12 @@ def run_streams(url: str, model: str, prompts: list[str], tokens: int, concurren
         for p, r in zip(prompts, results, strict=True):
             stream_one(url, model, p, tokens, t0, r)
     wall = max(r["end"] for r in results)
-    return {"ttft_mean": statistics.mean(r["ttft"] for r in results), "ttft_max": max(r["ttft"] for r in results),
-            "pieces": sum(r["pieces"] for r in results), "wall": wall}
+    return {
+        "ttft_mean": statistics.mean(r["ttft"] for r in results),
+        "ttft_max": max(r["ttft"] for r in results),
+        "pieces": sum(r["pieces"] for r in results),
+        "wall": wall,
+    }
 
 
 STEP_LINE = re.compile(r"([\w.-]+): (\d+) decode steps \((\w+)\), (\d+) tokens, median ([\d.]+) ms")
@@ -158,8 +169,9 @@ STEP_LINE = re.compile(r"([\w.-]+): (\d+) decode steps \((\w+)\), (\d+) tokens, 
 
 def logged_steps(log: str, model: str) -> list[tuple[int, int, float]]:
     """(decode steps, tokens, median step ms) of each batch run the generator logged, in order."""
-    return [(int(m.group(2)), int(m.group(4)), float(m.group(5)))
-            for m in STEP_LINE.finditer(log) if m.group(1) == model]
+    return [
+        (int(m.group(2)), int(m.group(4)), float(m.group(5))) for m in STEP_LINE.finditer(log) if m.group(1) == model
+    ]
 
 
 def served_row(server: LocalServer, model: str, prompts: list[str], tokens: int) -> dict:
@@ -195,8 +207,11 @@ def inprocess_row(steps, prompt_ids: list[list[int]], tokens: int) -> dict:
         if not measured:
             times = []
         batch.clear()
-    return {"prefill_s": prefill_s, "step_ms": statistics.median(times) * 1000,
-            "tokens_per_s": len(prompt_ids) * len(times) / sum(times)}
+    return {
+        "prefill_s": prefill_s,
+        "step_ms": statistics.median(times) * 1000,
+        "tokens_per_s": len(prompt_ids) * len(times) / sum(times),
+    }
 
 
 def generator_optimized() -> bool:
@@ -217,8 +232,11 @@ class InProcess:
 
         prefill, decode = steps_of(tiny)
         self.optimized = generator_optimized()
-        self.steps = TorchScriptSteps(DEFAULT_REPOSITORY / prefill / "1" / "model.pt",
-                                      DEFAULT_REPOSITORY / decode / "1" / "model.pt", optimized=self.optimized)
+        self.steps = TorchScriptSteps(
+            DEFAULT_REPOSITORY / prefill / "1" / "model.pt",
+            DEFAULT_REPOSITORY / decode / "1" / "model.pt",
+            optimized=self.optimized,
+        )
         self.tokenizer = smollm.tokenizer()
         self.cpus, self.threads, self.torch = cpus, threads, torch
 
@@ -242,8 +260,10 @@ def first_request(config: ServerConfig, model: str, steady: int = 5) -> dict:
     with LocalServer(config) as server:
         ready_s = time.perf_counter() - started
         first = run_streams(config.grpc_url, model, [PROMPTS[0]], 4)["ttft_mean"]
-        later = [run_streams(config.grpc_url, model, [PROMPTS[i % len(PROMPTS)]], 4)["ttft_mean"]
-                 for i in range(1, steady + 1)]
+        later = [
+            run_streams(config.grpc_url, model, [PROMPTS[i % len(PROMPTS)]], 4)["ttft_mean"]
+            for i in range(1, steady + 1)
+        ]
         if server.stop():
             raise RuntimeError("the server left processes or /dev/shm regions behind")
     median = statistics.median(later)
@@ -259,14 +279,18 @@ def verdict(ratio: float, threshold: float, at_least: bool = True) -> str:
 def throughput_line(n: int, inproc: dict, served: dict) -> str:
     ratio = served["tokens_per_s"] / inproc["tokens_per_s"]
     target = verdict(ratio, TARGETS[n]) if n in TARGETS else "no target"
-    return (f"| {n} | {inproc['step_ms']:.1f} | {inproc['tokens_per_s']:.1f} | {served['step_ms']:.1f} | "
-            f"{served['tokens']} | {served['wall']:.2f} | {served['ttft_mean']:.3f} | {served['tokens_per_s']:.1f} | "
-            f"{ratio:.2f} | {target} |")
+    return (
+        f"| {n} | {inproc['step_ms']:.1f} | {inproc['tokens_per_s']:.1f} | {served['step_ms']:.1f} | "
+        f"{served['tokens']} | {served['wall']:.2f} | {served['ttft_mean']:.3f} | {served['tokens_per_s']:.1f} | "
+        f"{ratio:.2f} | {target} |"
+    )
 
 
 def first_request_line(label: str, r: dict) -> str:
-    return (f"| {label} | {r['ready_s']:.1f} | {r['first_s']:.3f} | {r['steady_s']:.3f} | {r['ratio']:.2f} | "
-            f"{verdict(r['ratio'], FIRST_REQUEST_MAX, at_least=False)} |")
+    return (
+        f"| {label} | {r['ready_s']:.1f} | {r['first_s']:.3f} | {r['steady_s']:.3f} | {r['ratio']:.2f} | "
+        f"{verdict(r['ratio'], FIRST_REQUEST_MAX, at_least=False)} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -293,31 +317,46 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="generation-bench-") as root:
         repo = make_repository(Path(root), args.tiny)
         http, grpc, metrics = free_ports()
-        config = ServerConfig(model_repository=repo, http_port=http, grpc_port=grpc, metrics_port=metrics,
-                              exit_timeout_s=10, cpus=server_cpus)
+        config = ServerConfig(
+            model_repository=repo,
+            http_port=http,
+            grpc_port=grpc,
+            metrics_port=metrics,
+            exit_timeout_s=10,
+            cpus=server_cpus,
+        )
         models = ("text_generator",) + (() if args.no_step_modes else ("text_generator_bls",) + steps_of(args.tiny))
         optimised = "on" if generator_optimized() else "off"
-        print(f"torch {torch.__version__}; server and stubs on CPUs {sorted(server_cpus) or 'all'} ({threads} torch "
-              f"threads, optimised execution {optimised}), load generator on CPUs {sorted(client_cpus) or 'all'}; "
-              f"{'tiny random-weight steps' if args.tiny else 'SmolLM2-135M FP32'}, greedy, {args.tokens} tokens per "
-              f"stream, gRPC streaming\n", flush=True)
+        print(
+            f"torch {torch.__version__}; server and stubs on CPUs {sorted(server_cpus) or 'all'} ({threads} torch "
+            f"threads, optimised execution {optimised}), load generator on CPUs {sorted(client_cpus) or 'all'}; "
+            f"{'tiny random-weight steps' if args.tiny else 'SmolLM2-135M FP32'}, greedy, {args.tokens} tokens per "
+            f"stream, gRPC streaming\n",
+            flush=True,
+        )
         affinity = os.sched_getaffinity(0)
         inproc = InProcess(args.tiny, server_cpus, threads)
         try:
             with LocalServer(dataclasses.replace(config, load_models=models)) as server:
                 if client_cpus:
                     os.sched_setaffinity(0, client_cpus)
-                print("| streams | in-process step ms | in-process tokens/s | served step ms (log) | served tokens | "
-                      "wall s | mean TTFT s | served tokens/s | served / in-process | target |")
+                print(
+                    "| streams | in-process step ms | in-process tokens/s | served step ms (log) | served tokens | "
+                    "wall s | mean TTFT s | served tokens/s | served / in-process | target |"
+                )
                 print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
                 for n in args.streams:
                     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
                     in_row = inproc.row(prompts, args.tokens)
                     run_streams(config.grpc_url, "text_generator", prompts, 4)  # as the in-process row warms
-                    print(throughput_line(n, in_row, served_row(server, "text_generator", prompts, args.tokens)),
-                          flush=True)
+                    print(
+                        throughput_line(n, in_row, served_row(server, "text_generator", prompts, args.tokens)),
+                        flush=True,
+                    )
                 if not args.no_step_modes:
-                    print("\n| step mode | prompt tokens | median decode step ms (server log) | tokens/s (one stream) |")
+                    print(
+                        "\n| step mode | prompt tokens | median decode step ms (server log) | tokens/s (one stream) |"
+                    )
                     print("|---|---|---|---|")
                     for prompt, label in ((PROMPTS[0], "~10"), (LONG_PROMPT, "~300")):
                         for model, mode in (("text_generator", "in-process"), ("text_generator_bls", "BLS")):
@@ -326,7 +365,9 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             os.sched_setaffinity(0, affinity)
         if not args.no_first_request:
-            alone = {m: dataclasses.replace(config, load_models=(m,)) for m in ("text_generator", "text_generator_cold")}
+            alone = {
+                m: dataclasses.replace(config, load_models=(m,)) for m in ("text_generator", "text_generator_cold")
+            }
             if client_cpus:
                 os.sched_setaffinity(0, client_cpus)
             try:

@@ -61,11 +61,14 @@ FACTORS = (1.0, 1.5, 2.0)
 
 # --- configs -------------------------------------------------------------------------------------
 
+
 def policy_text(policy: QueuePolicy) -> str:
     if not policy.limits:
         return "none"
-    return (f"max_queue_size={policy.max_queue_size}, default_timeout_us={policy.default_timeout_us}, "
-            f"timeout_action={policy.timeout_action}")
+    return (
+        f"max_queue_size={policy.max_queue_size}, default_timeout_us={policy.default_timeout_us}, "
+        f"timeout_action={policy.timeout_action}"
+    )
 
 
 def policy_of(config: dict[str, Any]) -> QueuePolicy:
@@ -83,9 +86,17 @@ def with_overrides(policy: QueuePolicy, overrides: dict[str, int | None] | None)
 
 def variants(model: str, policy: QueuePolicy, fmt: str = "torchscript") -> tuple[Candidate, Candidate]:
     """The config with ``policy`` and the same config with no queue policy (both otherwise as served)."""
-    return (Candidate.of(WITH_POLICY, (model,), fmt, max_queue_size=policy.max_queue_size,
-                         default_timeout_us=policy.default_timeout_us, timeout_action=policy.timeout_action),
-            Candidate.of(WITHOUT_POLICY, (model,), fmt, max_queue_size=0, default_timeout_us=0))
+    return (
+        Candidate.of(
+            WITH_POLICY,
+            (model,),
+            fmt,
+            max_queue_size=policy.max_queue_size,
+            default_timeout_us=policy.default_timeout_us,
+            timeout_action=policy.timeout_action,
+        ),
+        Candidate.of(WITHOUT_POLICY, (model,), fmt, max_queue_size=0, default_timeout_us=0),
+    )
 
 
 def default_budget_ms(model: str) -> float | None:
@@ -96,9 +107,18 @@ def default_budget_ms(model: str) -> float | None:
     return float(tomllib.loads(path.read_text())["slo"]["p99_ms"])
 
 
-def saturation_without_policy(model: str, served: str, protocol: str, endpoints, work: Path, original: dict,
-                              fmt: str = "torchscript", log=print, payload: dict | None = None,
-                              **search) -> Saturation:
+def saturation_without_policy(
+    model: str,
+    served: str,
+    protocol: str,
+    endpoints,
+    work: Path,
+    original: dict,
+    fmt: str = "torchscript",
+    log=print,
+    payload: dict | None = None,
+    **search,
+) -> Saturation:
     """``find_saturation`` with the queue policy removed, then ``original`` served again."""
     _, without = variants(model, policy_of(original), fmt)
     apply.apply(endpoints.http, without, model, original)
@@ -111,15 +131,36 @@ def saturation_without_policy(model: str, served: str, protocol: str, endpoints,
 def unfinished_row(config: str, factor: float, target_rps: float, budget_ms: float, why: str) -> dict[str, Any]:
     """A run whose requests were still queued when Locust had to stop: no figures, over the budget."""
     nan = float("nan")
-    return {"config": config, "factor": factor, "target_rps": round(target_rps, 1), "offered_rps": nan,
-            "offered": 0, "accepted": 0, "accepted_rps": nan, "refused": 0, "refusal_rate": 0.0, "dropped": 0,
-            "drop_rate": 0.0, "other_errors": 0, "p50_ms": None, "p99_ms": None, "budget_ms": budget_ms,
-            "meets_budget": False, "refusal_statuses": {}, "other_statuses": {}, "refusal_latency_ms": {},
-            "client_kept_up": True, "server_avg_batch": None, "server_queue_ms": None, "unfinished": why}
+    return {
+        "config": config,
+        "factor": factor,
+        "target_rps": round(target_rps, 1),
+        "offered_rps": nan,
+        "offered": 0,
+        "accepted": 0,
+        "accepted_rps": nan,
+        "refused": 0,
+        "refusal_rate": 0.0,
+        "dropped": 0,
+        "drop_rate": 0.0,
+        "other_errors": 0,
+        "p50_ms": None,
+        "p99_ms": None,
+        "budget_ms": budget_ms,
+        "meets_budget": False,
+        "refusal_statuses": {},
+        "other_statuses": {},
+        "refusal_latency_ms": {},
+        "client_kept_up": True,
+        "server_avg_batch": None,
+        "server_queue_ms": None,
+        "unfinished": why,
+    }
 
 
-def row(run: RunResult, config: str, factor: float, target_rps: float, budget_ms: float,
-        warmup_s: float = 0.0) -> dict[str, Any]:
+def row(
+    run: RunResult, config: str, factor: float, target_rps: float, budget_ms: float, warmup_s: float = 0.0
+) -> dict[str, Any]:
     """The table's figures for one run. Rates are per second of the measured window; ``refusal_rate`` is
     refused / offered, where offered counts every arrival (sent or dropped)."""
     c = run.client
@@ -182,31 +223,54 @@ def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if not r["meets_budget"]:
             problems.append(f"{where}: p99 {ms_text(r['p99_ms'])} ms is over the {r['budget_ms']:g} ms budget")
         if r["other_errors"]:
-            problems.append(f"{where}: {r['other_errors']} failures that are not retryable refusals "
-                            f"({r['other_statuses']})")
+            problems.append(
+                f"{where}: {r['other_errors']} failures that are not retryable refusals ({r['other_statuses']})"
+            )
         if r["dropped"]:
             problems.append(f"{where}: the client dropped {r['dropped']} arrivals (raise --max-inflight)")
         if not r["client_kept_up"]:
-            problems.append(f"{where}: the client offered {r['offered_rps']:g} of {r['target_rps']:g} req/s "
-                            f"(client-bound: the figures understate the load)")
+            problems.append(
+                f"{where}: the client offered {r['offered_rps']:g} of {r['target_rps']:g} req/s "
+                f"(client-bound: the figures understate the load)"
+            )
     baseline = {r["factor"]: r for r in rows if r["config"] == WITHOUT_POLICY}
-    return {"passed": bool(policy) and not problems, "problems": problems,
-            "baseline_over_budget": sorted(f for f, r in baseline.items() if not r["meets_budget"])}
+    return {
+        "passed": bool(policy) and not problems,
+        "problems": problems,
+        "baseline_over_budget": sorted(f for f, r in baseline.items() if not r["meets_budget"]),
+    }
 
 
 def load_runs(data: dict[str, Any]) -> list[RunResult]:
     """The ``RunResult`` objects of a results.json written here."""
-    return from_dict({"campaign": "overload", "started": data.get("started", ""), "slo": {},
-                      "runs": data.get("runs", [])}).runs
+    return from_dict(
+        {"campaign": "overload", "started": data.get("started", ""), "slo": {}, "runs": data.get("runs", [])}
+    ).runs
 
 
 # --- the whole measurement -----------------------------------------------------------------------
 
-def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
-            budget_ms: float, duration_s: float = 20.0, warmup_s: float = 3.0, factors=FACTORS,
-            saturation_rps: float | None = None, max_inflight: int = 4096, processes: int = 1,
-            policy: QueuePolicy | None = None, overrides: dict[str, int | None] | None = None,
-            search: dict | None = None, payload: dict | None = None, log=print) -> dict[str, Any]:
+
+def measure(
+    model: str,
+    endpoints,
+    out_dir: Path,
+    *,
+    protocol: str = "grpc",
+    fmt: str = "torchscript",
+    budget_ms: float,
+    duration_s: float = 20.0,
+    warmup_s: float = 3.0,
+    factors=FACTORS,
+    saturation_rps: float | None = None,
+    max_inflight: int = 4096,
+    processes: int = 1,
+    policy: QueuePolicy | None = None,
+    overrides: dict[str, int | None] | None = None,
+    search: dict | None = None,
+    payload: dict | None = None,
+    log=print,
+) -> dict[str, Any]:
     """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field);
     ``payload``: the requests' payload table (``Scenario.payload``; default: the catalog model's samples, else
@@ -218,16 +282,19 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
     original = apply.served_config(endpoints.http, served)
     policy = with_overrides(policy or policy_of(original), overrides)
     if not policy.limits:
-        raise ValueError(f"{served} serves no queue policy: set one in export/models.toml (and re-export) or pass "
-                         f"--max-queue-size / --timeout-us")
+        raise ValueError(
+            f"{served} serves no queue policy: set one in export/models.toml (and re-export) or pass "
+            f"--max-queue-size / --timeout-us"
+        )
     with_policy, without_policy = variants(model, policy, fmt)
     log(f"overload {served} over {protocol}: queue policy {policy_text(policy)}; p99 budget {budget_ms:g} ms")
     if saturation_rps:
         sat = Saturation(saturation_rps, 0)
         sat_dict = {**dataclasses.asdict(sat), "given": True}
     else:
-        sat = saturation_without_policy(model, served, protocol, endpoints, work, original, fmt, log=log,
-                                        payload=payload, **(search or {}))
+        sat = saturation_without_policy(
+            model, served, protocol, endpoints, work, original, fmt, log=log, payload=payload, **(search or {})
+        )
         sat_dict = dataclasses.asdict(sat)
     log(f"  saturating throughput {sat.rps:.1f} req/s")
     budget = Slo(budget_ms, max_error_rate=0.999999)
@@ -237,8 +304,17 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
             apply.apply(endpoints.http, variant, model, original)
             for factor in factors:
                 rate = round(sat.rps * factor, 1)
-                scenario = open_scenario(model, protocol, rate, duration_s, warmup_s, max_inflight, processes,
-                                         name=f"{model}-{factor:g}x", payload=payload)
+                scenario = open_scenario(
+                    model,
+                    protocol,
+                    rate,
+                    duration_s,
+                    warmup_s,
+                    max_inflight,
+                    processes,
+                    name=f"{model}-{factor:g}x",
+                    payload=payload,
+                )
                 settle(endpoints, served)
                 try:
                     run = run_scenario(scenario, variant, served, endpoints, work, budget, log=lambda *_: None)
@@ -251,46 +327,78 @@ def measure(model: str, endpoints, out_dir: Path, *, protocol: str = "grpc", fmt
                 r = row(run, variant.name, factor, rate, budget_ms, warmup_s)
                 rows.append(r)
                 runs.append(run)
-                log(f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: accepted {r['accepted_rps']:8.1f}"
+                log(
+                    f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: accepted {r['accepted_rps']:8.1f}"
                     f"/s  refused {r['refusal_rate']:6.2%}  dropped {r['drop_rate']:6.2%}  other {r['other_errors']}"
-                    f"  p99 {ms_text(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}")
+                    f"  p99 {ms_text(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}"
+                )
     finally:
         settle(endpoints, served)
         apply.restore(endpoints.http, {served: original})
     return {
-        "model": model, "served_model": served, "protocol": protocol, "budget_ms": budget_ms,
-        "started": started, "policy": policy_text(policy),
-        "policy_values": dataclasses.asdict(policy), "saturation": sat_dict, "factors": list(factors),
-        "duration_s": duration_s, "warmup_s": warmup_s, "max_inflight": max_inflight, "processes": processes,
-        "rows": rows, "verdict": verdict(rows), "runs": [dataclasses.asdict(r) for r in runs],
+        "model": model,
+        "served_model": served,
+        "protocol": protocol,
+        "budget_ms": budget_ms,
+        "started": started,
+        "policy": policy_text(policy),
+        "policy_values": dataclasses.asdict(policy),
+        "saturation": sat_dict,
+        "factors": list(factors),
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "max_inflight": max_inflight,
+        "processes": processes,
+        "rows": rows,
+        "verdict": verdict(rows),
+        "runs": [dataclasses.asdict(r) for r in runs],
     }
 
 
 # --- command line --------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.overload", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="minilm",
-                        help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50")
-    parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"),
-                        help="served variant (onnx: <model>_onnx)")
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.studies.overload",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--model",
+        default="minilm",
+        help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50",
+    )
+    parser.add_argument(
+        "--format", default="torchscript", choices=("torchscript", "onnx"), help="served variant (onnx: <model>_onnx)"
+    )
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
-    parser.add_argument("--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)")
+    parser.add_argument(
+        "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
+    )
     parser.add_argument("--duration", type=float, default=20.0, help="seconds per load run (default 20)")
     parser.add_argument("--warmup", type=float, default=3.0, help="leading seconds left out of each run (default 3)")
     parser.add_argument("--factors", default="1,1.5,2", help="load factors of the saturating rate (default 1,1.5,2)")
     parser.add_argument("--saturation-rps", type=float, help="skip the search: use this saturating rate")
     parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
-    parser.add_argument("--max-inflight", type=int, default=4096,
-                        help="client slots per Locust process; arrivals beyond are dropped (default 4096)")
+    parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=4096,
+        help="client slots per Locust process; arrivals beyond are dropped (default 4096)",
+    )
     parser.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
-    parser.add_argument("--max-queue-size", type=int,
-                        help="queue policy under test: max_queue_size (default: the served config's)")
-    parser.add_argument("--timeout-us", type=int, help="queue policy under test: default_timeout_microseconds "
-                                                       "(default: the served config's)")
-    parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/overload; "
-                                                              "files go to <out>/<model>/)")
+    parser.add_argument(
+        "--max-queue-size", type=int, help="queue policy under test: max_queue_size (default: the served config's)"
+    )
+    parser.add_argument(
+        "--timeout-us",
+        type=int,
+        help="queue policy under test: default_timeout_microseconds (default: the served config's)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="reports folder (default reports/overload; files go to <out>/<model>/)"
+    )
     parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
     target.add_server_arguments(parser)
     add_payload_arguments(parser)
@@ -321,12 +429,27 @@ def main(argv: list[str] | None = None) -> int:
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
     # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
     overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
-    code, data = target.run_with_server(args, (served,), lambda endpoints, _server: measure(
-        args.model, endpoints, args.out / args.model, protocol=args.protocol, fmt=args.format, budget_ms=budget,
-        duration_s=args.duration, warmup_s=args.warmup, factors=factors, saturation_rps=args.saturation_rps,
-        max_inflight=args.max_inflight, processes=args.processes, overrides=overrides,
-        search={"duration_s": args.search_duration},
-        payload=options.to_table() if options != PayloadOptions() else None))
+    code, data = target.run_with_server(
+        args,
+        (served,),
+        lambda endpoints, _server: measure(
+            args.model,
+            endpoints,
+            args.out / args.model,
+            protocol=args.protocol,
+            fmt=args.format,
+            budget_ms=budget,
+            duration_s=args.duration,
+            warmup_s=args.warmup,
+            factors=factors,
+            saturation_rps=args.saturation_rps,
+            max_inflight=args.max_inflight,
+            processes=args.processes,
+            overrides=overrides,
+            search={"duration_s": args.search_duration},
+            payload=options.to_table() if options != PayloadOptions() else None,
+        ),
+    )
     if code:
         return code
     paths = write_outputs(data, args.out / args.model)
@@ -334,8 +457,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(TABLE_HEADERS, table(data["rows"])))
     print()
     v = data["verdict"]
-    print("PASS: the queue policy kept p99 within budget and refused the excess with retryable statuses"
-          if v["passed"] else "FAIL:\n  " + "\n  ".join(v["problems"]))
+    print(
+        "PASS: the queue policy kept p99 within budget and refused the excess with retryable statuses"
+        if v["passed"]
+        else "FAIL:\n  " + "\n  ".join(v["problems"])
+    )
     print("wrote " + ", ".join(map(str, paths)))
     return 0 if v["passed"] else 1
 

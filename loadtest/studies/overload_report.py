@@ -17,15 +17,36 @@ def _statuses(counts: dict[str, int]) -> str:
     return ", ".join(f"{s} x{n}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
 
 
-TABLE_HEADERS = ["config", "load", "offered req/s", "accepted req/s", "refusal rate", "dropped (client)",
-                 "other errors", "p99 accepted ms", "p99 <= budget", "refusal statuses"]
+TABLE_HEADERS = [
+    "config",
+    "load",
+    "offered req/s",
+    "accepted req/s",
+    "refusal rate",
+    "dropped (client)",
+    "other errors",
+    "p99 accepted ms",
+    "p99 <= budget",
+    "refusal statuses",
+]
 
 
 def table(rows: list[dict[str, Any]]) -> list[list[str]]:
-    return [[r["config"], f"{r['factor']:g}x", f"{r['offered_rps']:.1f}" + ("" if r["client_kept_up"] else " (!)"),
-             f"{r['accepted_rps']:.1f}", f"{r['refusal_rate']:.2%}", f"{r['dropped']} ({r['drop_rate']:.2%})",
-             str(r["other_errors"]), ms_text(r["p99_ms"]), "yes" if r["meets_budget"] else "NO",
-             _statuses(r["refusal_statuses"])] for r in rows]
+    return [
+        [
+            r["config"],
+            f"{r['factor']:g}x",
+            f"{r['offered_rps']:.1f}" + ("" if r["client_kept_up"] else " (!)"),
+            f"{r['accepted_rps']:.1f}",
+            f"{r['refusal_rate']:.2%}",
+            f"{r['dropped']} ({r['drop_rate']:.2%})",
+            str(r["other_errors"]),
+            ms_text(r["p99_ms"]),
+            "yes" if r["meets_budget"] else "NO",
+            _statuses(r["refusal_statuses"]),
+        ]
+        for r in rows
+    ]
 
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
@@ -43,34 +64,68 @@ def md_table(headers: list[str], rows: list[list[str]]) -> str:
 
 def summary_md(data: dict[str, Any]) -> str:
     rows, sat, v = data["rows"], data["saturation"], data["verdict"]
-    lines = [f"# Overload: `{data['served_model']}` over {data['protocol']}", "",
-             f"Started {data['started']}. p99 budget {data['budget_ms']:g} ms. Queue policy under test: "
-             f"{data['policy']}. Open-loop Poisson load, {data['duration_s']:g} s per run "
-             f"({data['warmup_s']:g} s warm-up left out), client slots (max_inflight) {data['max_inflight']}.", "",
-             f"Saturating throughput: **{sat['rps']:.1f} req/s** (closed loop, {sat['users']} users, "
-             f"no queue policy)." if not sat.get("given") else
-             f"Saturating throughput: **{sat['rps']:.1f} req/s** (given with --saturation-rps).", ""]
+    lines = [
+        f"# Overload: `{data['served_model']}` over {data['protocol']}",
+        "",
+        f"Started {data['started']}. p99 budget {data['budget_ms']:g} ms. Queue policy under test: "
+        f"{data['policy']}. Open-loop Poisson load, {data['duration_s']:g} s per run "
+        f"({data['warmup_s']:g} s warm-up left out), client slots (max_inflight) {data['max_inflight']}.",
+        "",
+        f"Saturating throughput: **{sat['rps']:.1f} req/s** (closed loop, {sat['users']} users, no queue policy)."
+        if not sat.get("given")
+        else f"Saturating throughput: **{sat['rps']:.1f} req/s** (given with --saturation-rps).",
+        "",
+    ]
     if sat.get("steps"):
-        lines += [md_table(["users", "req/s", "p99 ms", "failures"],
-                           [[str(s["users"]), f"{s['throughput_rps']:.1f}", ms_text(s["p99_ms"]), str(s["failures"])]
-                            for s in sat["steps"]]), ""]
-    lines += ["## Results", "", md_table(TABLE_HEADERS, table(rows)), "",
-              "Refusal rate = refused / offered (every arrival). Refused = failures with a retryable status (HTTP 503 "
-              "/ gRPC UNAVAILABLE: Triton's \"Exceeds maximum queue size\" and \"Request timeout expired\"). "
-              "Dropped = arrivals the client never sent because all its slots were busy. p99 counts accepted "
-              "(successful) requests only, from the moment each was due. (!) = the client offered under "
-              f"{OFFER_SHORTFALL:.0%} of the target rate.", ""]
+        lines += [
+            md_table(
+                ["users", "req/s", "p99 ms", "failures"],
+                [
+                    [str(s["users"]), f"{s['throughput_rps']:.1f}", ms_text(s["p99_ms"]), str(s["failures"])]
+                    for s in sat["steps"]
+                ],
+            ),
+            "",
+        ]
+    lines += [
+        "## Results",
+        "",
+        md_table(TABLE_HEADERS, table(rows)),
+        "",
+        "Refusal rate = refused / offered (every arrival). Refused = failures with a retryable status (HTTP 503 "
+        '/ gRPC UNAVAILABLE: Triton\'s "Exceeds maximum queue size" and "Request timeout expired"). '
+        "Dropped = arrivals the client never sent because all its slots were busy. p99 counts accepted "
+        "(successful) requests only, from the moment each was due. (!) = the client offered under "
+        f"{OFFER_SHORTFALL:.0%} of the target rate.",
+        "",
+    ]
     refusal_lat = [(r["config"], r["factor"], r["refusal_latency_ms"]) for r in rows if r["refusal_latency_ms"]]
     if refusal_lat:
-        lines += ["Refusals arrived after (ms): " + "; ".join(
-            f"{c} {f:g}x p50 {ms_text(lat.get('p50'))} / p99 {ms_text(lat.get('p99'))}" for c, f, lat in refusal_lat), ""]
-    lines += ["## Verdict", "",
-              ("**PASS**: with the queue policy, p99 of accepted requests stayed within the budget at every load "
-               "and the excess was refused with retryable statuses." if v["passed"] else "**FAIL**:")]
+        lines += [
+            "Refusals arrived after (ms): "
+            + "; ".join(
+                f"{c} {f:g}x p50 {ms_text(lat.get('p50'))} / p99 {ms_text(lat.get('p99'))}" for c, f, lat in refusal_lat
+            ),
+            "",
+        ]
+    lines += [
+        "## Verdict",
+        "",
+        (
+            "**PASS**: with the queue policy, p99 of accepted requests stayed within the budget at every load "
+            "and the excess was refused with retryable statuses."
+            if v["passed"]
+            else "**FAIL**:"
+        ),
+    ]
     lines += [f"- {p}" for p in v["problems"]]
     if v["baseline_over_budget"]:
-        lines += ["", "Without a queue policy p99 was over the budget at "
-                  + ", ".join(f"{f:g}x" for f in v["baseline_over_budget"]) + "."]
+        lines += [
+            "",
+            "Without a queue policy p99 was over the budget at "
+            + ", ".join(f"{f:g}x" for f in v["baseline_over_budget"])
+            + ".",
+        ]
     if data.get("plot"):
         lines += ["", f"![overload]({data['plot']})"]
     return "\n".join(lines) + "\n"
@@ -96,7 +151,9 @@ def plot(rows: list[dict[str, Any]], budget_ms: float, path: Path) -> Path | Non
     left.axhline(budget_ms, color="red", linewidth=1, label=f"budget {budget_ms:g} ms")
     left.set_yscale("log")
     left.set(xlabel="load (x saturation)", ylabel="p99 of accepted requests, ms", title="p99 of accepted requests")
-    right.set(xlabel="load (x saturation)", ylabel="% of offered", title="refused by the server / dropped by the client")
+    right.set(
+        xlabel="load (x saturation)", ylabel="% of offered", title="refused by the server / dropped by the client"
+    )
     left.legend(fontsize=8)
     right.legend(fontsize=8)
     fig.tight_layout()

@@ -65,6 +65,7 @@ MEMORY_GROWTH = 0.05
 
 # --- memory --------------------------------------------------------------------------------------
 
+
 def family_rss(pid: int) -> dict[str, int]:
     """RSS in bytes of process ``pid`` and each process under it, keyed ``"<name>:<pid>"``."""
     out = {}
@@ -94,8 +95,9 @@ class MemorySampler:
     def _sample(self) -> None:
         rss = family_rss(self.pid)
         if rss:
-            self.samples.append({"t": round(time.monotonic() - self.started, 2), "total_bytes": sum(rss.values()),
-                                 "processes": rss})
+            self.samples.append(
+                {"t": round(time.monotonic() - self.started, 2), "total_bytes": sum(rss.values()), "processes": rss}
+            )
 
     def _run(self) -> None:
         while True:
@@ -117,16 +119,23 @@ class MemorySampler:
 
 # --- checks --------------------------------------------------------------------------------------
 
+
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
 def check_errors(client_failures: int, server_failures: int | None, statuses: dict[str, int]) -> dict[str, Any]:
     failures = client_failures + (server_failures or 0)
-    return {"name": "no errors", "passed": failures == 0, "client_failures": client_failures,
-            "server_failures": server_failures, "failure_statuses": statuses,
-            "detail": "no failed request" if failures == 0 else
-            f"{client_failures} failed at the client ({statuses}), {server_failures or 0} counted by Triton"}
+    return {
+        "name": "no errors",
+        "passed": failures == 0,
+        "client_failures": client_failures,
+        "server_failures": server_failures,
+        "failure_statuses": statuses,
+        "detail": "no failed request"
+        if failures == 0
+        else f"{client_failures} failed at the client ({statuses}), {server_failures or 0} counted by Triton",
+    }
 
 
 def full_windows(windows: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
@@ -148,22 +157,39 @@ def p99_trend(windows: list[dict[str, Any]]) -> float | None:
 
 def check_p99(windows: list[dict[str, Any]], limit: float = P99_DRIFT) -> dict[str, Any]:
     if len(windows) < 2:
-        return {"name": "p99 steady", "passed": False, "first_ms": None, "last_ms": None, "drift": None,
-                "trend": None, "detail": f"needs two full windows with successes, has {len(windows)}"}
+        return {
+            "name": "p99 steady",
+            "passed": False,
+            "first_ms": None,
+            "last_ms": None,
+            "drift": None,
+            "trend": None,
+            "detail": f"needs two full windows with successes, has {len(windows)}",
+        }
     first, last = windows[0]["p99_ms"], windows[-1]["p99_ms"]
     drift = abs(last - first) / first if first else math.inf
     trend = p99_trend(windows)
     values = [w["p99_ms"] for w in windows]
-    detail = (f"p99 first window {first:.3f} ms, last {last:.3f} ms: {drift:.1%} apart (limit {limit:.0%}); "
-              f"windows {min(values):.3f} to {max(values):.3f} ms")
+    detail = (
+        f"p99 first window {first:.3f} ms, last {last:.3f} ms: {drift:.1%} apart (limit {limit:.0%}); "
+        f"windows {min(values):.3f} to {max(values):.3f} ms"
+    )
     if trend is not None:
         detail += f", fitted trend over the run {trend:+.1%}"
-    return {"name": "p99 steady", "passed": drift <= limit, "first_ms": first, "last_ms": last, "drift": drift,
-            "trend": trend, "detail": detail}
+    return {
+        "name": "p99 steady",
+        "passed": drift <= limit,
+        "first_ms": first,
+        "last_ms": last,
+        "drift": drift,
+        "trend": trend,
+        "detail": detail,
+    }
 
 
-def check_memory(samples: list[dict[str, Any]], warmup_s: float, window_s: float,
-                 limit: float = MEMORY_GROWTH) -> dict[str, Any]:
+def check_memory(
+    samples: list[dict[str, Any]], warmup_s: float, window_s: float, limit: float = MEMORY_GROWTH
+) -> dict[str, Any]:
     """Mean RSS of the first window after the warm-up against the mean of the last window."""
     if not samples:
         return {"name": "memory flat", "passed": False, "detail": "no memory sample"}
@@ -171,17 +197,30 @@ def check_memory(samples: list[dict[str, Any]], warmup_s: float, window_s: float
     first = [s["total_bytes"] for s in samples if warmup_s <= s["t"] < warmup_s + window_s]
     last = [s["total_bytes"] for s in samples if s["t"] > end - window_s and s["t"] >= warmup_s + window_s]
     if not first or not last:
-        return {"name": "memory flat", "passed": False, "baseline_bytes": _mean(first), "final_bytes": _mean(last),
-                "growth": None, "detail": f"needs samples in the window after the {warmup_s:g} s warm-up and in a "
-                                          f"later window of {window_s:g} s; run longer"}
+        return {
+            "name": "memory flat",
+            "passed": False,
+            "baseline_bytes": _mean(first),
+            "final_bytes": _mean(last),
+            "growth": None,
+            "detail": f"needs samples in the window after the {warmup_s:g} s warm-up and in a "
+            f"later window of {window_s:g} s; run longer",
+        }
     baseline, final = _mean(first), _mean(last)
     growth = (final - baseline) / baseline
-    return {"name": "memory flat", "passed": growth <= limit, "baseline_bytes": baseline, "final_bytes": final,
-            "growth": growth, "detail": f"server + stubs RSS {baseline / 2**20:.1f} MiB after warm-up, "
-                                        f"{final / 2**20:.1f} MiB at the end: {growth:+.2%} (limit {limit:.0%})"}
+    return {
+        "name": "memory flat",
+        "passed": growth <= limit,
+        "baseline_bytes": baseline,
+        "final_bytes": final,
+        "growth": growth,
+        "detail": f"server + stubs RSS {baseline / 2**20:.1f} MiB after warm-up, "
+        f"{final / 2**20:.1f} MiB at the end: {growth:+.2%} (limit {limit:.0%})",
+    }
 
 
 # --- output --------------------------------------------------------------------------------------
+
 
 def cpu_text(server_cpus: list[int] | None, client_cpus: list[int] | None) -> str:
     if not server_cpus and not client_cpus:
@@ -191,31 +230,59 @@ def cpu_text(server_cpus: list[int] | None, client_cpus: list[int] | None) -> st
 
 def summary_md(data: dict[str, Any]) -> str:
     checks = data["checks"]
-    lines = [f"# Soak: `{data['served_model']}` over {data['protocol']}", "",
-             f"Started {data['started']}. Open-loop Poisson load from {data.get('generator', 'locust')} at "
-             f"{data['fraction']:g} x {data['saturation_rps']:.1f} "
-             f"req/s (saturation) = {data['rate']:.1f} req/s for {data['duration_s']:g} s; p99 in windows of "
-             f"{data['window_s']:g} s; RSS of tritonserver and its stubs every {data['sample_s']:g} s. "
-             f"{cpu_text(data.get('server_cpus'), data.get('client_cpus'))}", "",
-             f"Served {data['requests']} requests ({data['throughput_rps']:.1f}/s), p99 overall "
-             f"{ms_text(data['p99_ms'])} ms.", "",
-             "## Checks", "", "| check | result | detail |", "|---|---|---|"]
+    lines = [
+        f"# Soak: `{data['served_model']}` over {data['protocol']}",
+        "",
+        f"Started {data['started']}. Open-loop Poisson load from {data.get('generator', 'locust')} at "
+        f"{data['fraction']:g} x {data['saturation_rps']:.1f} "
+        f"req/s (saturation) = {data['rate']:.1f} req/s for {data['duration_s']:g} s; p99 in windows of "
+        f"{data['window_s']:g} s; RSS of tritonserver and its stubs every {data['sample_s']:g} s. "
+        f"{cpu_text(data.get('server_cpus'), data.get('client_cpus'))}",
+        "",
+        f"Served {data['requests']} requests ({data['throughput_rps']:.1f}/s), p99 overall "
+        f"{ms_text(data['p99_ms'])} ms.",
+        "",
+        "## Checks",
+        "",
+        "| check | result | detail |",
+        "|---|---|---|",
+    ]
     lines += [f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {c['detail']} |" for c in checks]
     search = data.get("saturation_search") or {}
     if search.get("open_loop"):
-        lines += ["", "## Saturation", "", f"Closed loop: {search['closed_loop_rps']:.1f} req/s. Open loop, the highest "
-                  f"rate kept up with (completed >= {KEEP_UP:.0%} of it or within Poisson noise, no failure, p99 <= "
-                  f"{KNEE:g}x the lowest step's):", "",
-                  "| offered req/s | completed req/s | p99 ms | failures |", "|---|---|---|---|"]
-        lines += [f"| {s['rate']:g} | {s['throughput_rps']:g} | {ms_text(s['p99_ms'])} | {s['failures']} |"
-                  for s in search["open_loop"]]
-    lines += ["", "## p99 per window", "", "| from s | requests | failures | p50 ms | p99 ms |", "|---|---|---|---|---|"]
-    lines += [f"| {w['t']:g} | {w['requests']} | {w['failures']} | {ms_text(w['p50_ms'])} | "
-              f"{ms_text(w['p99_ms'])} |" for w in data["windows"]]
+        lines += [
+            "",
+            "## Saturation",
+            "",
+            f"Closed loop: {search['closed_loop_rps']:.1f} req/s. Open loop, the highest "
+            f"rate kept up with (completed >= {KEEP_UP:.0%} of it or within Poisson noise, no failure, p99 <= "
+            f"{KNEE:g}x the lowest step's):",
+            "",
+            "| offered req/s | completed req/s | p99 ms | failures |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {s['rate']:g} | {s['throughput_rps']:g} | {ms_text(s['p99_ms'])} | {s['failures']} |"
+            for s in search["open_loop"]
+        ]
+    lines += [
+        "",
+        "## p99 per window",
+        "",
+        "| from s | requests | failures | p50 ms | p99 ms |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {w['t']:g} | {w['requests']} | {w['failures']} | {ms_text(w['p50_ms'])} | {ms_text(w['p99_ms'])} |"
+        for w in data["windows"]
+    ]
     if data.get("plot"):
         lines += ["", f"![soak]({data['plot']})"]
-    lines += ["", "**PASS**: every check held." if data["passed"] else "", "**FAIL**: " + "; ".join(
-        c["name"] for c in checks if not c["passed"]) if not data["passed"] else ""]
+    lines += [
+        "",
+        "**PASS**: every check held." if data["passed"] else "",
+        "**FAIL**: " + "; ".join(c["name"] for c in checks if not c["passed"]) if not data["passed"] else "",
+    ]
     return "\n".join(line for line in lines).rstrip() + "\n"
 
 
@@ -229,23 +296,29 @@ def plot(data: dict[str, Any], path: Path) -> Path | None:
         return None
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
     seconds = [p for p in data["timeline"] if p.get("p99_ms") is not None]
-    top.plot([p["t"] for p in seconds], [p["p99_ms"] for p in seconds], color="0.75", linewidth=0.8,
-             label="p99 per second")
+    top.plot(
+        [p["t"] for p in seconds], [p["p99_ms"] for p in seconds], color="0.75", linewidth=0.8, label="p99 per second"
+    )
     windows = [w for w in data["windows"] if w.get("p99_ms") is not None]
-    top.step([w["t"] for w in windows] + ([windows[-1]["t"] + windows[-1]["length_s"]] if windows else []),
-             [w["p99_ms"] for w in windows] + ([windows[-1]["p99_ms"]] if windows else []), where="post",
-             color="C0", linewidth=2, label=f"p99 per {data['window_s']:g} s window")
+    top.step(
+        [w["t"] for w in windows] + ([windows[-1]["t"] + windows[-1]["length_s"]] if windows else []),
+        [w["p99_ms"] for w in windows] + ([windows[-1]["p99_ms"]] if windows else []),
+        where="post",
+        color="C0",
+        linewidth=2,
+        label=f"p99 per {data['window_s']:g} s window",
+    )
     top.set(ylabel="latency, ms", title=f"{data['served_model']}: {data['rate']:.0f} req/s open loop")
     top.legend(fontsize=8)
     samples = data["memory"]
     if samples:
         times = [s["t"] for s in samples]
-        bottom.plot(times, [s["total_bytes"] / 2**20 for s in samples], color="C1", linewidth=2,
-                    label="tritonserver + stubs")
+        bottom.plot(
+            times, [s["total_bytes"] / 2**20 for s in samples], color="C1", linewidth=2, label="tritonserver + stubs"
+        )
         names = sorted({n for s in samples for n in s["processes"]})
         for name in names:
-            bottom.plot(times, [s["processes"].get(name, math.nan) / 2**20 for s in samples], linewidth=0.8,
-                        label=name)
+            bottom.plot(times, [s["processes"].get(name, math.nan) / 2**20 for s in samples], linewidth=0.8, label=name)
         bottom.axvline(data["memory_warmup_s"], color="0.5", linestyle=":", label="end of memory warm-up")
     bottom.set(xlabel="seconds since the load started", ylabel="RSS, MiB")
     bottom.legend(fontsize=7, ncol=2)
@@ -262,12 +335,28 @@ def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
 
 # --- the run -------------------------------------------------------------------------------------
 
-def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str = "grpc", fmt: str = "torchscript",
-         generator: str = "locust", minutes: float = 10.0, fraction: float = 0.7, window_s: float = 60.0,
-         sample_s: float = 5.0,
-         warmup_s: float = 5.0, memory_warmup_s: float | None = None, saturation_rps: float | None = None,
-         max_inflight: int = 4096, search: dict | None = None, payload: dict | None = None,
-         log=print) -> dict[str, Any]:
+
+def soak(
+    model: str,
+    endpoints,
+    server_pid: int,
+    out_dir: Path,
+    *,
+    protocol: str = "grpc",
+    fmt: str = "torchscript",
+    generator: str = "locust",
+    minutes: float = 10.0,
+    fraction: float = 0.7,
+    window_s: float = 60.0,
+    sample_s: float = 5.0,
+    warmup_s: float = 5.0,
+    memory_warmup_s: float | None = None,
+    saturation_rps: float | None = None,
+    max_inflight: int = 4096,
+    search: dict | None = None,
+    payload: dict | None = None,
+    log=print,
+) -> dict[str, Any]:
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -276,50 +365,92 @@ def soak(model: str, endpoints, server_pid: int, out_dir: Path, *, protocol: str
     if saturation_rps is None:
         # On the config as served (70% of a rate measured without its queue policy overloads it), closed-loop
         # first, then open-loop upwards from well below that: the rate open-loop arrivals can be held at.
-        closed = find_saturation(model, served, protocol, endpoints, work, log=log, payload=payload,
-                                 **(search or {}))
-        sustained = find_sustained_rate(model, served, protocol, endpoints, work,
-                                        start_rps=closed.rps * START_FRACTION,
-                                        duration_s=(search or {}).get("duration_s", 10.0), max_inflight=max_inflight,
-                                        payload=payload, log=log)
+        closed = find_saturation(model, served, protocol, endpoints, work, log=log, payload=payload, **(search or {}))
+        sustained = find_sustained_rate(
+            model,
+            served,
+            protocol,
+            endpoints,
+            work,
+            start_rps=closed.rps * START_FRACTION,
+            duration_s=(search or {}).get("duration_s", 10.0),
+            max_inflight=max_inflight,
+            payload=payload,
+            log=log,
+        )
         saturation_rps = sustained.rps
         search_record.update(closed_loop=closed.steps, closed_loop_rps=closed.rps, open_loop=sustained.steps)
     rate = round(fraction * saturation_rps, 1)
     duration_s = minutes * 60.0
     memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
     log(f"soak {served} over {protocol}: {rate:g} req/s ({fraction:g} x {saturation_rps:.1f}) for {duration_s:g} s")
-    scenario = Scenario(f"soak-{model}", model, protocol, {"kind": "open", "rate": rate, "max_inflight": max_inflight},
-                        duration_s, warmup_s, payload=payload)
+    scenario = Scenario(
+        f"soak-{model}",
+        model,
+        protocol,
+        {"kind": "open", "rate": rate, "max_inflight": max_inflight},
+        duration_s,
+        warmup_s,
+        payload=payload,
+    )
     settle(endpoints, served)
     sampler = MemorySampler(server_pid, sample_s).start()
     try:
         if generator == "perf_analyzer":
-            client, server_failures = _perf_analyzer_load(served, protocol, endpoints, rate, duration_s,
-                                                          window_s, log, payload)
+            client, server_failures = _perf_analyzer_load(
+                served, protocol, endpoints, rate, duration_s, window_s, log, payload
+            )
         else:
-            client, server = measure_run(scenario, served, endpoints, work, scenario.name, log=log,
-                                         extra_settings={"window_s": window_s})
+            client, server = measure_run(
+                scenario, served, endpoints, work, scenario.name, log=log, extra_settings={"window_s": window_s}
+            )
             server_failures = server.failures if server else None
     finally:
         samples = sampler.stop()
     windows = full_windows(client.windows, duration_s)
-    checks = [check_errors(client.failures, server_failures, client.failure_statuses),
-              check_p99(windows), check_memory(samples, memory_warmup_s, window_s)]
+    checks = [
+        check_errors(client.failures, server_failures, client.failure_statuses),
+        check_p99(windows),
+        check_memory(samples, memory_warmup_s, window_s),
+    ]
     return {
-        "model": model, "served_model": served, "protocol": protocol,
-        "started": started, "saturation_rps": saturation_rps, "saturation_search": search_record,
-        "fraction": fraction, "rate": rate, "duration_s": duration_s,
-        "warmup_s": warmup_s, "window_s": window_s, "sample_s": sample_s, "memory_warmup_s": memory_warmup_s,
-        "requests": client.requests, "throughput_rps": client.throughput_rps, "p99_ms": client.latency_ms.get("p99"),
-        "checks": checks, "passed": all(c["passed"] for c in checks), "windows": client.windows,
-        "timeline": [dataclasses.asdict(p) for p in client.timeline], "memory": samples,
+        "model": model,
+        "served_model": served,
+        "protocol": protocol,
+        "started": started,
+        "saturation_rps": saturation_rps,
+        "saturation_search": search_record,
+        "fraction": fraction,
+        "rate": rate,
+        "duration_s": duration_s,
+        "warmup_s": warmup_s,
+        "window_s": window_s,
+        "sample_s": sample_s,
+        "memory_warmup_s": memory_warmup_s,
+        "requests": client.requests,
+        "throughput_rps": client.throughput_rps,
+        "p99_ms": client.latency_ms.get("p99"),
+        "checks": checks,
+        "passed": all(c["passed"] for c in checks),
+        "windows": client.windows,
+        "timeline": [dataclasses.asdict(p) for p in client.timeline],
+        "memory": samples,
         "client": {k: v for k, v in dataclasses.asdict(client).items() if k not in ("timeline", "windows", "hdr")},
-        "server_failures": server_failures, "generator": generator,
+        "server_failures": server_failures,
+        "generator": generator,
     }
 
 
-def _perf_analyzer_load(served: str, protocol: str, endpoints, rate: float, duration_s: float,
-                        window_s: float, log, payload: dict | None = None) -> tuple[ClientStats, int]:
+def _perf_analyzer_load(
+    served: str,
+    protocol: str,
+    endpoints,
+    rate: float,
+    duration_s: float,
+    window_s: float,
+    log,
+    payload: dict | None = None,
+) -> tuple[ClientStats, int]:
     """The soak's load from perf_analyzer (``loadtest.drive.perf_windows``): one pass per window, the payloads the
     Locust users would send, and the requests Triton counted as failed over the run."""
     windows = int(duration_s // window_s)
@@ -327,27 +458,41 @@ def _perf_analyzer_load(served: str, protocol: str, endpoints, rate: float, dura
     samples = payloads(config, default_options(served, PayloadOptions.from_table(payload)))
     failed_before = model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
     try:
-        run = perf_windows.run(served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log,
-                               config=config)
+        run = perf_windows.run(
+            served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log, config=config
+        )
     except perf_windows.PerfWindowsError as exc:
         raise LoadTestError(str(exc)) from None
-    server_failures = int(model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
-                          - failed_before)
+    server_failures = int(
+        model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served) - failed_before
+    )
     # perf_analyzer gives p99 per pass, not over the run: no overall percentiles
-    client = ClientStats(requests=run["requests"], failures=0, duration_s=len(run["windows"]) * window_s,
-                         latency_ms={}, windows=run["windows"])
+    client = ClientStats(
+        requests=run["requests"],
+        failures=0,
+        duration_s=len(run["windows"]) * window_s,
+        latency_ms={},
+        windows=run["windows"],
+    )
     return client, server_failures
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.soak", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.studies.soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--model", default="digits", help="public model name (default digits)")
     parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
-    parser.add_argument("--generator", default="locust", choices=("locust", "perf_analyzer"),
-                        help="the soak's load: Locust (default) or perf_analyzer, whose C++ client adds less jitter "
-                             "of its own to the p99 it measures (the saturation search uses Locust either way)")
+    parser.add_argument(
+        "--generator",
+        default="locust",
+        choices=("locust", "perf_analyzer"),
+        help="the soak's load: Locust (default) or perf_analyzer, whose C++ client adds less jitter "
+        "of its own to the p99 it measures (the saturation search uses Locust either way)",
+    )
     parser.add_argument("--minutes", type=float, default=10.0, help="length of the run (default 10)")
     parser.add_argument("--fraction", type=float, default=0.7, help="share of the saturating rate (default 0.7)")
     parser.add_argument("--window-s", type=float, default=60.0, help="p99 window, s (default 60: p99 per minute)")
@@ -357,23 +502,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--saturation-rps", type=float, help="skip the saturation search: use this rate")
     parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
     parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
-    parser.add_argument("--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to "
-                                                              "<out>/<model>/)")
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to <out>/<model>/)"
+    )
     # memory is sampled from the server's processes: always a local server
     target.add_server_arguments(parser, local_only=True)
     add_payload_arguments(parser)
-    parser.add_argument("--split-cpus", action=argparse.BooleanOptionalAction, default=True,
-                        help="without --server-cpus/--client-cpus: the server on the upper half of the CPUs, the "
-                             "load generator on the lower half (default; --no-split-cpus lets them share)")
+    parser.add_argument(
+        "--split-cpus",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="without --server-cpus/--client-cpus: the server on the upper half of the CPUs, the "
+        "load generator on the lower half (default; --no-split-cpus lets them share)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if not (0 < args.fraction <= 2 and args.minutes > 0 and args.window_s > 0 and args.sample_s > 0
-            and args.minutes * 60 > args.warmup >= 0):
-        print("error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
-              "0 <= --warmup < the run", file=sys.stderr)
+    if not (
+        0 < args.fraction <= 2
+        and args.minutes > 0
+        and args.window_s > 0
+        and args.sample_s > 0
+        and args.minutes * 60 > args.warmup >= 0
+    ):
+        print(
+            "error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, 0 <= --warmup < the run",
+            file=sys.stderr,
+        )
         return 2
     try:
         options = payload_options(args)
@@ -383,13 +540,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.split_cpus and not (args.server_cpus or args.client_cpus):
         args.client_cpus, args.server_cpus = target.split_cpus()
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
-    code, data = target.run_with_server(args, (served,), lambda endpoints, server: soak(
-        args.model, endpoints, server.process.pid, args.out / args.model, protocol=args.protocol, fmt=args.format,
-        generator=args.generator, minutes=args.minutes, fraction=args.fraction, window_s=args.window_s,
-        sample_s=args.sample_s,
-        warmup_s=args.warmup, memory_warmup_s=args.memory_warmup_s, saturation_rps=args.saturation_rps,
-        max_inflight=args.max_inflight, search={"duration_s": args.search_duration},
-        payload=options.to_table() if options != PayloadOptions() else None))
+    code, data = target.run_with_server(
+        args,
+        (served,),
+        lambda endpoints, server: soak(
+            args.model,
+            endpoints,
+            server.process.pid,
+            args.out / args.model,
+            protocol=args.protocol,
+            fmt=args.format,
+            generator=args.generator,
+            minutes=args.minutes,
+            fraction=args.fraction,
+            window_s=args.window_s,
+            sample_s=args.sample_s,
+            warmup_s=args.warmup,
+            memory_warmup_s=args.memory_warmup_s,
+            saturation_rps=args.saturation_rps,
+            max_inflight=args.max_inflight,
+            search={"duration_s": args.search_duration},
+            payload=options.to_table() if options != PayloadOptions() else None,
+        ),
+    )
     if code:
         return code
     data.update(server_cpus=sorted(args.server_cpus), client_cpus=sorted(args.client_cpus))

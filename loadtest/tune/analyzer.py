@@ -83,11 +83,16 @@ class AnalyzerPick:
         """The pick as serving changes over the served config (applied through ``export.config``: the
         warmup samples follow the new max_batch_size)."""
         if self.dynamic_batching is None:
-            return ServingChanges(max_batch_size=self.max_batch_size, instances=self.instance_count,
-                                  dynamic_batching=False)
-        return ServingChanges(max_batch_size=self.max_batch_size, instances=self.instance_count,
-                              dynamic_batching=True, max_queue_delay_us=self.dynamic_batching["max_queue_delay_us"],
-                              preferred_batch_sizes=tuple(self.dynamic_batching["preferred_batch_sizes"]))
+            return ServingChanges(
+                max_batch_size=self.max_batch_size, instances=self.instance_count, dynamic_batching=False
+            )
+        return ServingChanges(
+            max_batch_size=self.max_batch_size,
+            instances=self.instance_count,
+            dynamic_batching=True,
+            max_queue_delay_us=self.dynamic_batching["max_queue_delay_us"],
+            preferred_batch_sizes=tuple(self.dynamic_batching["preferred_batch_sizes"]),
+        )
 
 
 # -- the pieces MA needs on disk -----------------------------------------------------------------
@@ -135,10 +140,19 @@ def stage_model(repository: Path, model: str, target: Path) -> Path:
     return target
 
 
-def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, server: Path, *,
-                    max_instances: int = 2, max_batch_size: int | None = None,
-                    max_batch_sizes: tuple[int, ...] = MAX_BATCH_SIZES, concurrency: tuple[int, ...] = CONCURRENCIES,
-                    request_rate: tuple[float, ...] = ()) -> dict:
+def analyzer_config(
+    model: str,
+    repository: Path,
+    p99_budget_ms: float,
+    out_dir: Path,
+    server: Path,
+    *,
+    max_instances: int = 2,
+    max_batch_size: int | None = None,
+    max_batch_sizes: tuple[int, ...] = MAX_BATCH_SIZES,
+    concurrency: tuple[int, ...] = CONCURRENCIES,
+    request_rate: tuple[float, ...] = (),
+) -> dict:
     """MA's profile config: local launch, CPU only, throughput under a p99 constraint, small brute search.
     ``concurrency`` (or ``request_rate``, an open loop) is the load MA measures each config at."""
     http, grpc, metrics = free_ports(3)
@@ -161,17 +175,21 @@ def analyzer_config(model: str, repository: Path, p99_budget_ms: float, out_dir:
         "client_protocol": "grpc",
         "run_config_search_mode": "brute",
         "skip_detailed_reports": True,
-        "profile_models": {model: {
-            "cpu_only": True,
-            "objectives": {"perf_throughput": 10},
-            "constraints": {"perf_latency_p99": {"max": p99_budget_ms}},
-            "model_config_parameters": {
-                "max_batch_size": [max_batch_size] if max_batch_size else list(max_batch_sizes),
-                "instance_group": [{"kind": "KIND_CPU", "count": list(range(1, max_instances + 1))}],
-                "dynamic_batching": {"max_queue_delay_microseconds": list(QUEUE_DELAYS_US)},
-            },
-            "parameters": {"request_rate": list(request_rate)} if request_rate else {"concurrency": list(concurrency)},
-        }},
+        "profile_models": {
+            model: {
+                "cpu_only": True,
+                "objectives": {"perf_throughput": 10},
+                "constraints": {"perf_latency_p99": {"max": p99_budget_ms}},
+                "model_config_parameters": {
+                    "max_batch_size": [max_batch_size] if max_batch_size else list(max_batch_sizes),
+                    "instance_group": [{"kind": "KIND_CPU", "count": list(range(1, max_instances + 1))}],
+                    "dynamic_batching": {"max_queue_delay_microseconds": list(QUEUE_DELAYS_US)},
+                },
+                "parameters": {"request_rate": list(request_rate)}
+                if request_rate
+                else {"concurrency": list(concurrency)},
+            }
+        },
     }
 
 
@@ -207,8 +225,17 @@ def _kill_family(proc: subprocess.Popen) -> None:
         Path(region).unlink(missing_ok=True)
 
 
-def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *, max_instances: int = 2,
-            max_batch_size: int | None = None, timeout_s: float = 600, **search) -> AnalyzerPick:
+def profile(
+    model: str,
+    repository: Path,
+    p99_budget_ms: float,
+    out_dir: Path,
+    *,
+    max_instances: int = 2,
+    max_batch_size: int | None = None,
+    timeout_s: float = 600,
+    **search,
+) -> AnalyzerPick:
     """Run ``model-analyzer profile`` on ``model`` and return the best config within the p99 budget.
     ``search``: ``analyzer_config``'s ``max_batch_sizes``, ``concurrency`` or ``request_rate``."""
     for tool in (ANALYZER_BIN, PERF_ANALYZER):
@@ -218,8 +245,16 @@ def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = stage_model(Path(repository).resolve(), model, out_dir / "model_repository")
     server = write_server_wrapper(out_dir / "tritonserver-wrapper.sh")
-    config = analyzer_config(model, staged, p99_budget_ms, out_dir, server,
-                             max_instances=max_instances, max_batch_size=max_batch_size, **search)
+    config = analyzer_config(
+        model,
+        staged,
+        p99_budget_ms,
+        out_dir,
+        server,
+        max_instances=max_instances,
+        max_batch_size=max_batch_size,
+        **search,
+    )
     config_path = out_dir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     # MA resumes from any checkpoint it finds: a new run must not mix in an earlier run's measurements.
@@ -228,9 +263,15 @@ def profile(model: str, repository: Path, p99_budget_ms: float, out_dir: Path, *
     log = out_dir / "model-analyzer.log"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with open(log, "wb") as sink:
-        proc = subprocess.Popen([str(ANALYZER_BIN), "profile", "-f", str(config_path)], cwd=out_dir, env=env,
-                                stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [str(ANALYZER_BIN), "profile", "-f", str(config_path)],
+            cwd=out_dir,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -260,17 +301,24 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
     started = time.monotonic()
     try:
-        pick = profile(args.model, args.repository, args.budget_ms, out, max_instances=args.max_instances,
-                       max_batch_size=args.max_batch_size, timeout_s=args.timeout_s)
+        pick = profile(
+            args.model,
+            args.repository,
+            args.budget_ms,
+            out,
+            max_instances=args.max_instances,
+            max_batch_size=args.max_batch_size,
+            timeout_s=args.timeout_s,
+        )
     except AnalyzerError as exc:
         print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
-          f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)")
+    print(
+        f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
+        f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)"
+    )
     print(json.dumps({k: v for k, v in dataclasses.asdict(pick.changes()).items() if v is not None}, indent=2))
     return 0
-
-
 
 
 # -- reading MA's checkpoint -----------------------------------------------------------------------
@@ -303,20 +351,30 @@ def measurements(path: Path, model: str | None = None) -> list[AnalyzerPick]:
         for variant, (run_config, by_key) in variants.items():
             config = run_config["_model_run_configs"][0]["_model_config_variant"]["model_config"]
             batching = _field(config, "dynamic_batching")
-            dynamic = None if batching is None else {
-                "max_queue_delay_us": int(_field(batching, "max_queue_delay_microseconds", 0)),
-                "preferred_batch_sizes": [int(b) for b in _field(batching, "preferred_batch_size", [])]}
+            dynamic = (
+                None
+                if batching is None
+                else {
+                    "max_queue_delay_us": int(_field(batching, "max_queue_delay_microseconds", 0)),
+                    "preferred_batch_sizes": [int(b) for b in _field(batching, "preferred_batch_size", [])],
+                }
+            )
             instances = sum(int(g.get("count", 1)) for g in _field(config, "instance_group", [{}]))
             for measurement in by_key.values():
                 for per_model in measurement["_model_config_measurements"]:
                     figures = {tag: value["_value"] for tag, value in per_model["_non_gpu_data"]}
-                    rows.append(AnalyzerPick(
-                        model=model_name, config_name=variant,
-                        max_batch_size=int(_field(config, "max_batch_size", 0)), instance_count=instances,
-                        dynamic_batching=dynamic,
-                        concurrency=int(per_model["_model_specific_pa_params"].get("concurrency-range") or 0),
-                        throughput_infer_s=float(figures["perf_throughput"]),
-                        p99_ms=float(figures["perf_latency_p99"])))
+                    rows.append(
+                        AnalyzerPick(
+                            model=model_name,
+                            config_name=variant,
+                            max_batch_size=int(_field(config, "max_batch_size", 0)),
+                            instance_count=instances,
+                            dynamic_batching=dynamic,
+                            concurrency=int(per_model["_model_specific_pa_params"].get("concurrency-range") or 0),
+                            throughput_infer_s=float(figures["perf_throughput"]),
+                            p99_ms=float(figures["perf_latency_p99"]),
+                        )
+                    )
     return rows
 
 
@@ -330,7 +388,8 @@ def pick_from_results(path: Path, p99_budget_ms: float, *, model: str | None = N
         best = min(rows, key=lambda r: r.p99_ms)
         raise NoConfigMeetsBudget(
             f"no config meets p99 <= {p99_budget_ms} ms; the lowest p99 was {best.p99_ms:.2f} ms "
-            f"({best.config_name}, concurrency {best.concurrency}, {len(rows)} measurements)")
+            f"({best.config_name}, concurrency {best.concurrency}, {len(rows)} measurements)"
+        )
     return max(within, key=lambda r: (r.throughput_infer_s, -r.p99_ms))
 
 

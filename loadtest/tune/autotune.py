@@ -64,8 +64,11 @@ def _toml_value(value: Any) -> str:
 
 
 def render_tuned(tuned: dict[str, dict[str, Any]]) -> str:
-    lines = ["# Written by `tritonkit tune` and campaigns' [tune]: serving settings that override export/models.toml.",
-             "# Delete a table to go back to the catalog's settings, then run `make export`.", ""]
+    lines = [
+        "# Written by `tritonkit tune` and campaigns' [tune]: serving settings that override export/models.toml.",
+        "# Delete a table to go back to the catalog's settings, then run `make export`.",
+        "",
+    ]
     for model in sorted(tuned):
         lines.append(f"[{model}]")
         lines += [f"{key} = {_toml_value(value)}" for key, value in tuned[model].items()]
@@ -83,13 +86,25 @@ def config_diff(entry: catalog.CatalogEntry, repository: Path) -> str:
         spec = entry.spec(model, variant, "cpu")
         path = repository / spec.name / "config.pbtxt"
         old = path.read_text() if path.exists() else ""
-        diffs.append("".join(difflib.unified_diff(old.splitlines(True), config_io.render(spec).splitlines(True),
-                                                  str(path), f"{path} (tuned)")))
+        diffs.append(
+            "".join(
+                difflib.unified_diff(
+                    old.splitlines(True), config_io.render(spec).splitlines(True), str(path), f"{path} (tuned)"
+                )
+            )
+        )
     return "".join(diffs)
 
 
-def plan(model: str, changes: ServingChanges, note: str, repository: Path, *, tuned_path: Path = catalog.TUNED,
-         catalog_path: Path = catalog.CATALOG) -> tuple[str, catalog.CatalogEntry, str]:
+def plan(
+    model: str,
+    changes: ServingChanges,
+    note: str,
+    repository: Path,
+    *,
+    tuned_path: Path = catalog.TUNED,
+    catalog_path: Path = catalog.CATALOG,
+) -> tuple[str, catalog.CatalogEntry, str]:
     """(the new tuned.toml text, the model's catalog entry read back from it, the config.pbtxt diff): what
     writing ``changes`` for ``model`` does, computed without writing anything."""
     tuned: dict[str, dict[str, Any]] = {}

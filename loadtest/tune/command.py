@@ -61,6 +61,7 @@ def _positive(kind):
         if not value > 0:
             raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
         return value
+
     return parse
 
 
@@ -99,28 +100,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--users", type=_positive(int), help="closed loop: this many clients, each waits for its answer")
     load.add_argument("--rate", type=_positive(float), help="open loop: this many requests per second")
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
-    parser.add_argument("--budget-s", type=_positive(float), default=300.0,
-                        help="wall-clock budget of the search (default 300)")
-    parser.add_argument("--analyzer", action="store_true",
-                        help="also run Triton Model Analyzer on the model with the same budget, then measure both "
-                             "picks under the same load and print them side by side")
+    parser.add_argument(
+        "--budget-s", type=_positive(float), default=300.0, help="wall-clock budget of the search (default 300)"
+    )
+    parser.add_argument(
+        "--analyzer",
+        action="store_true",
+        help="also run Triton Model Analyzer on the model with the same budget, then measure both "
+        "picks under the same load and print them side by side",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the config diff of the pick; write no config")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    parser.add_argument("--strategy", choices=search.STRATEGIES, default="descent",
-                        help="descent: one setting at a time (default); grid: every combination")
+    parser.add_argument(
+        "--strategy",
+        choices=search.STRATEGIES,
+        default="descent",
+        help="descent: one setting at a time (default); grid: every combination",
+    )
     parser.add_argument("--max-instances", type=_positive(int), default=4, help="instance counts 1..N (default 4)")
     parser.add_argument("--measurement-ms", type=_positive(int), default=2000, help="perf_analyzer window (ms)")
-    parser.add_argument("--delays-us", type=_delays, metavar="LIST",
-                        help="batching delays to search, e.g. off,0,500 (off: no dynamic batcher; default off and "
-                             "0, 100, 500, 1000, 2000 and the served one)")
-    parser.add_argument("--batch-sizes", type=_ints, metavar="LIST",
-                        help="max_batch_size values to search, each at most what the export was checked for")
-    parser.add_argument("--preferred", type=_preferred, metavar="LIST",
-                        help="preferred batch size sets to search, '/'-separated, e.g. none/8/8,16 (default: none, "
-                             "the served sizes and sizes near the load)")
-    parser.add_argument("--formats", type=lambda t: tuple(t.split(",")), metavar="LIST",
-                        help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one "
-                             "the server serves)")
+    parser.add_argument(
+        "--delays-us",
+        type=_delays,
+        metavar="LIST",
+        help="batching delays to search, e.g. off,0,500 (off: no dynamic batcher; default off and "
+        "0, 100, 500, 1000, 2000 and the served one)",
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        type=_ints,
+        metavar="LIST",
+        help="max_batch_size values to search, each at most what the export was checked for",
+    )
+    parser.add_argument(
+        "--preferred",
+        type=_preferred,
+        metavar="LIST",
+        help="preferred batch size sets to search, '/'-separated, e.g. none/8/8,16 (default: none, "
+        "the served sizes and sizes near the load)",
+    )
+    parser.add_argument(
+        "--formats",
+        type=lambda t: tuple(t.split(",")),
+        metavar="LIST",
+        help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one the server serves)",
+    )
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
     add_payload_arguments(parser)
     target.add_server_arguments(parser)
@@ -128,9 +152,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "tune", help="search batching, instances, max batch size and formats for the best config within a p99 "
-                     "budget, and write it", description=__doc__, epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "tune",
+        help="search batching, instances, max batch size and formats for the best config within a p99 "
+        "budget, and write it",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -138,17 +166,29 @@ def register(subparsers) -> None:
 def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
     if not 0 <= args.max_error_rate < 1:
         raise TuneError(f"--max-error-rate {args.max_error_rate} must be in [0, 1)")
-    return TuneOptions(model=args.model, slo=Slo(args.slo_p99_ms, args.max_error_rate),
-                       load=Load(users=args.users, rate=args.rate), repository=Path(args.repository).resolve(),
-                       budget_s=args.budget_s, protocol=args.protocol, strategy=args.strategy,
-                       max_instances=args.max_instances, measurement_ms=args.measurement_ms,
-                       payload=default_options(args.model, payload_options(args)), work=out / "runs",
-                       axes=_axes(args))
+    return TuneOptions(
+        model=args.model,
+        slo=Slo(args.slo_p99_ms, args.max_error_rate),
+        load=Load(users=args.users, rate=args.rate),
+        repository=Path(args.repository).resolve(),
+        budget_s=args.budget_s,
+        protocol=args.protocol,
+        strategy=args.strategy,
+        max_instances=args.max_instances,
+        measurement_ms=args.measurement_ms,
+        payload=default_options(args.model, payload_options(args)),
+        work=out / "runs",
+        axes=_axes(args),
+    )
 
 
 def _axes(args: argparse.Namespace) -> dict[str, tuple]:
-    given = {"batcher": args.delays_us, "max_batch_size": args.batch_sizes, "format": args.formats,
-             "preferred": args.preferred}
+    given = {
+        "batcher": args.delays_us,
+        "max_batch_size": args.batch_sizes,
+        "format": args.formats,
+        "preferred": args.preferred,
+    }
     return {axis: values for axis, values in given.items() if values}
 
 
@@ -172,8 +212,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.http_url and not args.server_cpus and not args.client_cpus:
         args.client_cpus, args.server_cpus = target.split_cpus()
-    status, value = target.run_with_server(args, models_to_load(options.repository, args.model),
-                                           lambda endpoints, _server: _tune(options, endpoints, out, args))
+    status, value = target.run_with_server(
+        args,
+        models_to_load(options.repository, args.model),
+        lambda endpoints, _server: _tune(options, endpoints, out, args),
+    )
     return value if status == 0 else status
 
 
@@ -200,8 +243,10 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
         print(f"tune: error: {exc}", file=sys.stderr)
         return 2
     sections: list[str] = []
-    extra: dict = {"command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]), "cpus": {
-        "generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)}}
+    extra: dict = {
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "cpus": {"generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)},
+    }
     if args.analyzer:
         side = compare.with_analyzer(outcome, endpoints, out / "analyzer")
         extra["analyzer"] = side.to_dict()
@@ -213,12 +258,17 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
     best = outcome.best
     if best is None:
         summary = tune_report.write(outcome, out, extra=extra, sections=sections)
-        print(f"\ntune {options.model}: no candidate met p99 <= {options.slo.p99_ms:g} ms at {options.load.text()}; "
-              f"report: {summary}", file=sys.stderr)
+        print(
+            f"\ntune {options.model}: no candidate met p99 <= {options.slo.p99_ms:g} ms at {options.load.text()}; "
+            f"report: {summary}",
+            file=sys.stderr,
+        )
         return 1
-    print(f"\ntune {options.model}: pick #{best.order} {best.point.label()}: {best.throughput:.1f} infer/s, "
-          f"p99 {best.p99_ms:.3f} ms (start #{outcome.result.start.order}: {outcome.result.start.throughput:.1f} "
-          f"infer/s, p99 {outcome.result.start.p99_ms:.3f} ms)")
+    print(
+        f"\ntune {options.model}: pick #{best.order} {best.point.label()}: {best.throughput:.1f} infer/s, "
+        f"p99 {best.p99_ms:.3f} ms (start #{outcome.result.start.order}: {outcome.result.start.throughput:.1f} "
+        f"infer/s, p99 {outcome.result.start.p99_ms:.3f} ms)"
+    )
     try:
         written = writer.write_pick(outcome, dry_run=args.dry_run, reload=lambda name: _reload(endpoints, name))
     except LoadTestError as exc:
@@ -246,8 +296,12 @@ def _cpus(cpus) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.tune", description=__doc__, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.tune",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -44,9 +44,16 @@ class SideBySide:
                 out.append([name, "-", "-", "-", "-", "-"])
                 continue
             figures = [m.throughput for m in trial.measurements]
-            out.append([name, trial.point.label(), f"{trial.throughput:.1f}",
-                        " / ".join(f"{f:.0f}" for f in figures), f"{trial.p99_ms:.3f}",
-                        "yes" if trial.usable and trial.p99_ms <= self.slo_p99_ms and trial.error_rate == 0 else "no"])
+            out.append(
+                [
+                    name,
+                    trial.point.label(),
+                    f"{trial.throughput:.1f}",
+                    " / ".join(f"{f:.0f}" for f in figures),
+                    f"{trial.p99_ms:.3f}",
+                    "yes" if trial.usable and trial.p99_ms <= self.slo_p99_ms and trial.error_rate == 0 else "no",
+                ]
+            )
         return out
 
     HEADERS = ("pick", "config", "infer/s (median)", "each run", "p99 ms (worst)", "meets p99")
@@ -55,12 +62,17 @@ class SideBySide:
         if self.error:
             return f"Model Analyzer gave no pick: {self.error}"
         widths = [max(len(h), *(len(r[i]) for r in self.rows())) for i, h in enumerate(self.HEADERS)]
-        lines = ["", "side by side, same load, same generator, interleaved:",
-                 "  ".join(h.ljust(w) for h, w in zip(self.HEADERS, widths, strict=True))]
+        lines = [
+            "",
+            "side by side, same load, same generator, interleaved:",
+            "  ".join(h.ljust(w) for h, w in zip(self.HEADERS, widths, strict=True)),
+        ]
         lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in self.rows()]
         if self.pick:
-            lines.append(f"(Model Analyzer's own figure for its pick: {self.pick['throughput_infer_s']:.1f} infer/s, "
-                         f"p99 {self.pick['p99_ms']:.2f} ms at concurrency {self.pick['concurrency']})")
+            lines.append(
+                f"(Model Analyzer's own figure for its pick: {self.pick['throughput_infer_s']:.1f} infer/s, "
+                f"p99 {self.pick['p99_ms']:.2f} ms at concurrency {self.pick['concurrency']})"
+            )
         if not math.isnan(self.ratio()):
             lines.append(f"tritonkit tune / Model Analyzer throughput: {self.ratio():.2f}x")
         return "\n".join(lines)
@@ -68,9 +80,14 @@ class SideBySide:
     def markdown(self) -> str:
         if self.error:
             return f"## Model Analyzer\n\nNo pick: {self.error}"
-        lines = ["## Model Analyzer, side by side", "",
-                 "Both picks measured by the same generator at the same load, interleaved in one run.", "",
-                 "| " + " | ".join(self.HEADERS) + " |", "|" + "---|" * len(self.HEADERS)]
+        lines = [
+            "## Model Analyzer, side by side",
+            "",
+            "Both picks measured by the same generator at the same load, interleaved in one run.",
+            "",
+            "| " + " | ".join(self.HEADERS) + " |",
+            "|" + "---|" * len(self.HEADERS),
+        ]
         lines += ["| " + " | ".join(r) + " |" for r in self.rows()]
         if not math.isnan(self.ratio()):
             lines += ["", f"Throughput ratio (ours / Model Analyzer's): {self.ratio():.2f}x"]
@@ -78,30 +95,65 @@ class SideBySide:
 
     def to_dict(self) -> dict[str, Any]:
         def trial(t: Trial | None):
-            return None if t is None else {"point": t.point.to_dict(), "label": t.point.label(),
-                                           "throughput": t.throughput, "p99_ms": t.p99_ms,
-                                           "measurements": [m.to_dict() for m in t.measurements]}
-        return {"ours": trial(self.ours), "theirs": trial(self.theirs), "pick": self.pick, "error": self.error,
-                "ratio": None if math.isnan(self.ratio()) else round(self.ratio(), 3)}
+            return (
+                None
+                if t is None
+                else {
+                    "point": t.point.to_dict(),
+                    "label": t.point.label(),
+                    "throughput": t.throughput,
+                    "p99_ms": t.p99_ms,
+                    "measurements": [m.to_dict() for m in t.measurements],
+                }
+            )
+
+        return {
+            "ours": trial(self.ours),
+            "theirs": trial(self.theirs),
+            "pick": self.pick,
+            "error": self.error,
+            "ratio": None if math.isnan(self.ratio()) else round(self.ratio(), 3),
+        }
 
 
 def point_of(pick: analyzer.AnalyzerPick) -> Point:
     batching = pick.dynamic_batching
-    return Point("torchscript/fp32", None if batching is None else int(batching["max_queue_delay_us"]),
-                 () if batching is None else tuple(sorted(batching["preferred_batch_sizes"])), pick.instance_count,
-                 pick.max_batch_size)
+    return Point(
+        "torchscript/fp32",
+        None if batching is None else int(batching["max_queue_delay_us"]),
+        () if batching is None else tuple(sorted(batching["preferred_batch_sizes"])),
+        pick.instance_count,
+        pick.max_batch_size,
+    )
 
 
-def with_analyzer(outcome: Outcome, endpoints: Endpoints, out_dir: Path, *, budget_s: float | None = None,
-                  rounds: int = 2, log: Callable[[str], None] = print) -> SideBySide:
+def with_analyzer(
+    outcome: Outcome,
+    endpoints: Endpoints,
+    out_dir: Path,
+    *,
+    budget_s: float | None = None,
+    rounds: int = 2,
+    log: Callable[[str], None] = print,
+) -> SideBySide:
     o = outcome.options
-    log(f"tune {o.model}: running Triton Model Analyzer (local launch, budget p99 <= {o.slo.p99_ms:g} ms, "
-        f"{o.load.text()}, at most {budget_s or o.budget_s:g} s)")
+    log(
+        f"tune {o.model}: running Triton Model Analyzer (local launch, budget p99 <= {o.slo.p99_ms:g} ms, "
+        f"{o.load.text()}, at most {budget_s or o.budget_s:g} s)"
+    )
     sizes = tuple(s for s in analyzer.MAX_BATCH_SIZES if s <= outcome.limit) or (outcome.limit,)
     load = {"concurrency": (o.load.users,)} if o.load.users else {"request_rate": (o.load.rate,)}
     try:
-        pick = analyzer.profile(o.model, o.repository, o.slo.p99_ms, out_dir, max_instances=o.max_instances,
-                                max_batch_sizes=sizes, timeout_s=budget_s or o.budget_s, **load)
+        pick = analyzer.profile(
+            o.model,
+            o.repository,
+            o.slo.p99_ms,
+            out_dir,
+            max_instances=o.max_instances,
+            max_batch_sizes=sizes,
+            timeout_s=budget_s or o.budget_s,
+            **load,
+        )
     except analyzer.AnalyzerError as exc:
         message = str(exc).splitlines()[0]
         log(f"tune {o.model}: Model Analyzer gave no pick: {message}")

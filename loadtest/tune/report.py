@@ -20,35 +20,72 @@ from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
 from loadtest.tune.tuner import Outcome
 
-HEADERS = ("#", "format", "batcher", "preferred", "inst", "mbs", "infer/s", "p50 ms", "p99 ms", "errors",
-           "gen CPU", "queue ms", "compute ms", "batch", "verdict")
+HEADERS = (
+    "#",
+    "format",
+    "batcher",
+    "preferred",
+    "inst",
+    "mbs",
+    "infer/s",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    "gen CPU",
+    "queue ms",
+    "compute ms",
+    "batch",
+    "verdict",
+)
 
 
 def trial_dict(trial: Trial, slo: Slo) -> dict[str, Any]:
-    return {"order": trial.order, "point": trial.point.to_dict(), "label": trial.point.label(),
-            "measurements": [m.to_dict() for m in trial.measurements], "seconds": round(trial.seconds, 2),
-            "throughput": round(trial.throughput, 2), "p99_ms": _round(trial.p99_ms),
-            "error_rate": trial.error_rate, "usable": trial.usable, "meets_slo": trial.meets(slo),
-            "violations": trial.violations(slo)}
+    return {
+        "order": trial.order,
+        "point": trial.point.to_dict(),
+        "label": trial.point.label(),
+        "measurements": [m.to_dict() for m in trial.measurements],
+        "seconds": round(trial.seconds, 2),
+        "throughput": round(trial.throughput, 2),
+        "p99_ms": _round(trial.p99_ms),
+        "error_rate": trial.error_rate,
+        "usable": trial.usable,
+        "meets_slo": trial.meets(slo),
+        "violations": trial.violations(slo),
+    }
 
 
 def load_trials(raw: dict[str, Any]) -> list[Trial]:
     """The trials of a ``results.json`` (its ``trials`` list)."""
-    return [Trial(Point.from_dict(t["point"]), [Measurement.from_dict(m) for m in t["measurements"]],
-                  seconds=t.get("seconds", 0.0), order=t["order"]) for t in raw["trials"]]
+    return [
+        Trial(
+            Point.from_dict(t["point"]),
+            [Measurement.from_dict(m) for m in t["measurements"]],
+            seconds=t.get("seconds", 0.0),
+            order=t["order"],
+        )
+        for t in raw["trials"]
+    ]
 
 
 def results(outcome: Outcome, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     o, r = outcome.options, outcome.result
     return {
-        "model": o.model, "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+        "model": o.model,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "slo": {"p99_ms": o.slo.p99_ms, "max_error_rate": o.slo.max_error_rate},
         "load": {"users": o.load.users, "rate": o.load.rate, "protocol": o.protocol},
-        "strategy": r.strategy, "budget_s": o.budget_s, "generator": outcome.generator,
-        "max_batch_size_limit": outcome.limit, "space": outcome.space.to_dict(), "grid_size": r.grid_size,
-        "measurements": r.measurements, "stopped": r.stopped,
+        "strategy": r.strategy,
+        "budget_s": o.budget_s,
+        "generator": outcome.generator,
+        "max_batch_size_limit": outcome.limit,
+        "space": outcome.space.to_dict(),
+        "grid_size": r.grid_size,
+        "measurements": r.measurements,
+        "stopped": r.stopped,
         "trials": [trial_dict(t, o.slo) for t in r.trials],
-        "start": r.start.order, "best": r.best.order if r.best is not None else None,
+        "start": r.start.order,
+        "best": r.best.order if r.best is not None else None,
         "best_point": r.best.point.to_dict() if r.best is not None else None,
         "compared": [{"name": name, **trial_dict(t, o.slo)} for name, t in outcome.compared],
         **(extra or {}),
@@ -63,7 +100,9 @@ def _num(value: float | None, fmt: str = "{:.3f}") -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
 
-def table_rows(trials: list[Trial], slo: Slo, best: Trial | None, names: dict[int, str] | None = None) -> list[list[str]]:
+def table_rows(
+    trials: list[Trial], slo: Slo, best: Trial | None, names: dict[int, str] | None = None
+) -> list[list[str]]:
     rows = []
     for t in trials:
         m = t.measurements[-1]
@@ -73,12 +112,25 @@ def table_rows(trials: list[Trial], slo: Slo, best: Trial | None, names: dict[in
             verdict = "**pick** " + verdict
         if names and t.order in names:
             verdict = f"({names[t.order]}) " + verdict
-        rows.append([str(t.order), p.format, "off" if p.batcher is None else f"{p.batcher} us",
-                     ",".join(map(str, p.preferred)) or "-", str(p.instances), str(p.max_batch_size),
-                     _num(t.throughput, "{:.1f}"), _num(m.p50_ms), _num(t.p99_ms), f"{t.error_rate:.2%}",
-                     _num(m.generator_cpu, "{:.0%}"), _num(m.server.get("queue_ms")), _num(m.server.get("compute_ms")),
-                     _num(m.server.get("avg_batch"), "{:.2f}"), verdict + (f" (x{len(t.measurements)})"
-                                                                           if len(t.measurements) > 1 else "")])
+        rows.append(
+            [
+                str(t.order),
+                p.format,
+                "off" if p.batcher is None else f"{p.batcher} us",
+                ",".join(map(str, p.preferred)) or "-",
+                str(p.instances),
+                str(p.max_batch_size),
+                _num(t.throughput, "{:.1f}"),
+                _num(m.p50_ms),
+                _num(t.p99_ms),
+                f"{t.error_rate:.2%}",
+                _num(m.generator_cpu, "{:.0%}"),
+                _num(m.server.get("queue_ms")),
+                _num(m.server.get("compute_ms")),
+                _num(m.server.get("avg_batch"), "{:.2f}"),
+                verdict + (f" (x{len(t.measurements)})" if len(t.measurements) > 1 else ""),
+            ]
+        )
     return rows
 
 
@@ -109,16 +161,23 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
     o, r = outcome.options, outcome.result
     trials, names = all_trials(outcome)
     pick = r.best
-    lines = [f"# Tuning {o.model}", "",
-             f"- SLO: p99 <= {o.slo.p99_ms:g} ms and error rate <= {o.slo.max_error_rate:.2%} at "
-             f"{o.load.text()} over {o.protocol}",
-             f"- generator: {outcome.generator} (a run whose generator saturated is marked and not ranked)",
-             f"- search: {r.strategy}, {r.measurements} measurements of {len(r.trials)} configs; the full grid has "
-             f"{r.grid_size}; stopped: {r.stopped}; budget {o.budget_s:g} s",
-             f"- max_batch_size at most {outcome.limit} (what the export was checked for)",
-             f"- start (as served): #{r.start.order}, {_brief(r.start)}",
-             "- pick: " + (f"#{pick.order} {pick.point.label()}: {_brief(pick)}" if pick else "none meets the SLO"),
-             "", markdown_table(table_rows(trials, o.slo, pick, names)), "", "![candidates](tune.png)", ""]
+    lines = [
+        f"# Tuning {o.model}",
+        "",
+        f"- SLO: p99 <= {o.slo.p99_ms:g} ms and error rate <= {o.slo.max_error_rate:.2%} at "
+        f"{o.load.text()} over {o.protocol}",
+        f"- generator: {outcome.generator} (a run whose generator saturated is marked and not ranked)",
+        f"- search: {r.strategy}, {r.measurements} measurements of {len(r.trials)} configs; the full grid has "
+        f"{r.grid_size}; stopped: {r.stopped}; budget {o.budget_s:g} s",
+        f"- max_batch_size at most {outcome.limit} (what the export was checked for)",
+        f"- start (as served): #{r.start.order}, {_brief(r.start)}",
+        "- pick: " + (f"#{pick.order} {pick.point.label()}: {_brief(pick)}" if pick else "none meets the SLO"),
+        "",
+        markdown_table(table_rows(trials, o.slo, pick, names)),
+        "",
+        "![candidates](tune.png)",
+        "",
+    ]
     for section in sections or []:
         lines += [section, ""]
     return "\n".join(lines)
@@ -137,24 +196,37 @@ def plot(outcome: Outcome, path: Path) -> Path:
     o = outcome.options
     trials, names = all_trials(outcome)
     fig, ax = plt.subplots(figsize=(8, 5))
-    groups = {"meets the SLO": ([], "tab:green", "o"), "misses the SLO": ([], "tab:orange", "o"),
-              "generator saturated / failed": ([], "tab:gray", "x")}
+    groups = {
+        "meets the SLO": ([], "tab:green", "o"),
+        "misses the SLO": ([], "tab:orange", "o"),
+        "generator saturated / failed": ([], "tab:gray", "x"),
+    }
     for t in trials:
-        key = ("generator saturated / failed" if not t.usable else
-               "meets the SLO" if t.meets(o.slo) else "misses the SLO")
+        key = (
+            "generator saturated / failed" if not t.usable else "meets the SLO" if t.meets(o.slo) else "misses the SLO"
+        )
         if not math.isnan(t.p99_ms):
             groups[key][0].append(t)
     for label, (members, colour, marker) in groups.items():
         if members:
-            ax.scatter([t.p99_ms for t in members], [t.throughput for t in members], c=colour, marker=marker,
-                       label=label, s=36)
+            ax.scatter(
+                [t.p99_ms for t in members], [t.throughput for t in members], c=colour, marker=marker, label=label, s=36
+            )
             for t in members:
-                ax.annotate(str(t.order), (t.p99_ms, t.throughput), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points")
+                ax.annotate(
+                    str(t.order), (t.p99_ms, t.throughput), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                )
     best = outcome.result.best
     if best is not None:
-        ax.scatter([best.p99_ms], [best.throughput], s=220, facecolors="none", edgecolors="black", linewidths=1.5,
-                   label=f"pick #{best.order}")
+        ax.scatter(
+            [best.p99_ms],
+            [best.throughput],
+            s=220,
+            facecolors="none",
+            edgecolors="black",
+            linewidths=1.5,
+            label=f"pick #{best.order}",
+        )
     for name, t in outcome.compared:
         if not math.isnan(t.p99_ms):
             ax.annotate(name, (t.p99_ms, t.throughput), fontsize=8, xytext=(5, -10), textcoords="offset points")
@@ -171,8 +243,9 @@ def plot(outcome: Outcome, path: Path) -> Path:
     return path
 
 
-def write(outcome: Outcome, out_dir: Path, *, extra: dict[str, Any] | None = None,
-          sections: list[str] | None = None) -> Path:
+def write(
+    outcome: Outcome, out_dir: Path, *, extra: dict[str, Any] | None = None, sections: list[str] | None = None
+) -> Path:
     """results.json, summary.md and tune.png into ``out_dir``; returns the summary's path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

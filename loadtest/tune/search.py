@@ -133,8 +133,14 @@ class SearchResult:
 class Search:
     """The bookkeeping both strategies share: one trial per point, the budget, the confirmation step."""
 
-    def __init__(self, space: SearchSpace, measure: Callable[[Point], Measurement], slo: Slo, budget: Budget,
-                 log: Callable[[str], None] = lambda line: None):
+    def __init__(
+        self,
+        space: SearchSpace,
+        measure: Callable[[Point], Measurement],
+        slo: Slo,
+        budget: Budget,
+        log: Callable[[str], None] = lambda line: None,
+    ):
         self.space, self.measure, self.slo, self.budget, self.log = space, measure, slo, budget, log
         self.trials: dict[Point, Trial] = {}
         self.count = 0
@@ -169,8 +175,9 @@ class Search:
 
     def confirm(self, leaders: int) -> None:
         """Measure the ``leaders`` best trials meeting the SLO once more, while the budget allows."""
-        ranked = sorted((t for t in self.trials.values() if t.meets(self.slo)),
-                        key=lambda t: score(t, self.slo), reverse=True)[:leaders]
+        ranked = sorted(
+            (t for t in self.trials.values() if t.meets(self.slo)), key=lambda t: score(t, self.slo), reverse=True
+        )[:leaders]
         if len(ranked) < 2:
             return
         for trial in ranked:
@@ -184,13 +191,29 @@ class Search:
     def result(self, start: Trial, strategy: str, stopped: str) -> SearchResult:
         trials = sorted(self.trials.values(), key=lambda t: t.order)
         best = self.best()
-        return SearchResult(trials, best if best is not None and best.meets(self.slo) else None, start, strategy,
-                            self.space.grid_size(), "budget" if self.out_of_budget else stopped, self.count)
+        return SearchResult(
+            trials,
+            best if best is not None and best.meets(self.slo) else None,
+            start,
+            strategy,
+            self.space.grid_size(),
+            "budget" if self.out_of_budget else stopped,
+            self.count,
+        )
 
 
-def coordinate_descent(space: SearchSpace, start: Point, measure: Callable[[Point], Measurement], slo: Slo,
-                       budget: Budget, *, confirm: int = 2, restarts: int = 1, max_passes: int = 6,
-                       log: Callable[[str], None] = lambda line: None) -> SearchResult:
+def coordinate_descent(
+    space: SearchSpace,
+    start: Point,
+    measure: Callable[[Point], Measurement],
+    slo: Slo,
+    budget: Budget,
+    *,
+    confirm: int = 2,
+    restarts: int = 1,
+    max_passes: int = 6,
+    log: Callable[[str], None] = lambda line: None,
+) -> SearchResult:
     """Change one setting at a time from ``start``: along each axis in turn measure every value with the
     others held at the best point so far, move to the best, and repeat the pass until it moves nothing.
     Then, ``restarts`` times, walk again from the best measured point that has a line not walked yet (on a
@@ -224,8 +247,9 @@ def coordinate_descent(space: SearchSpace, start: Point, measure: Callable[[Poin
         if search.out_of_budget:
             break
         ranked = sorted(search.trials.values(), key=lambda t: score(t, slo), reverse=True)
-        fresh = next((t.point for t in ranked if t.usable and any((t.point, a) not in walked for a in space.axes)),
-                     None)
+        fresh = next(
+            (t.point for t in ranked if t.usable and any((t.point, a) not in walked for a in space.axes)), None
+        )
         if fresh is None or attempt == restarts:
             break
         current = fresh
@@ -233,8 +257,16 @@ def coordinate_descent(space: SearchSpace, start: Point, measure: Callable[[Poin
     return search.result(first, "descent", stopped)
 
 
-def grid(space: SearchSpace, start: Point, measure: Callable[[Point], Measurement], slo: Slo, budget: Budget, *,
-         confirm: int = 2, log: Callable[[str], None] = lambda line: None) -> SearchResult:
+def grid(
+    space: SearchSpace,
+    start: Point,
+    measure: Callable[[Point], Measurement],
+    slo: Slo,
+    budget: Budget,
+    *,
+    confirm: int = 2,
+    log: Callable[[str], None] = lambda line: None,
+) -> SearchResult:
     """Every point of the space (the served config first)."""
     search = Search(space, measure, slo, budget, log)
     first = search.trial(start)
@@ -254,5 +286,4 @@ def run(strategy: str, *args, **kwargs) -> SearchResult:
 def _line(trial: Trial, slo: Slo, index: int) -> str:
     m = trial.measurements[-1]
     verdict = "ok" if trial.meets(slo) else "; ".join(trial.violations(slo))
-    return (f"  [{index:>2}] {trial.point.label():<52} {m.throughput:9.1f} infer/s  p99 {m.p99_ms:7.3f} ms  "
-            f"{verdict}")
+    return f"  [{index:>2}] {trial.point.label():<52} {m.throughput:9.1f} infer/s  p99 {m.p99_ms:7.3f} ms  {verdict}"

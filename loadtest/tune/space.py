@@ -24,8 +24,9 @@ AXES = ("batcher", "instances", "format", "preferred", "max_batch_size")
 """The order the coordinate descent walks them: the batching delay first (the largest effect on latency)."""
 DELAYS_US = (0, 100, 500, 1000, 2000)
 MAX_INSTANCES = 4
-FORMATS = tuple(Variant.parse(v) for v in ("torchscript/fp32", "torchscript/fp16", "onnx/fp32", "onnx/fp16",
-                                           "torch-tensorrt/fp16"))
+FORMATS = tuple(
+    Variant.parse(v) for v in ("torchscript/fp32", "torchscript/fp16", "onnx/fp32", "onnx/fp16", "torch-tensorrt/fp16")
+)
 """Exported formats the tuner looks for beside the model (the repository decides which exist)."""
 OFF = None
 
@@ -48,9 +49,13 @@ class Point:
         """The point as serving changes over the served format's config (its queue policy is kept)."""
         if self.batcher is OFF:
             return ServingChanges(dynamic_batching=False, instances=self.instances, max_batch_size=self.max_batch_size)
-        return ServingChanges(dynamic_batching=True, max_queue_delay_us=self.batcher,
-                              preferred_batch_sizes=self.preferred, instances=self.instances,
-                              max_batch_size=self.max_batch_size)
+        return ServingChanges(
+            dynamic_batching=True,
+            max_queue_delay_us=self.batcher,
+            preferred_batch_sizes=self.preferred,
+            instances=self.instances,
+            max_batch_size=self.max_batch_size,
+        )
 
     def label(self) -> str:
         batcher = "no batcher" if self.batcher is OFF else f"delay {self.batcher} us"
@@ -62,8 +67,9 @@ class Point:
 
     @classmethod
     def from_dict(cls, raw: dict) -> Point:
-        return cls(raw["format"], raw["batcher"], tuple(raw["preferred"]), int(raw["instances"]),
-                   int(raw["max_batch_size"]))
+        return cls(
+            raw["format"], raw["batcher"], tuple(raw["preferred"]), int(raw["instances"]), int(raw["max_batch_size"])
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +130,10 @@ def formats_in(repository: Path, model: str) -> list[str]:
     with a config.pbtxt under the variant's name); the plain name counts as ``torchscript/fp32``."""
     found = []
     for variant in FORMATS:
-        if any(_fits(variant, t) for t in TARGETS) and (Path(repository) / variant.model_name(model) /
-                                                         "config.pbtxt").is_file():
+        if (
+            any(_fits(variant, t) for t in TARGETS)
+            and (Path(repository) / variant.model_name(model) / "config.pbtxt").is_file()
+        ):
             found.append(str(variant))
     return found
 
@@ -167,12 +175,24 @@ def served_point(spec: ModelSpec, fmt: str) -> Point:
     batching = spec.dynamic_batching
     groups = spec.instance_groups
     instances = sum(g.count for g in groups) if groups else 1
-    return Point(fmt, None if batching is None else batching.max_queue_delay_us,
-                 () if batching is None else tuple(batching.preferred_batch_sizes), instances, spec.max_batch_size)
+    return Point(
+        fmt,
+        None if batching is None else batching.max_queue_delay_us,
+        () if batching is None else tuple(batching.preferred_batch_sizes),
+        instances,
+        spec.max_batch_size,
+    )
 
 
-def space_for(spec: ModelSpec, limit: int, formats: list[str], *, users: int | None = None,
-              max_instances: int = MAX_INSTANCES, current_format: str = "torchscript/fp32") -> tuple[SearchSpace, Point]:
+def space_for(
+    spec: ModelSpec,
+    limit: int,
+    formats: list[str],
+    *,
+    users: int | None = None,
+    max_instances: int = MAX_INSTANCES,
+    current_format: str = "torchscript/fp32",
+) -> tuple[SearchSpace, Point]:
     """The search space around ``spec`` (the served config of the model's public format) and its start point.
 
     ``limit``: the largest max_batch_size allowed (see ``checked_max_batch_size``); ``formats``: the exported
@@ -196,8 +216,12 @@ def space_for(spec: ModelSpec, limit: int, formats: list[str], *, users: int | N
     if start.batcher is not OFF and start.batcher not in batchers:  # a delayed queue policy as deployed
         batchers.append(start.batcher)
     instances = sorted({*range(1, max_instances + 1), start.instances})
-    values = {"batcher": tuple(batchers), "instances": tuple(instances), "format": tuple(formats),
-              "preferred": tuple(dict.fromkeys([*preferred, start.preferred])),
-              "max_batch_size": tuple(dict.fromkeys([*sizes, start.max_batch_size]))}
+    values = {
+        "batcher": tuple(batchers),
+        "instances": tuple(instances),
+        "format": tuple(formats),
+        "preferred": tuple(dict.fromkeys([*preferred, start.preferred])),
+        "max_batch_size": tuple(dict.fromkeys([*sizes, start.max_batch_size])),
+    }
     space = SearchSpace(values, delay_needs_no_policy=policy)
     return space, space.normalise(start) or start

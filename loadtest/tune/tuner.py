@@ -75,8 +75,10 @@ def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
     steps = (config.get("ensemble_scheduling") or {}).get("step")
     if steps:
         members = sorted({step["model_name"] for step in steps})
-        raise TuneError(f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
-                        f"tune its members ({', '.join(members)}) at the load the ensemble gives them")
+        raise TuneError(
+            f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
+            f"tune its members ({', '.join(members)}) at the load the ensemble gives them"
+        )
     try:
         return apply.served_spec(endpoints.http, model)
     except ExportError as exc:
@@ -119,15 +121,29 @@ class Runner:
             except (ExportError, VariantError) as exc:
                 return Measurement.failed(generator, f"config not served: {exc}")
         if generator == "perf_analyzer":
-            return probe.with_perf_analyzer(self.endpoints, served, self.options.load, protocol=self.options.protocol,
-                                            input_data=self.options.input_data,
-                                            measurement_ms=self.options.measurement_ms)
+            return probe.with_perf_analyzer(
+                self.endpoints,
+                served,
+                self.options.load,
+                protocol=self.options.protocol,
+                input_data=self.options.input_data,
+                measurement_ms=self.options.measurement_ms,
+            )
         work = self.options.work or Path("reports") / "tune" / self.options.model / "runs"
         work.mkdir(parents=True, exist_ok=True)
         label = point.label().replace(" ", "").replace("/", "-").replace(",", "_")
-        return probe.with_locust(self.endpoints, self.options.model, served, self.options.load, work, label,
-                                 protocol=self.options.protocol, duration_s=self.options.locust_duration_s,
-                                 payload=self.options.payload.to_table(), log=lambda *_: None)
+        return probe.with_locust(
+            self.endpoints,
+            self.options.model,
+            served,
+            self.options.load,
+            work,
+            label,
+            protocol=self.options.protocol,
+            duration_s=self.options.locust_duration_s,
+            payload=self.options.payload.to_table(),
+            log=lambda *_: None,
+        )
 
     def point_of(self, candidate: Candidate) -> Point | None:
         """A candidate (served variant + serving changes) as a fully specified point, or None when the format
@@ -177,33 +193,44 @@ def restricted(space: SearchSpace, axes: dict[str, tuple], limit: int, formats: 
         if not values:
             raise TuneError(f"axis {axis!r}: no values given")
     if any(size > limit or size < 0 for size in axes.get("max_batch_size", ())):
-        raise TuneError(f"max batch sizes {list(axes['max_batch_size'])} must be in 0..{limit} (what the export "
-                        f"was checked for)")
+        raise TuneError(
+            f"max batch sizes {list(axes['max_batch_size'])} must be in 0..{limit} (what the export was checked for)"
+        )
     missing = [f for f in axes.get("format", ()) if f not in formats]
     if missing:
         raise TuneError(f"formats {missing} are not served; served: {formats}")
     delays = [d for d in axes.get("batcher", ()) if d is not None]
     if delays and space.delay_needs_no_policy and any(delays):
-        raise TuneError("the model has a queue policy: only a batching delay of 0 is offered (a delay with a "
-                        "policy stalls Triton 2.51's batcher)")
+        raise TuneError(
+            "the model has a queue policy: only a batching delay of 0 is offered (a delay with a "
+            "policy stalls Triton 2.51's batcher)"
+        )
     return dataclasses.replace(space, values={**space.values, **{a: tuple(v) for a, v in axes.items()}})
 
 
-def tune(options: TuneOptions, endpoints: Endpoints, *, log: Callable[[str], None] = print,
-         compare: dict[str, Candidate] | None = None) -> Outcome:
+def tune(
+    options: TuneOptions,
+    endpoints: Endpoints,
+    *,
+    log: Callable[[str], None] = print,
+    compare: dict[str, Candidate] | None = None,
+) -> Outcome:
     """Search ``options.model``'s configs at ``options.load`` and return every trial; the served configs are
     restored afterwards. ``compare``: named candidates (a campaign's variants) measured beside the search by
     the same generator at the same load; they may win."""
     runner = Runner(options, endpoints, log)
     try:
         space, start, limit, generator = prepare(options, endpoints, runner)
-        log(f"tune {options.model}: {options.strategy} over {space.grid_size()} configs "
+        log(
+            f"tune {options.model}: {options.strategy} over {space.grid_size()} configs "
             f"({', '.join(f'{a} {len(v)}' for a, v in space.values.items())}), budget {options.budget_s:g} s, "
             f"{options.load.text()}, {generator}; SLO p99 <= {options.slo.p99_ms:g} ms, errors <= "
-            f"{options.slo.max_error_rate:.2%}; max_batch_size <= {limit} (checked by its export)")
+            f"{options.slo.max_error_rate:.2%}; max_batch_size <= {limit} (checked by its export)"
+        )
         budget = search_io.Budget(options.budget_s)
-        result = search_io.run(options.strategy, space, start, runner.measure, options.slo, budget,
-                               confirm=options.confirm, log=log)
+        result = search_io.run(
+            options.strategy, space, start, runner.measure, options.slo, budget, confirm=options.confirm, log=log
+        )
         outcome = Outcome(options, result, space, generator, limit, {})
         for name, candidate in (compare or {}).items():
             point = runner.point_of(candidate)
@@ -212,7 +239,9 @@ def tune(options: TuneOptions, endpoints: Endpoints, *, log: Callable[[str], Non
                 continue
             trial = next((t for t in result.trials if t.point == point), None)
             if trial is None:
-                trial = search_io.Trial(point, [runner.measure(point)], order=len(result.trials) + len(outcome.compared) + 1)
+                trial = search_io.Trial(
+                    point, [runner.measure(point)], order=len(result.trials) + len(outcome.compared) + 1
+                )
                 log(search_io._line(trial, options.slo, trial.order) + f" ({name})")
             outcome.compared.append((name, trial))
         pool = [t for t in [*result.trials, *(t for _, t in outcome.compared)] if t.meets(options.slo)]
@@ -223,8 +252,13 @@ def tune(options: TuneOptions, endpoints: Endpoints, *, log: Callable[[str], Non
     return outcome
 
 
-def measure_side_by_side(options: TuneOptions, endpoints: Endpoints, points: dict[str, Point], rounds: int = 2,
-                         log: Callable[[str], None] = print) -> dict[str, search_io.Trial]:
+def measure_side_by_side(
+    options: TuneOptions,
+    endpoints: Endpoints,
+    points: dict[str, Point],
+    rounds: int = 2,
+    log: Callable[[str], None] = print,
+) -> dict[str, search_io.Trial]:
     """Each named point measured ``rounds`` times, interleaved (a, b, a, b), at the same load: the fair
     comparison of two picks on a shared machine."""
     runner = Runner(options, endpoints, log)
@@ -243,4 +277,3 @@ def throughput_text(trial: search_io.Trial | None) -> str:
     if trial is None:
         return "-"
     return f"{trial.throughput:.1f} infer/s, p99 {trial.p99_ms:.3f} ms" if not math.isnan(trial.p99_ms) else "-"
-

@@ -25,14 +25,29 @@ def load_of(scenario: Scenario) -> Load:
     return Load(users=int(scenario.peak_users))
 
 
-def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repository: Path, out_dir: Path, *,
-         dry_run: bool, log=print) -> dict[str, Any]:
+def tune(
+    campaign: Campaign,
+    result: CampaignResult,
+    model: str,
+    endpoints,
+    repository: Path,
+    out_dir: Path,
+    *,
+    dry_run: bool,
+    log=print,
+) -> dict[str, Any]:
     entry: dict[str, Any] = {}
     result.tuning[model] = entry
     scenario = next(s for s in campaign.scenarios if s.model == model)
-    options = TuneOptions(model=model, slo=campaign.slo, load=load_of(scenario), repository=Path(repository),
-                          budget_s=campaign.tune_budget_s, protocol=scenario.protocol,
-                          work=out_dir / "tune" / model / "runs")
+    options = TuneOptions(
+        model=model,
+        slo=campaign.slo,
+        load=load_of(scenario),
+        repository=Path(repository),
+        budget_s=campaign.tune_budget_s,
+        protocol=scenario.protocol,
+        work=out_dir / "tune" / model / "runs",
+    )
     compared = {v.name: v for v in campaign.variants if v.applies_to(model)}
     try:
         outcome = search(options, endpoints, log=log, compare=compared)
@@ -42,23 +57,33 @@ def tune(campaign: Campaign, result: CampaignResult, model: str, endpoints, repo
         return entry
     sections: list[str] = []
     best = outcome.best
-    entry.update(load=options.load.text(), generator=outcome.generator, strategy=outcome.result.strategy,
-                 measurements=outcome.result.measurements, grid_size=outcome.result.grid_size,
-                 candidates=[_row(t, options, name) for t, name in _named(outcome)])
+    entry.update(
+        load=options.load.text(),
+        generator=outcome.generator,
+        strategy=outcome.result.strategy,
+        measurements=outcome.result.measurements,
+        grid_size=outcome.result.grid_size,
+        candidates=[_row(t, options, name) for t, name in _named(outcome)],
+    )
     if best is None:
         entry.update(pick="none", reason=f"no candidate met p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}")
         log(f"tune {model}: {entry['reason']}")
     else:
         name = next((n for n, t in outcome.compared if t is best), None)
-        entry.update(pick=name or best.point.label(), throughput=round(best.throughput, 1),
-                     p99_ms=round(best.p99_ms, 3),
-                     reason=f"highest throughput of the {sum(t.meets(campaign.slo) for t, _ in _named(outcome))} "
-                            f"candidates meeting p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}")
+        entry.update(
+            pick=name or best.point.label(),
+            throughput=round(best.throughput, 1),
+            p99_ms=round(best.p99_ms, 3),
+            reason=f"highest throughput of the {sum(t.meets(campaign.slo) for t, _ in _named(outcome))} "
+            f"candidates meeting p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}",
+        )
         written = writer.write_pick(outcome, dry_run=dry_run, reload=lambda served: _reload(endpoints, served))
         entry.update(written=not dry_run, config_diff=written.diff or "(no change)", files=written.files)
         sections.append(written.markdown())
-        log(f"tune {model}: pick {entry['pick']} ({best.throughput:.0f} infer/s, p99 {best.p99_ms:.3f} ms); "
-            + ("config diff (dry run, nothing written):" if dry_run else "written and re-exported:"))
+        log(
+            f"tune {model}: pick {entry['pick']} ({best.throughput:.0f} infer/s, p99 {best.p99_ms:.3f} ms); "
+            + ("config diff (dry run, nothing written):" if dry_run else "written and re-exported:")
+        )
         log(written.diff or "  (the repository already has these settings)")
     if campaign.analyzer:
         side = compare.with_analyzer(outcome, endpoints, out_dir / "analyzer" / model, log=log)
@@ -76,9 +101,15 @@ def _named(outcome):
 
 
 def _row(trial, options: TuneOptions, name: str) -> dict[str, Any]:
-    return {"#": trial.order, "config": trial.point.label(), "variant": name,
-            "throughput": round(trial.throughput, 1), "p99_ms": round(trial.p99_ms, 3) if trial.p99_ms == trial.p99_ms
-            else None, "meets_slo": trial.meets(options.slo), "why not": "; ".join(trial.violations(options.slo))}
+    return {
+        "#": trial.order,
+        "config": trial.point.label(),
+        "variant": name,
+        "throughput": round(trial.throughput, 1),
+        "p99_ms": round(trial.p99_ms, 3) if trial.p99_ms == trial.p99_ms else None,
+        "meets_slo": trial.meets(options.slo),
+        "why not": "; ".join(trial.violations(options.slo)),
+    }
 
 
 def _reload(endpoints, served: str) -> None:

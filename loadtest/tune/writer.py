@@ -47,12 +47,17 @@ class Written:
         return dataclasses.asdict(self)
 
     def text(self) -> str:
-        head = ("dry run: nothing written; the diff of what would be:" if self.dry_run else
-                f"written ({self.kind}): " + ", ".join(self.files))
+        head = (
+            "dry run: nothing written; the diff of what would be:"
+            if self.dry_run
+            else f"written ({self.kind}): " + ", ".join(self.files)
+        )
         lines = [head, self.diff or "  (the repository already has these settings)"]
         if self.clients_call != self.model:
-            lines.append(f"note: the pick serves {self.clients_call}; clients call {self.clients_call} "
-                         f"(its batching and instance settings are written for every format of {self.model})")
+            lines.append(
+                f"note: the pick serves {self.clients_call}; clients call {self.clients_call} "
+                f"(its batching and instance settings are written for every format of {self.model})"
+            )
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -63,30 +68,38 @@ class Written:
 
 def note_for(outcome: Outcome) -> str:
     o, best = outcome.options, outcome.best
-    return (f"tritonkit tune {date.today().isoformat()}: {best.point.label().split()[0]} "
-            f"{'no batcher' if best.point.batcher is None else f'delay {best.point.batcher} us'}, "
-            f"{best.point.instances} instances served {best.throughput:.0f} infer/s at p99 {best.p99_ms:.3f} ms "
-            f"(budget {o.slo.p99_ms:g} ms) at {o.load.text()} by {outcome.generator}")
+    return (
+        f"tritonkit tune {date.today().isoformat()}: {best.point.label().split()[0]} "
+        f"{'no batcher' if best.point.batcher is None else f'delay {best.point.batcher} us'}, "
+        f"{best.point.instances} instances served {best.throughput:.0f} infer/s at p99 {best.p99_ms:.3f} ms "
+        f"(budget {o.slo.p99_ms:g} ms) at {o.load.text()} by {outcome.generator}"
+    )
 
 
 def _diff(old: str, new: str, path: Path) -> str:
     return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), f"{path} (tuned)"))
 
 
-def write_pick(outcome: Outcome, *, dry_run: bool, reload: Callable[[str], None] = lambda name: None,
-               tuned_path: Path = catalog.TUNED, catalog_path: Path = catalog.CATALOG) -> Written:
+def write_pick(
+    outcome: Outcome,
+    *,
+    dry_run: bool,
+    reload: Callable[[str], None] = lambda name: None,
+    tuned_path: Path = catalog.TUNED,
+    catalog_path: Path = catalog.CATALOG,
+) -> Written:
     """Write ``outcome.best`` (see the module docstring); ``reload(model)`` serves a written config."""
     if outcome.best is None:
         raise WriteError(f"model {outcome.options.model!r}: nothing to write, no candidate met the SLO")
     model = outcome.options.model
     if model in catalog.load(catalog_path, None):
-        return write_catalog(outcome, dry_run=dry_run, reload=reload, tuned_path=tuned_path,
-                             catalog_path=catalog_path)
+        return write_catalog(outcome, dry_run=dry_run, reload=reload, tuned_path=tuned_path, catalog_path=catalog_path)
     return write_model_folder(outcome, dry_run=dry_run, reload=reload)
 
 
-def write_catalog(outcome: Outcome, *, dry_run: bool, reload: Callable[[str], None], tuned_path: Path,
-                  catalog_path: Path) -> Written:
+def write_catalog(
+    outcome: Outcome, *, dry_run: bool, reload: Callable[[str], None], tuned_path: Path, catalog_path: Path
+) -> Written:
     model, point = outcome.options.model, outcome.best.point
     note = note_for(outcome)
     clients_call = point.served_model(model)
@@ -94,13 +107,16 @@ def write_catalog(outcome: Outcome, *, dry_run: bool, reload: Callable[[str], No
         note += f"; clients call {clients_call}"
     old_tuned = tuned_path.read_text() if tuned_path.is_file() else ""
     try:
-        new_tuned, entry, diff = autotune.plan(model, point.changes(), note, outcome.options.repository,
-                                               tuned_path=tuned_path, catalog_path=catalog_path)
+        new_tuned, entry, diff = autotune.plan(
+            model, point.changes(), note, outcome.options.repository, tuned_path=tuned_path, catalog_path=catalog_path
+        )
     except ExportError as exc:
         raise WriteError(f"model {model!r}: the tuned settings do not make a valid config: {exc}") from None
     diff = _diff(old_tuned, new_tuned, tuned_path) + diff
-    files = [str(tuned_path), *(str(outcome.options.repository / v.model_name(model) / "config.pbtxt")
-                                for v in entry.variants["cpu"])]
+    files = [
+        str(tuned_path),
+        *(str(outcome.options.repository / v.model_name(model) / "config.pbtxt") for v in entry.variants["cpu"]),
+    ]
     written = Written(model, "catalog", files, diff, dry_run, note, clients_call)
     if dry_run:
         return written

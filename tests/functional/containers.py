@@ -49,8 +49,11 @@ def missing_tools() -> list[str]:
 def editable_pth_files() -> list[Path]:
     """The venv's .pth files that put this checkout on sys.path (the editable install)."""
     site = next(p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_relative_to(VENV))
-    return [p for p in sorted(site.glob("*.pth"))
-            if "tritonkit" in p.name or str(PROJECT_ROOT) in p.read_text(errors="replace")]
+    return [
+        p
+        for p in sorted(site.glob("*.pth"))
+        if "tritonkit" in p.name or str(PROJECT_ROOT) in p.read_text(errors="replace")
+    ]
 
 
 @dataclasses.dataclass
@@ -92,34 +95,58 @@ class Container:
         for source, target, read_only in sorted(binds, key=lambda b: b[1].count("/")):
             lines.append(self._bind(source, target, read_only, inside))
         for path in editable_pth_files():
-            lines += [f"mount --bind {q(str(pth))} {inside(str(path))}",
-                      f"mount -o remount,bind,ro {inside(str(path))}"]
+            lines += [
+                f"mount --bind {q(str(pth))} {inside(str(path))}",
+                f"mount -o remount,bind,ro {inside(str(path))}",
+            ]
         for path in self.tmpfs:
             lines += [f"mkdir -p {inside(path)}", f"mount -t tmpfs -o mode=1777 tmpfs {inside(path)}"]
         for source, target in self.files:
             lines += [f"cp {q(str(source))} {inside(target)}", f"chmod 0644 {inside(target)}"]
         lines += [f"mkdir -p {inside(self.workdir)}", f"mount -o remount,ro {q(str(root))}"]
         env = [f"{k}={v}" for k, v in self.env.items()]
-        lines.append(" ".join([
-            "exec chroot", q(str(root)), "setpriv", f"--reuid={UID}", f"--regid={GID}", "--clear-groups",
-            "--no-new-privs", "env -i", *map(q, env), "sh -c", q('cd "$0" && exec "$@"'), q(self.workdir),
-            *map(q, argv)]))
+        lines.append(
+            " ".join(
+                [
+                    "exec chroot",
+                    q(str(root)),
+                    "setpriv",
+                    f"--reuid={UID}",
+                    f"--regid={GID}",
+                    "--clear-groups",
+                    "--no-new-privs",
+                    "env -i",
+                    *map(q, env),
+                    "sh -c",
+                    q('cd "$0" && exec "$@"'),
+                    q(self.workdir),
+                    *map(q, argv),
+                ]
+            )
+        )
         return "\n".join(lines)
 
     @staticmethod
     def _bind(source: Path, target: str, read_only: bool, inside) -> str:
         # A file (COPY of one file) needs a file to bind onto, a folder a folder.
-        make = (f"mkdir -p {inside(str(Path(target).parent))} && touch {inside(target)}" if Path(source).is_file()
-                else f"mkdir -p {inside(target)}")
+        make = (
+            f"mkdir -p {inside(str(Path(target).parent))} && touch {inside(target)}"
+            if Path(source).is_file()
+            else f"mkdir -p {inside(target)}"
+        )
         mount = f"{make} && mount --rbind {shlex.quote(str(source))} {inside(target)}"
         return mount + (f" && mount -o remount,bind,ro {inside(target)}" if read_only else "")
 
     def popen(self, argv: list[str], log: Path) -> subprocess.Popen:
         """Start ``argv`` inside; its output goes to ``log``. Its own session, so :func:`stop` ends all of it."""
         with open(log, "wb") as out:
-            return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                                     self.script(argv)], stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "sh", "-c", self.script(argv)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def run(self, argv: list[str], log: Path, timeout_s: float) -> int:
         """Run ``argv`` to its end (``timeout_s`` bounds a hang: it is then killed and the test fails)."""

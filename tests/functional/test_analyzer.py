@@ -41,8 +41,7 @@ def test_recorded_pick_loads_into_the_served_model(repository):
 @installed
 def test_profile_digits_picks_a_config_within_budget(repository, tmp_path):
     budget = 50.0  # generous: this checks the plumbing, not the speed of a shared 2-core machine
-    pick = analyzer.profile("digits", repository, budget, tmp_path, max_instances=1, max_batch_size=8,
-                            timeout_s=480)
+    pick = analyzer.profile("digits", repository, budget, tmp_path, max_instances=1, max_batch_size=8, timeout_s=480)
     assert pick.model == "digits" and pick.config_name.startswith("digits_config_")
     assert 0 < pick.p99_ms <= budget and pick.throughput_infer_s > 0
     assert pick.concurrency in analyzer.CONCURRENCIES

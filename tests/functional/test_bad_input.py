@@ -63,6 +63,7 @@ def png_over_pixel_limit() -> bytes:
 def all_nan(output: str):
     def check(answer: dict) -> None:
         assert np.isnan(answer[output]).all(), answer[output]
+
     return check
 
 
@@ -105,142 +106,456 @@ def gen_inputs(prompt=P_OK, max_tokens=M_OK, **more) -> Callable[[], dict]:
 
 TABLE = [
     # -- digits: PIXELS FP32 [64], max batch 64 (TorchScript, backends/pytorch on the local server) ----------
-    Case("digits", "wrong datatype (FP64)", lambda: {"PIXELS": np.zeros((1, 64), np.float64)}, "400",
-         "INVALID_ARGUMENT", ("PIXELS", "FP64", "FP32")),
-    Case("digits", "wrong shape [1, 63]", lambda: {"PIXELS": np.zeros((1, 63), F32)}, "400", "INVALID_ARGUMENT",
-         ("shape", "PIXELS", "63")),
-    Case("digits", "no batch dimension [64]", lambda: {"PIXELS": np.zeros(64, F32)}, "400", "INVALID_ARGUMENT",
-         ("shape", "PIXELS", "[64]")),
-    Case("digits", "empty batch [0, 64]", lambda: {"PIXELS": np.zeros((0, 64), F32)}, "400", "INVALID_ARGUMENT",
-         ("byte size mismatch", "PIXELS", "got 0")),
-    Case("digits", "batch 65 over max_batch_size 64", lambda: {"PIXELS": np.zeros((65, 64), F32)}, "400",
-         "INVALID_ARGUMENT", ("batch-size", "64")),
-    Case("digits", "NaN pixel (propagates)", lambda: {"PIXELS": with_value((1, 64), (0, 3), np.nan)}, "200", "OK",
-         (), check=all_nan("PROBABILITIES")),
-    Case("digits", "+inf pixel (NaN out)", lambda: {"PIXELS": with_value((1, 64), (0, 3), np.inf)}, "200", "OK",
-         (), check=all_nan("PROBABILITIES")),
-    Case("digits", "strings where FP32 is taken", lambda: {"PIXELS": np.full((1, 64), b"1", dtype=object)}, "400",
-         "INVALID_ARGUMENT", ("PIXELS", "BYTES", "FP32")),
+    Case(
+        "digits",
+        "wrong datatype (FP64)",
+        lambda: {"PIXELS": np.zeros((1, 64), np.float64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("PIXELS", "FP64", "FP32"),
+    ),
+    Case(
+        "digits",
+        "wrong shape [1, 63]",
+        lambda: {"PIXELS": np.zeros((1, 63), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("shape", "PIXELS", "63"),
+    ),
+    Case(
+        "digits",
+        "no batch dimension [64]",
+        lambda: {"PIXELS": np.zeros(64, F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("shape", "PIXELS", "[64]"),
+    ),
+    Case(
+        "digits",
+        "empty batch [0, 64]",
+        lambda: {"PIXELS": np.zeros((0, 64), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("byte size mismatch", "PIXELS", "got 0"),
+    ),
+    Case(
+        "digits",
+        "batch 65 over max_batch_size 64",
+        lambda: {"PIXELS": np.zeros((65, 64), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("batch-size", "64"),
+    ),
+    Case(
+        "digits",
+        "NaN pixel (propagates)",
+        lambda: {"PIXELS": with_value((1, 64), (0, 3), np.nan)},
+        "200",
+        "OK",
+        (),
+        check=all_nan("PROBABILITIES"),
+    ),
+    Case(
+        "digits",
+        "+inf pixel (NaN out)",
+        lambda: {"PIXELS": with_value((1, 64), (0, 3), np.inf)},
+        "200",
+        "OK",
+        (),
+        check=all_nan("PROBABILITIES"),
+    ),
+    Case(
+        "digits",
+        "strings where FP32 is taken",
+        lambda: {"PIXELS": np.full((1, 64), b"1", dtype=object)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("PIXELS", "BYTES", "FP32"),
+    ),
     Case("digits", "wrong input name", lambda: {"PIXEL": GOOD}, "400", "INVALID_ARGUMENT", ("PIXEL",)),
-    Case("digits", "oversized payload (16 MiB tensor)", lambda: {"PIXELS": np.zeros((1, 4 * 1024 * 1024), F32)},
-         "400", "INVALID_ARGUMENT", ("shape", "PIXELS", "4194304")),
-    Case("digits", "unknown version 7", lambda: {"PIXELS": GOOD}, "404", "NOT_FOUND", ("digits", "version 7"),
-         version="7"),
+    Case(
+        "digits",
+        "oversized payload (16 MiB tensor)",
+        lambda: {"PIXELS": np.zeros((1, 4 * 1024 * 1024), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("shape", "PIXELS", "4194304"),
+    ),
+    Case(
+        "digits",
+        "unknown version 7",
+        lambda: {"PIXELS": GOOD},
+        "404",
+        "NOT_FOUND",
+        ("digits", "version 7"),
+        version="7",
+    ),
     Case("no_such_model", "unknown model", lambda: {"PIXELS": GOOD}, "404", "NOT_FOUND", ("no_such_model",)),
     # -- efficientnet_lite0: image FP32 [3, 224, 224], max batch 16 ------------------------------------------
-    Case("efficientnet_lite0", "wrong datatype (FP16)", lambda: {"image": np.zeros((1, 3, 224, 224), np.float16)},
-         "400", "INVALID_ARGUMENT", ("image", "FP16", "FP32")),
-    Case("efficientnet_lite0", "wrong shape [1, 3, 200, 224]", lambda: {"image": np.zeros((1, 3, 200, 224), F32)},
-         "400", "INVALID_ARGUMENT", ("shape", "image", "200")),
-    Case("efficientnet_lite0", "empty batch", lambda: {"image": np.zeros((0, 3, 224, 224), F32)}, "400",
-         "INVALID_ARGUMENT", ("byte size mismatch", "image", "got 0")),
-    Case("efficientnet_lite0", "batch 17 over max_batch_size 16", lambda: {"image": np.zeros((17, 3, 224, 224), F32)},
-         "400", "INVALID_ARGUMENT", ("batch-size", "16")),
-    Case("efficientnet_lite0", "NaN pixel (propagates)",
-         lambda: {"image": with_value((1, 3, 224, 224), (0, 0, 5, 5), np.nan)}, "200", "OK", (),
-         check=all_nan("logits")),
-    Case("efficientnet_lite0", "+inf pixel (NaN out)",
-         lambda: {"image": with_value((1, 3, 224, 224), (0, 0, 5, 5), np.inf)}, "200", "OK", (),
-         check=all_nan("logits")),
+    Case(
+        "efficientnet_lite0",
+        "wrong datatype (FP16)",
+        lambda: {"image": np.zeros((1, 3, 224, 224), np.float16)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("image", "FP16", "FP32"),
+    ),
+    Case(
+        "efficientnet_lite0",
+        "wrong shape [1, 3, 200, 224]",
+        lambda: {"image": np.zeros((1, 3, 200, 224), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("shape", "image", "200"),
+    ),
+    Case(
+        "efficientnet_lite0",
+        "empty batch",
+        lambda: {"image": np.zeros((0, 3, 224, 224), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("byte size mismatch", "image", "got 0"),
+    ),
+    Case(
+        "efficientnet_lite0",
+        "batch 17 over max_batch_size 16",
+        lambda: {"image": np.zeros((17, 3, 224, 224), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("batch-size", "16"),
+    ),
+    Case(
+        "efficientnet_lite0",
+        "NaN pixel (propagates)",
+        lambda: {"image": with_value((1, 3, 224, 224), (0, 0, 5, 5), np.nan)},
+        "200",
+        "OK",
+        (),
+        check=all_nan("logits"),
+    ),
+    Case(
+        "efficientnet_lite0",
+        "+inf pixel (NaN out)",
+        lambda: {"image": with_value((1, 3, 224, 224), (0, 0, 5, 5), np.inf)},
+        "200",
+        "OK",
+        (),
+        check=all_nan("logits"),
+    ),
     # -- minilm: input_ids, attention_mask INT64 [-1], max batch 32 ------------------------------------------
-    Case("minilm", "wrong datatype (FP32 ids)",
-         lambda: {"input_ids": np.ones((1, 3), F32), "attention_mask": np.ones((1, 3), I64)}, "400",
-         "INVALID_ARGUMENT", ("input_ids", "FP32", "INT64")),
-    Case("minilm", "missing attention_mask", lambda: {"input_ids": np.ones((1, 3), I64)}, "400", "INVALID_ARGUMENT",
-         ("attention_mask", "missing")),
-    Case("minilm", "token id out of the vocabulary",
-         lambda: {"input_ids": np.array([[101, 10**9, 102]], I64), "attention_mask": np.ones((1, 3), I64)}, "400",
-         "INVALID_ARGUMENT", ("index out of range",)),
-    Case("minilm", "negative token id",
-         lambda: {"input_ids": np.array([[101, -5, 102]], I64), "attention_mask": np.ones((1, 3), I64)}, "400",
-         "INVALID_ARGUMENT", ("index out of range",)),
-    Case("minilm", "600 tokens, over 512 positions",
-         lambda: {"input_ids": np.full((1, 600), 1000, I64), "attention_mask": np.ones((1, 600), I64)}, "400",
-         "INVALID_ARGUMENT", ("600", "512")),
-    Case("minilm", "mask shorter than ids",
-         lambda: {"input_ids": np.array([[101, 1000, 102]], I64), "attention_mask": np.ones((1, 2), I64)}, "400",
-         "INVALID_ARGUMENT", ("must match",)),
-    Case("minilm", "empty sequence [1, 0]",
-         lambda: {"input_ids": np.ones((1, 0), I64), "attention_mask": np.ones((1, 0), I64)}, "400",
-         "INVALID_ARGUMENT", ("0 elements",)),
-    Case("minilm", "empty batch [0, 8]",
-         lambda: {"input_ids": np.ones((0, 8), I64), "attention_mask": np.ones((0, 8), I64)}, "400",
-         "INVALID_ARGUMENT", ("byte size mismatch", "got 0")),
-    Case("minilm", "batch 33 over max_batch_size 32",
-         lambda: {"input_ids": np.ones((33, 4), I64), "attention_mask": np.ones((33, 4), I64)}, "400",
-         "INVALID_ARGUMENT", ("batch-size", "32")),
+    Case(
+        "minilm",
+        "wrong datatype (FP32 ids)",
+        lambda: {"input_ids": np.ones((1, 3), F32), "attention_mask": np.ones((1, 3), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("input_ids", "FP32", "INT64"),
+    ),
+    Case(
+        "minilm",
+        "missing attention_mask",
+        lambda: {"input_ids": np.ones((1, 3), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("attention_mask", "missing"),
+    ),
+    Case(
+        "minilm",
+        "token id out of the vocabulary",
+        lambda: {"input_ids": np.array([[101, 10**9, 102]], I64), "attention_mask": np.ones((1, 3), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("index out of range",),
+    ),
+    Case(
+        "minilm",
+        "negative token id",
+        lambda: {"input_ids": np.array([[101, -5, 102]], I64), "attention_mask": np.ones((1, 3), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("index out of range",),
+    ),
+    Case(
+        "minilm",
+        "600 tokens, over 512 positions",
+        lambda: {"input_ids": np.full((1, 600), 1000, I64), "attention_mask": np.ones((1, 600), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("600", "512"),
+    ),
+    Case(
+        "minilm",
+        "mask shorter than ids",
+        lambda: {"input_ids": np.array([[101, 1000, 102]], I64), "attention_mask": np.ones((1, 2), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("must match",),
+    ),
+    Case(
+        "minilm",
+        "empty sequence [1, 0]",
+        lambda: {"input_ids": np.ones((1, 0), I64), "attention_mask": np.ones((1, 0), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("0 elements",),
+    ),
+    Case(
+        "minilm",
+        "empty batch [0, 8]",
+        lambda: {"input_ids": np.ones((0, 8), I64), "attention_mask": np.ones((0, 8), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("byte size mismatch", "got 0"),
+    ),
+    Case(
+        "minilm",
+        "batch 33 over max_batch_size 32",
+        lambda: {"input_ids": np.ones((33, 4), I64), "attention_mask": np.ones((33, 4), I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("batch-size", "32"),
+    ),
     # -- image_classifier (ensemble): IMAGE BYTES [1], TOP_K INT32 [1], max batch 16 ---------------------------
-    Case("image_classifier", "tensor where BYTES is taken", lambda: {"IMAGE": np.zeros((1, 1), F32)}, "400",
-         "INVALID_ARGUMENT", ("IMAGE", "FP32", "BYTES")),
-    Case("image_classifier", "TOP_K of the wrong datatype (INT64)",
-         lambda: {"IMAGE": objects(small_jpeg()), "TOP_K": np.array([[3]], I64)}, "400", "INVALID_ARGUMENT",
-         ("TOP_K", "INT64", "INT32")),
-    Case("image_classifier", "TOP_K over 1000",
-         lambda: {"IMAGE": objects(small_jpeg()), "TOP_K": np.array([[1001]], I32)}, "400", "INVALID_ARGUMENT",
-         ("TOP_K", "1001")),
-    Case("image_classifier", "empty batch", lambda: {"IMAGE": np.zeros((0, 1), dtype=object)}, "400",
-         "INVALID_ARGUMENT", ("IMAGE", "got 0")),
-    Case("image_classifier", "batch 17 over max_batch_size 16", lambda: {"IMAGE": objects(*[small_jpeg()] * 17)},
-         "400", "INVALID_ARGUMENT", ("batch-size", "16")),
-    Case("image_classifier", "image over MAX_IMAGE_BYTES (16 MiB + 1)",
-         lambda: {"IMAGE": objects(b"\xff" * (imaging.MAX_IMAGE_BYTES + 1))}, "400", "INVALID_ARGUMENT",
-         ("IMAGE", f"{imaging.MAX_IMAGE_BYTES + 1} bytes", "MAX_IMAGE_BYTES")),
-    Case("image_classifier", "image over MAX_IMAGE_PIXELS (7000x7000)",
-         lambda: {"IMAGE": objects(png_over_pixel_limit())}, "400", "INVALID_ARGUMENT",
-         ("IMAGE", "7000x7000", "MAX_IMAGE_PIXELS")),
-    Case("image_classifier", "not an image", lambda: {"IMAGE": objects(b"just some text")}, "400",
-         "INVALID_ARGUMENT", ("IMAGE", "not a readable image")),
+    Case(
+        "image_classifier",
+        "tensor where BYTES is taken",
+        lambda: {"IMAGE": np.zeros((1, 1), F32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("IMAGE", "FP32", "BYTES"),
+    ),
+    Case(
+        "image_classifier",
+        "TOP_K of the wrong datatype (INT64)",
+        lambda: {"IMAGE": objects(small_jpeg()), "TOP_K": np.array([[3]], I64)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TOP_K", "INT64", "INT32"),
+    ),
+    Case(
+        "image_classifier",
+        "TOP_K over 1000",
+        lambda: {"IMAGE": objects(small_jpeg()), "TOP_K": np.array([[1001]], I32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TOP_K", "1001"),
+    ),
+    Case(
+        "image_classifier",
+        "empty batch",
+        lambda: {"IMAGE": np.zeros((0, 1), dtype=object)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("IMAGE", "got 0"),
+    ),
+    Case(
+        "image_classifier",
+        "batch 17 over max_batch_size 16",
+        lambda: {"IMAGE": objects(*[small_jpeg()] * 17)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("batch-size", "16"),
+    ),
+    Case(
+        "image_classifier",
+        "image over MAX_IMAGE_BYTES (16 MiB + 1)",
+        lambda: {"IMAGE": objects(b"\xff" * (imaging.MAX_IMAGE_BYTES + 1))},
+        "400",
+        "INVALID_ARGUMENT",
+        ("IMAGE", f"{imaging.MAX_IMAGE_BYTES + 1} bytes", "MAX_IMAGE_BYTES"),
+    ),
+    Case(
+        "image_classifier",
+        "image over MAX_IMAGE_PIXELS (7000x7000)",
+        lambda: {"IMAGE": objects(png_over_pixel_limit())},
+        "400",
+        "INVALID_ARGUMENT",
+        ("IMAGE", "7000x7000", "MAX_IMAGE_PIXELS"),
+    ),
+    Case(
+        "image_classifier",
+        "not an image",
+        lambda: {"IMAGE": objects(b"just some text")},
+        "400",
+        "INVALID_ARGUMENT",
+        ("IMAGE", "not a readable image"),
+    ),
     # -- text_embedder (ensemble): TEXT BYTES [1], max batch 32 ----------------------------------------------
-    Case("text_embedder", "tensor where BYTES is taken", lambda: {"TEXT": np.array([[3]], I32)}, "400",
-         "INVALID_ARGUMENT", ("TEXT", "INT32", "BYTES")),
-    Case("text_embedder", "two texts in one row [1, 2]", lambda: {"TEXT": np.array([[b"a", b"b"]], dtype=object)},
-         "400", "INVALID_ARGUMENT", ("shape", "TEXT")),
-    Case("text_embedder", "empty batch", lambda: {"TEXT": np.zeros((0, 1), dtype=object)}, "400", "INVALID_ARGUMENT",
-         ("TEXT", "got 0")),
-    Case("text_embedder", "batch 33 over max_batch_size 32", lambda: {"TEXT": objects(*[b"hi"] * 33)}, "400",
-         "INVALID_ARGUMENT", ("batch-size", "32")),
-    Case("text_embedder", "text over MAX_TEXT_BYTES (64 KiB + 1)",
-         lambda: {"TEXT": objects(b"x" * (text.MAX_TEXT_BYTES + 1))}, "400", "INVALID_ARGUMENT",
-         ("TEXT", f"{text.MAX_TEXT_BYTES + 1} bytes", "MAX_TEXT_BYTES")),
-    Case("text_embedder", "non-UTF-8 text", lambda: {"TEXT": objects(b"caf\xe9 \xff")}, "400", "INVALID_ARGUMENT",
-         ("TEXT", "UTF-8")),
+    Case(
+        "text_embedder",
+        "tensor where BYTES is taken",
+        lambda: {"TEXT": np.array([[3]], I32)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TEXT", "INT32", "BYTES"),
+    ),
+    Case(
+        "text_embedder",
+        "two texts in one row [1, 2]",
+        lambda: {"TEXT": np.array([[b"a", b"b"]], dtype=object)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("shape", "TEXT"),
+    ),
+    Case(
+        "text_embedder",
+        "empty batch",
+        lambda: {"TEXT": np.zeros((0, 1), dtype=object)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TEXT", "got 0"),
+    ),
+    Case(
+        "text_embedder",
+        "batch 33 over max_batch_size 32",
+        lambda: {"TEXT": objects(*[b"hi"] * 33)},
+        "400",
+        "INVALID_ARGUMENT",
+        ("batch-size", "32"),
+    ),
+    Case(
+        "text_embedder",
+        "text over MAX_TEXT_BYTES (64 KiB + 1)",
+        lambda: {"TEXT": objects(b"x" * (text.MAX_TEXT_BYTES + 1))},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TEXT", f"{text.MAX_TEXT_BYTES + 1} bytes", "MAX_TEXT_BYTES"),
+    ),
+    Case(
+        "text_embedder",
+        "non-UTF-8 text",
+        lambda: {"TEXT": objects(b"caf\xe9 \xff")},
+        "400",
+        "INVALID_ARGUMENT",
+        ("TEXT", "UTF-8"),
+    ),
     # -- text_generator (decoupled): HTTP generate_stream (JSON body) / gRPC stream (tensors) -----------------
-    Case("text_generator", "NaN TEMPERATURE", gen_inputs(TEMPERATURE=np.array([np.nan], F32)), "400", "STREAM",
-         ("TEMPERATURE", "finite", "nan"), http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": NaN}'),
-    Case("text_generator", "infinite TEMPERATURE", gen_inputs(TEMPERATURE=np.array([np.inf], F32)), "400", "STREAM",
-         ("TEMPERATURE", "finite", "inf"),
-         http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": Infinity}'),
-    Case("text_generator", "TEMPERATURE 1e39 (over FP32: inf)", None, "400", "n/a", ("TEMPERATURE", "inf"),
-         http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": 1e39}'),
-    Case("text_generator", "TEMPERATURE 1e999 (not a JSON double)", None, "500", "n/a",
-         ("failed to parse the request JSON",),
-         http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": 1e999}'),
-    Case("text_generator", "wrong datatype (FP64 TEMPERATURE)", gen_inputs(TEMPERATURE=np.array([0.5], np.float64)),
-         "n/a", "STREAM", ("TEMPERATURE", "FP64", "FP32")),
-    Case("text_generator", "string where MAX_TOKENS INT32 is taken",
-         gen_inputs(max_tokens=np.array([b"two"], dtype=object)), "500", "STREAM", ("MAX_TOKENS", "BYTES", "INT32"),
-         http_body=gen_body(PROMPT="Hello", MAX_TOKENS="two"), http_words=("Unable to parse 'data'", "signed-integer")),
-    Case("text_generator", "wrong shape (two prompts)", gen_inputs(prompt=np.array([b"a", b"b"], dtype=object)),
-         "400", "STREAM", ("PROMPT", "shape"), http_body=gen_body(PROMPT=["a", "b"], MAX_TOKENS=2)),
-    Case("text_generator", "empty batch (no prompt element)", gen_inputs(prompt=np.zeros(0, dtype=object)),
-         "400", "STREAM", ("PROMPT", "shape"), http_body=gen_body(PROMPT=[], MAX_TOKENS=2)),
-    Case("text_generator", "missing MAX_TOKENS", lambda: {"PROMPT": P_OK}, "400", "STREAM", ("MAX_TOKENS",),
-         http_body=gen_body(PROMPT="Hello")),
-    Case("text_generator", "prompt over MAX_PROMPT_BYTES",
-         gen_inputs(prompt=np.array([b"x" * (MAX_PROMPT_BYTES + 1)], dtype=object)), "400", "STREAM",
-         ("PROMPT", f"{MAX_PROMPT_BYTES + 1} bytes", "MAX_PROMPT_BYTES"),
-         http_body=gen_body(PROMPT="x" * (MAX_PROMPT_BYTES + 1), MAX_TOKENS=2)),
-    Case("text_generator", "STOP over MAX_STOP_BYTES",
-         gen_inputs(STOP=np.array([b"s" * (MAX_STOP_BYTES + 1)], dtype=object)), "400", "STREAM",
-         ("STOP", "MAX_STOP_BYTES"), http_body=gen_body(PROMPT="Hello", MAX_TOKENS=2, STOP="s" * (MAX_STOP_BYTES + 1))),
-    Case("text_generator", "MAX_TOKENS over MAX_NEW_TOKENS",
-         gen_inputs(max_tokens=np.array([generation.MAX_NEW_TOKENS + 1], I32)), "400", "STREAM",
-         ("MAX_TOKENS", str(generation.MAX_NEW_TOKENS)),
-         http_body=gen_body(PROMPT="Hello", MAX_TOKENS=generation.MAX_NEW_TOKENS + 1)),
-    Case("text_generator", "non-UTF-8 prompt", gen_inputs(prompt=np.array([b"caf\xe9 \xff"], dtype=object)), "n/a",
-         "STREAM", ("PROMPT", "UTF-8")),
-    Case("text_generator", "unknown version 7", gen_inputs(), "404", "STREAM", ("text_generator", "version 7"),
-         http_body=gen_body(PROMPT="Hello", MAX_TOKENS=2), version="7"),
+    Case(
+        "text_generator",
+        "NaN TEMPERATURE",
+        gen_inputs(TEMPERATURE=np.array([np.nan], F32)),
+        "400",
+        "STREAM",
+        ("TEMPERATURE", "finite", "nan"),
+        http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": NaN}',
+    ),
+    Case(
+        "text_generator",
+        "infinite TEMPERATURE",
+        gen_inputs(TEMPERATURE=np.array([np.inf], F32)),
+        "400",
+        "STREAM",
+        ("TEMPERATURE", "finite", "inf"),
+        http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": Infinity}',
+    ),
+    Case(
+        "text_generator",
+        "TEMPERATURE 1e39 (over FP32: inf)",
+        None,
+        "400",
+        "n/a",
+        ("TEMPERATURE", "inf"),
+        http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": 1e39}',
+    ),
+    Case(
+        "text_generator",
+        "TEMPERATURE 1e999 (not a JSON double)",
+        None,
+        "500",
+        "n/a",
+        ("failed to parse the request JSON",),
+        http_body='{"PROMPT": "Hello", "MAX_TOKENS": 2, "TEMPERATURE": 1e999}',
+    ),
+    Case(
+        "text_generator",
+        "wrong datatype (FP64 TEMPERATURE)",
+        gen_inputs(TEMPERATURE=np.array([0.5], np.float64)),
+        "n/a",
+        "STREAM",
+        ("TEMPERATURE", "FP64", "FP32"),
+    ),
+    Case(
+        "text_generator",
+        "string where MAX_TOKENS INT32 is taken",
+        gen_inputs(max_tokens=np.array([b"two"], dtype=object)),
+        "500",
+        "STREAM",
+        ("MAX_TOKENS", "BYTES", "INT32"),
+        http_body=gen_body(PROMPT="Hello", MAX_TOKENS="two"),
+        http_words=("Unable to parse 'data'", "signed-integer"),
+    ),
+    Case(
+        "text_generator",
+        "wrong shape (two prompts)",
+        gen_inputs(prompt=np.array([b"a", b"b"], dtype=object)),
+        "400",
+        "STREAM",
+        ("PROMPT", "shape"),
+        http_body=gen_body(PROMPT=["a", "b"], MAX_TOKENS=2),
+    ),
+    Case(
+        "text_generator",
+        "empty batch (no prompt element)",
+        gen_inputs(prompt=np.zeros(0, dtype=object)),
+        "400",
+        "STREAM",
+        ("PROMPT", "shape"),
+        http_body=gen_body(PROMPT=[], MAX_TOKENS=2),
+    ),
+    Case(
+        "text_generator",
+        "missing MAX_TOKENS",
+        lambda: {"PROMPT": P_OK},
+        "400",
+        "STREAM",
+        ("MAX_TOKENS",),
+        http_body=gen_body(PROMPT="Hello"),
+    ),
+    Case(
+        "text_generator",
+        "prompt over MAX_PROMPT_BYTES",
+        gen_inputs(prompt=np.array([b"x" * (MAX_PROMPT_BYTES + 1)], dtype=object)),
+        "400",
+        "STREAM",
+        ("PROMPT", f"{MAX_PROMPT_BYTES + 1} bytes", "MAX_PROMPT_BYTES"),
+        http_body=gen_body(PROMPT="x" * (MAX_PROMPT_BYTES + 1), MAX_TOKENS=2),
+    ),
+    Case(
+        "text_generator",
+        "STOP over MAX_STOP_BYTES",
+        gen_inputs(STOP=np.array([b"s" * (MAX_STOP_BYTES + 1)], dtype=object)),
+        "400",
+        "STREAM",
+        ("STOP", "MAX_STOP_BYTES"),
+        http_body=gen_body(PROMPT="Hello", MAX_TOKENS=2, STOP="s" * (MAX_STOP_BYTES + 1)),
+    ),
+    Case(
+        "text_generator",
+        "MAX_TOKENS over MAX_NEW_TOKENS",
+        gen_inputs(max_tokens=np.array([generation.MAX_NEW_TOKENS + 1], I32)),
+        "400",
+        "STREAM",
+        ("MAX_TOKENS", str(generation.MAX_NEW_TOKENS)),
+        http_body=gen_body(PROMPT="Hello", MAX_TOKENS=generation.MAX_NEW_TOKENS + 1),
+    ),
+    Case(
+        "text_generator",
+        "non-UTF-8 prompt",
+        gen_inputs(prompt=np.array([b"caf\xe9 \xff"], dtype=object)),
+        "n/a",
+        "STREAM",
+        ("PROMPT", "UTF-8"),
+    ),
+    Case(
+        "text_generator",
+        "unknown version 7",
+        gen_inputs(),
+        "404",
+        "STREAM",
+        ("text_generator", "version 7"),
+        http_body=gen_body(PROMPT="Hello", MAX_TOKENS=2),
+        version="7",
+    ),
 ]
 
 
@@ -252,7 +567,7 @@ def generate_http(server, case: Case) -> tuple[str, str]:
     response = requests.post(url, data=case.http_body, headers={"Content-Type": "application/json"}, timeout=120)
     error = ""
     for line in response.text.splitlines():
-        payload = line[len("data: "):] if line.startswith("data: ") else line
+        payload = line[len("data: ") :] if line.startswith("data: ") else line
         try:
             event = json.loads(payload)
         except ValueError:
@@ -272,8 +587,12 @@ def generate_grpc(server, case: Case) -> tuple[str, str]:
     try:
         inputs = []
         for name, array in case.inputs().items():
-            datatype = {np.dtype(object): "BYTES", np.dtype(np.int32): "INT32", np.dtype(np.float32): "FP32",
-                        np.dtype(np.float64): "FP64"}[array.dtype]
+            datatype = {
+                np.dtype(object): "BYTES",
+                np.dtype(np.int32): "INT32",
+                np.dtype(np.float32): "FP32",
+                np.dtype(np.float64): "FP64",
+            }[array.dtype]
             tensor = grpcclient.InferInput(name, list(array.shape), datatype)
             tensor.set_data_from_numpy(array)
             inputs.append(tensor)
@@ -296,8 +615,12 @@ def assert_still_serving(server) -> None:
 
 
 # A case one protocol cannot express ("n/a", see docs/limits.md) runs over the other only.
-SENDABLE = [(case, protocol) for case in TABLE for protocol in ("http", "grpc")
-            if (case.http if protocol == "http" else case.grpc) != "n/a"]
+SENDABLE = [
+    (case, protocol)
+    for case in TABLE
+    for protocol in ("http", "grpc")
+    if (case.http if protocol == "http" else case.grpc) != "n/a"
+]
 
 
 @pytest.mark.parametrize("case, protocol", SENDABLE, ids=[f"{c.id}-{p}" for c, p in SENDABLE])
@@ -317,7 +640,7 @@ def test_bad_input_table(server, case: Case, protocol):
             client.close()
     print(f"\n{protocol} {case.id}: {status} {message[:200]}")
     assert status.endswith(expected), f"{case.id} over {protocol}: got {status} {message[:300]!r}, want {expected}"
-    for word in (case.http_words if protocol == "http" and case.http_words is not None else case.words):
+    for word in case.http_words if protocol == "http" and case.http_words is not None else case.words:
         assert word in message, f"{case.id} over {protocol}: {word!r} missing from {message[:500]!r}"
     if case.check is not None:
         case.check(answer)
@@ -334,8 +657,9 @@ def test_an_oversized_text_fails_alone_in_its_batch(server):
     """Concurrent requests share tokenize batches; only the texts over MAX_TEXT_BYTES fail."""
     good, big = b"A man is playing a guitar.", b"y" * (text.MAX_TEXT_BYTES + 1)
     payloads = [good, big, good, good, big, good]
-    results = infer_concurrently(server.config.http_url, "text_embedder", [{"TEXT": objects(p)} for p in payloads],
-                                 "EMBEDDING")
+    results = infer_concurrently(
+        server.config.http_url, "text_embedder", [{"TEXT": objects(p)} for p in payloads], "EMBEDDING"
+    )
     for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 384), result
@@ -347,8 +671,9 @@ def test_an_oversized_text_fails_alone_in_its_batch(server):
 def test_an_oversized_image_fails_alone_in_its_batch(server):
     good, big = small_jpeg(), b"\xff" * (imaging.MAX_IMAGE_BYTES + 1)
     payloads = [good, big, good, good]
-    results = infer_concurrently(server.config.http_url, "image_classifier", [{"IMAGE": objects(p)} for p in payloads],
-                                 "CLASS_IDS")
+    results = infer_concurrently(
+        server.config.http_url, "image_classifier", [{"IMAGE": objects(p)} for p in payloads], "CLASS_IDS"
+    )
     for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert not isinstance(result, Exception) and result.shape == (1, 5), result
@@ -367,8 +692,10 @@ def test_an_oversized_prompt_fails_alone_on_its_stream(server):
     try:
         for prompt in (b"Hello", b"x" * (MAX_PROMPT_BYTES + 1), b"Hello"):
             inputs = []
-            for name, array, datatype in (("PROMPT", np.array([prompt], dtype=object), "BYTES"),
-                                          ("MAX_TOKENS", np.array([2], I32), "INT32")):
+            for name, array, datatype in (
+                ("PROMPT", np.array([prompt], dtype=object), "BYTES"),
+                ("MAX_TOKENS", np.array([2], I32), "INT32"),
+            ):
                 tensor = grpcclient.InferInput(name, [1], datatype)
                 tensor.set_data_from_numpy(array)
                 inputs.append(tensor)

@@ -36,22 +36,36 @@ def pixels_json(data=None, **extra) -> bytes:
 def binary(tensor: dict, payload: bytes, header_delta: int = 0) -> tuple[bytes, dict]:
     """A binary-data request: JSON header + payload, Inference-Header-Content-Length off by ``header_delta``."""
     header = json.dumps({"inputs": [tensor]}).encode()
-    return header + payload, {"Inference-Header-Content-Length": str(len(header) + header_delta),
-                              "Content-Type": "application/octet-stream"}
+    return header + payload, {
+        "Inference-Header-Content-Length": str(len(header) + header_delta),
+        "Content-Type": "application/octet-stream",
+    }
 
 
 def pixels_binary(declared: int, payload: bytes, header_delta: int = 0):
-    return binary({"name": "PIXELS", "shape": [1, 64], "datatype": "FP32",
-                   "parameters": {"binary_data_size": declared}}, payload, header_delta)
+    return binary(
+        {"name": "PIXELS", "shape": [1, 64], "datatype": "FP32", "parameters": {"binary_data_size": declared}},
+        payload,
+        header_delta,
+    )
 
 
 def text_binary(blob: bytes):
-    return binary({"name": "TEXT", "shape": [1, 1], "datatype": "BYTES",
-                   "parameters": {"binary_data_size": len(blob)}}, blob)
+    return binary(
+        {"name": "TEXT", "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": len(blob)}}, blob
+    )
 
 
-def grpc_request(model="digits", version="", name="PIXELS", datatype="FP32", shape=(1, 64), raw=(ZEROS,),
-                 fp32=None, bytes_contents=None) -> bytes:
+def grpc_request(
+    model="digits",
+    version="",
+    name="PIXELS",
+    datatype="FP32",
+    shape=(1, 64),
+    raw=(ZEROS,),
+    fp32=None,
+    bytes_contents=None,
+) -> bytes:
     request = service_pb2.ModelInferRequest(model_name=model, model_version=version)
     if name is not None:
         tensor = request.inputs.add()
@@ -90,101 +104,279 @@ def infer_path(model="digits", version=None):
 
 
 CASES = [
-    Raw("malformed JSON / malformed protobuf",
-        lambda: (infer_path(), b'{"inputs": [', {}), 500, ("failed to parse the request JSON buffer",),
-        lambda: ("ModelInfer", b"\xff\xff\xff\xff not a protobuf"), "INTERNAL", ("Unable to parse request",)),
-    Raw("truncated JSON / truncated protobuf",
-        lambda: (infer_path(), json.dumps(GOOD_JSON).encode()[:60], {}), 500, ("failed to parse",),
-        lambda: ("ModelInfer", grpc_request()[:40]), "INTERNAL", ("Unable to parse request",)),
-    Raw("JSON without 'inputs' / request without inputs",
-        lambda: (infer_path(), b'{"foo": 1}', {}), 500, ("Unable to parse 'inputs'",),
-        lambda: ("ModelInfer", grpc_request(name=None, raw=())), "INVALID_ARGUMENT", ("expected 1 inputs but got 0",)),
-    Raw("empty body / empty message",
-        lambda: (infer_path(), b"", {}), 400, ("byte size mismatch", "got 0"),
-        lambda: ("ModelInfer", b""), "NOT_FOUND", ("unknown model: ''",)),
-    Raw("strings where FP32 is taken (JSON data / bytes_contents)",
-        lambda: (infer_path(), pixels_json(["a"] * 64), {}), 500, ("Unable to parse 'data'", "non-number"),
-        lambda: ("ModelInfer", grpc_request(raw=(), bytes_contents=[b"a"] * 64)), "INVALID_ARGUMENT",
-        ("PIXELS", "BYTES", "FP32")),
-    Raw("63 values for shape [1, 64]",
-        lambda: (infer_path(), pixels_json([0.0] * 63), {}), 500, ("Shape does not match",),
-        lambda: ("ModelInfer", grpc_request(raw=(), fp32=[0.0] * 63)), "INVALID_ARGUMENT",
-        ("byte size mismatch", "Expected 256, got 252")),
-    Raw("tensor without data",
-        lambda: (infer_path(), pixels_json(), {}), 400, ("no field is set",),
-        lambda: ("ModelInfer", grpc_request(raw=())), "INVALID_ARGUMENT", ("unable to find data", "PIXELS")),
-    Raw("data given twice (JSON data + binary / contents + raw)",
-        lambda: (infer_path(), *binary({"name": "PIXELS", "shape": [1, 64], "datatype": "FP32", "data": [0.0] * 64,
-                                        "parameters": {"binary_data_size": 256}}, ZEROS)), 400,
-        ("only one of", "binary_data_size"),
-        lambda: ("ModelInfer", grpc_request(fp32=[0.0] * 64)), "INVALID_ARGUMENT", ("contents field must not be",)),
-    Raw("NaN in the data (JSON NaN literal / raw NaN)",
-        lambda: (infer_path(), pixels_json([float("nan")] + [0.0] * 63), {}), 200, (),
-        lambda: ("ModelInfer", grpc_request(raw=(np.full(64, np.nan, np.float32).tobytes(),))), "OK", (),
-        nan_answer=True),
-    Raw("number beyond double (1e999)",
-        lambda: (infer_path(), pixels_json([0.0] * 64).replace(b"0.0", b"1e999", 1), {}), 500,
-        ("Number too big",), None, None, ()),
-    Raw("binary data shorter than binary_data_size / raw contents 200 of 256 bytes",
-        lambda: (infer_path(), *pixels_binary(256, ZEROS[:200])), 400, ("expecting 56 additional bytes",),
-        lambda: ("ModelInfer", grpc_request(raw=(ZEROS[:200],))), "INVALID_ARGUMENT", ("Expected 256, got 200",)),
-    Raw("binary data longer than binary_data_size / raw contents 300 of 256 bytes",
-        lambda: (infer_path(), *pixels_binary(256, ZEROS + bytes(44))), 400, ("unexpected additional input data",),
-        lambda: ("ModelInfer", grpc_request(raw=(ZEROS + bytes(44),))), "INVALID_ARGUMENT", ("Expected 256, got 300",)),
-    Raw("binary_data_size below the tensor's size / raw contents 255 bytes",
-        lambda: (infer_path(), *pixels_binary(200, ZEROS[:200])), 400, ("Expected 256, got 200",),
-        lambda: ("ModelInfer", grpc_request(raw=(ZEROS[:255],))), "INVALID_ARGUMENT", ("Expected 256, got 255",)),
-    Raw("Inference-Header-Content-Length past the body",
-        lambda: (infer_path(), *pixels_binary(256, ZEROS, header_delta=1000)), 400,
-        ("inference header size should be in range",), None, None, ()),
-    Raw("Inference-Header-Content-Length inside the JSON",
-        lambda: (infer_path(), *pixels_binary(256, ZEROS, header_delta=-5)), 500, ("failed to parse",),
-        None, None, ()),
-    Raw("one raw_input_contents entry too many (accepted, the extra ignored)",
-        None, None, (),
-        lambda: ("ModelInfer", grpc_request(raw=(ZEROS, ZEROS))), "OK", ()),
-    Raw("BYTES element whose length prefix says 1000, 10 bytes follow",
-        lambda: (infer_path("text_embedder"), *text_binary(struct.pack("<I", 1000) + b"x" * 10)), 400,
-        ("incomplete string data", "TEXT", "1000"),
-        lambda: ("ModelInfer", grpc_request("text_embedder", name="TEXT", datatype="BYTES", shape=(1, 1),
-                                            raw=(struct.pack("<I", 1000) + b"x" * 10,))),
-        "INVALID_ARGUMENT", ("incomplete string data", "TEXT", "1000")),
-    Raw("BYTES length prefix cut short (2 of 4 bytes)",
-        lambda: (infer_path("text_embedder"), *text_binary(b"\x01\x00")), 400, ("incomplete string length indicator",),
-        lambda: ("ModelInfer", grpc_request("text_embedder", name="TEXT", datatype="BYTES", shape=(1, 1),
-                                            raw=(b"\x01\x00",))),
-        "INVALID_ARGUMENT", ("incomplete string length indicator",)),
-    Raw("unknown model",
-        lambda: (infer_path("no_such_model"), json.dumps(GOOD_JSON).encode(), {}), 404, ("no_such_model", "not found"),
-        lambda: ("ModelInfer", grpc_request("no_such_model")), "NOT_FOUND", ("no_such_model", "not found")),
-    Raw("unknown version 7",
-        lambda: (infer_path(version="7"), json.dumps(GOOD_JSON).encode(), {}), 404, ("version 7 is not found",),
-        lambda: ("ModelInfer", grpc_request(version="7")), "NOT_FOUND", ("version 7 is not found",)),
-    Raw("version that is not a number ('abc')",
-        lambda: (infer_path(version="abc"), json.dumps(GOOD_JSON).encode(), {}), 404, ("Not Found",),
-        lambda: ("ModelInfer", grpc_request(version="abc")), "INVALID_ARGUMENT", ("integral value",)),
-    Raw("non-streaming inference on the decoupled text_generator",
-        lambda: (infer_path("text_generator"), json.dumps({"inputs": [
-            {"name": "PROMPT", "shape": [1], "datatype": "BYTES", "data": ["Hello"]},
-            {"name": "MAX_TOKENS", "shape": [1], "datatype": "INT32", "data": [2]}]}).encode(), {}), 501,
-        ("decoupled",),
-        lambda: ("ModelInfer", grpc_request("text_generator", name="PROMPT", datatype="BYTES", shape=(1,),
-                                            raw=(length_prefixed(b"Hello"),))),
-        "UNIMPLEMENTED", ("decoupled",)),
-    Raw("malformed JSON to generate_stream / malformed protobuf on a stream",
-        lambda: ("/v2/models/text_generator/generate_stream", b'{"PROMPT": "Hi", ', {}), 500,
+    Raw(
+        "malformed JSON / malformed protobuf",
+        lambda: (infer_path(), b'{"inputs": [', {}),
+        500,
         ("failed to parse the request JSON buffer",),
-        lambda: ("ModelStreamInfer", b"\xff\xff garbage"), "OK", ()),
-    Raw("64 MiB of garbage (no server-level size limit)",
-        lambda: (infer_path(), b"x" * BIG, {}), 500, ("failed to parse the request JSON buffer",),
-        lambda: ("ModelInfer", grpc_request(raw=(b"x" * BIG,))), "INVALID_ARGUMENT", ("Expected 256, got 67108864",)),
-    Raw("64 MiB image (refused by MAX_IMAGE_BYTES, not by the server)",
-        lambda: (infer_path("image_classifier"), *binary(
-            {"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": BIG + 4}},
-            length_prefixed(b"\xff" * BIG))), 400, ("IMAGE is 67108864 bytes", "MAX_IMAGE_BYTES"),
-        lambda: ("ModelInfer", grpc_request("image_classifier", name="IMAGE", datatype="BYTES", shape=(1, 1),
-                                            raw=(length_prefixed(b"\xff" * BIG),))),
-        "INVALID_ARGUMENT", ("IMAGE is 67108864 bytes", "MAX_IMAGE_BYTES")),
+        lambda: ("ModelInfer", b"\xff\xff\xff\xff not a protobuf"),
+        "INTERNAL",
+        ("Unable to parse request",),
+    ),
+    Raw(
+        "truncated JSON / truncated protobuf",
+        lambda: (infer_path(), json.dumps(GOOD_JSON).encode()[:60], {}),
+        500,
+        ("failed to parse",),
+        lambda: ("ModelInfer", grpc_request()[:40]),
+        "INTERNAL",
+        ("Unable to parse request",),
+    ),
+    Raw(
+        "JSON without 'inputs' / request without inputs",
+        lambda: (infer_path(), b'{"foo": 1}', {}),
+        500,
+        ("Unable to parse 'inputs'",),
+        lambda: ("ModelInfer", grpc_request(name=None, raw=())),
+        "INVALID_ARGUMENT",
+        ("expected 1 inputs but got 0",),
+    ),
+    Raw(
+        "empty body / empty message",
+        lambda: (infer_path(), b"", {}),
+        400,
+        ("byte size mismatch", "got 0"),
+        lambda: ("ModelInfer", b""),
+        "NOT_FOUND",
+        ("unknown model: ''",),
+    ),
+    Raw(
+        "strings where FP32 is taken (JSON data / bytes_contents)",
+        lambda: (infer_path(), pixels_json(["a"] * 64), {}),
+        500,
+        ("Unable to parse 'data'", "non-number"),
+        lambda: ("ModelInfer", grpc_request(raw=(), bytes_contents=[b"a"] * 64)),
+        "INVALID_ARGUMENT",
+        ("PIXELS", "BYTES", "FP32"),
+    ),
+    Raw(
+        "63 values for shape [1, 64]",
+        lambda: (infer_path(), pixels_json([0.0] * 63), {}),
+        500,
+        ("Shape does not match",),
+        lambda: ("ModelInfer", grpc_request(raw=(), fp32=[0.0] * 63)),
+        "INVALID_ARGUMENT",
+        ("byte size mismatch", "Expected 256, got 252"),
+    ),
+    Raw(
+        "tensor without data",
+        lambda: (infer_path(), pixels_json(), {}),
+        400,
+        ("no field is set",),
+        lambda: ("ModelInfer", grpc_request(raw=())),
+        "INVALID_ARGUMENT",
+        ("unable to find data", "PIXELS"),
+    ),
+    Raw(
+        "data given twice (JSON data + binary / contents + raw)",
+        lambda: (
+            infer_path(),
+            *binary(
+                {
+                    "name": "PIXELS",
+                    "shape": [1, 64],
+                    "datatype": "FP32",
+                    "data": [0.0] * 64,
+                    "parameters": {"binary_data_size": 256},
+                },
+                ZEROS,
+            ),
+        ),
+        400,
+        ("only one of", "binary_data_size"),
+        lambda: ("ModelInfer", grpc_request(fp32=[0.0] * 64)),
+        "INVALID_ARGUMENT",
+        ("contents field must not be",),
+    ),
+    Raw(
+        "NaN in the data (JSON NaN literal / raw NaN)",
+        lambda: (infer_path(), pixels_json([float("nan")] + [0.0] * 63), {}),
+        200,
+        (),
+        lambda: ("ModelInfer", grpc_request(raw=(np.full(64, np.nan, np.float32).tobytes(),))),
+        "OK",
+        (),
+        nan_answer=True,
+    ),
+    Raw(
+        "number beyond double (1e999)",
+        lambda: (infer_path(), pixels_json([0.0] * 64).replace(b"0.0", b"1e999", 1), {}),
+        500,
+        ("Number too big",),
+        None,
+        None,
+        (),
+    ),
+    Raw(
+        "binary data shorter than binary_data_size / raw contents 200 of 256 bytes",
+        lambda: (infer_path(), *pixels_binary(256, ZEROS[:200])),
+        400,
+        ("expecting 56 additional bytes",),
+        lambda: ("ModelInfer", grpc_request(raw=(ZEROS[:200],))),
+        "INVALID_ARGUMENT",
+        ("Expected 256, got 200",),
+    ),
+    Raw(
+        "binary data longer than binary_data_size / raw contents 300 of 256 bytes",
+        lambda: (infer_path(), *pixels_binary(256, ZEROS + bytes(44))),
+        400,
+        ("unexpected additional input data",),
+        lambda: ("ModelInfer", grpc_request(raw=(ZEROS + bytes(44),))),
+        "INVALID_ARGUMENT",
+        ("Expected 256, got 300",),
+    ),
+    Raw(
+        "binary_data_size below the tensor's size / raw contents 255 bytes",
+        lambda: (infer_path(), *pixels_binary(200, ZEROS[:200])),
+        400,
+        ("Expected 256, got 200",),
+        lambda: ("ModelInfer", grpc_request(raw=(ZEROS[:255],))),
+        "INVALID_ARGUMENT",
+        ("Expected 256, got 255",),
+    ),
+    Raw(
+        "Inference-Header-Content-Length past the body",
+        lambda: (infer_path(), *pixels_binary(256, ZEROS, header_delta=1000)),
+        400,
+        ("inference header size should be in range",),
+        None,
+        None,
+        (),
+    ),
+    Raw(
+        "Inference-Header-Content-Length inside the JSON",
+        lambda: (infer_path(), *pixels_binary(256, ZEROS, header_delta=-5)),
+        500,
+        ("failed to parse",),
+        None,
+        None,
+        (),
+    ),
+    Raw(
+        "one raw_input_contents entry too many (accepted, the extra ignored)",
+        None,
+        None,
+        (),
+        lambda: ("ModelInfer", grpc_request(raw=(ZEROS, ZEROS))),
+        "OK",
+        (),
+    ),
+    Raw(
+        "BYTES element whose length prefix says 1000, 10 bytes follow",
+        lambda: (infer_path("text_embedder"), *text_binary(struct.pack("<I", 1000) + b"x" * 10)),
+        400,
+        ("incomplete string data", "TEXT", "1000"),
+        lambda: (
+            "ModelInfer",
+            grpc_request(
+                "text_embedder", name="TEXT", datatype="BYTES", shape=(1, 1), raw=(struct.pack("<I", 1000) + b"x" * 10,)
+            ),
+        ),
+        "INVALID_ARGUMENT",
+        ("incomplete string data", "TEXT", "1000"),
+    ),
+    Raw(
+        "BYTES length prefix cut short (2 of 4 bytes)",
+        lambda: (infer_path("text_embedder"), *text_binary(b"\x01\x00")),
+        400,
+        ("incomplete string length indicator",),
+        lambda: (
+            "ModelInfer",
+            grpc_request("text_embedder", name="TEXT", datatype="BYTES", shape=(1, 1), raw=(b"\x01\x00",)),
+        ),
+        "INVALID_ARGUMENT",
+        ("incomplete string length indicator",),
+    ),
+    Raw(
+        "unknown model",
+        lambda: (infer_path("no_such_model"), json.dumps(GOOD_JSON).encode(), {}),
+        404,
+        ("no_such_model", "not found"),
+        lambda: ("ModelInfer", grpc_request("no_such_model")),
+        "NOT_FOUND",
+        ("no_such_model", "not found"),
+    ),
+    Raw(
+        "unknown version 7",
+        lambda: (infer_path(version="7"), json.dumps(GOOD_JSON).encode(), {}),
+        404,
+        ("version 7 is not found",),
+        lambda: ("ModelInfer", grpc_request(version="7")),
+        "NOT_FOUND",
+        ("version 7 is not found",),
+    ),
+    Raw(
+        "version that is not a number ('abc')",
+        lambda: (infer_path(version="abc"), json.dumps(GOOD_JSON).encode(), {}),
+        404,
+        ("Not Found",),
+        lambda: ("ModelInfer", grpc_request(version="abc")),
+        "INVALID_ARGUMENT",
+        ("integral value",),
+    ),
+    Raw(
+        "non-streaming inference on the decoupled text_generator",
+        lambda: (
+            infer_path("text_generator"),
+            json.dumps(
+                {
+                    "inputs": [
+                        {"name": "PROMPT", "shape": [1], "datatype": "BYTES", "data": ["Hello"]},
+                        {"name": "MAX_TOKENS", "shape": [1], "datatype": "INT32", "data": [2]},
+                    ]
+                }
+            ).encode(),
+            {},
+        ),
+        501,
+        ("decoupled",),
+        lambda: (
+            "ModelInfer",
+            grpc_request(
+                "text_generator", name="PROMPT", datatype="BYTES", shape=(1,), raw=(length_prefixed(b"Hello"),)
+            ),
+        ),
+        "UNIMPLEMENTED",
+        ("decoupled",),
+    ),
+    Raw(
+        "malformed JSON to generate_stream / malformed protobuf on a stream",
+        lambda: ("/v2/models/text_generator/generate_stream", b'{"PROMPT": "Hi", ', {}),
+        500,
+        ("failed to parse the request JSON buffer",),
+        lambda: ("ModelStreamInfer", b"\xff\xff garbage"),
+        "OK",
+        (),
+    ),
+    Raw(
+        "64 MiB of garbage (no server-level size limit)",
+        lambda: (infer_path(), b"x" * BIG, {}),
+        500,
+        ("failed to parse the request JSON buffer",),
+        lambda: ("ModelInfer", grpc_request(raw=(b"x" * BIG,))),
+        "INVALID_ARGUMENT",
+        ("Expected 256, got 67108864",),
+    ),
+    Raw(
+        "64 MiB image (refused by MAX_IMAGE_BYTES, not by the server)",
+        lambda: (
+            infer_path("image_classifier"),
+            *binary(
+                {"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": BIG + 4}},
+                length_prefixed(b"\xff" * BIG),
+            ),
+        ),
+        400,
+        ("IMAGE is 67108864 bytes", "MAX_IMAGE_BYTES"),
+        lambda: (
+            "ModelInfer",
+            grpc_request(
+                "image_classifier", name="IMAGE", datatype="BYTES", shape=(1, 1), raw=(length_prefixed(b"\xff" * BIG),)
+            ),
+        ),
+        "INVALID_ARGUMENT",
+        ("IMAGE is 67108864 bytes", "MAX_IMAGE_BYTES"),
+    ),
 ]
 
 
@@ -212,11 +404,13 @@ def grpc_call(channel, method: str, payload: bytes):
     path = f"/inference.GRPCInferenceService/{method}"
     try:
         if method == "ModelInfer":
-            call = channel.unary_unary(path, request_serializer=lambda b: b,
-                                       response_deserializer=service_pb2.ModelInferResponse.FromString)
+            call = channel.unary_unary(
+                path, request_serializer=lambda b: b, response_deserializer=service_pb2.ModelInferResponse.FromString
+            )
             return "OK", "", [call(payload, timeout=120)]
-        call = channel.stream_stream(path, request_serializer=lambda b: b,
-                                     response_deserializer=service_pb2.ModelStreamInferResponse.FromString)
+        call = channel.stream_stream(
+            path, request_serializer=lambda b: b, response_deserializer=service_pb2.ModelStreamInferResponse.FromString
+        )
         return "OK", "", list(call(iter([payload]), timeout=120))
     except grpc.RpcError as exc:
         return exc.code().name, exc.details() or "", []

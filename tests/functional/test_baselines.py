@@ -17,8 +17,9 @@ from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_sub
 
 
 def _post(port: int, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/infer", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/infer", data=body, headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -59,7 +60,7 @@ def test_the_baseline_serves_digits_like_eager_torchscript(repository, digits_ro
         answers = [None] * len(digits_rows)
 
         def send(i):
-            answers[i] = _post(port, json.dumps({"inputs": {"PIXELS": digits_rows[i:i + 1].tolist()}}).encode())
+            answers[i] = _post(port, json.dumps({"inputs": {"PIXELS": digits_rows[i : i + 1].tolist()}}).encode())
 
         threads = [threading.Thread(target=send, args=(i,)) for i in range(len(digits_rows))]
         for t in threads:

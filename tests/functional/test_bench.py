@@ -13,8 +13,17 @@ from loadtest.studies import bench
 
 def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     lines: list[str] = []
-    opts = bench.Options(models=("digits",), duration_s=3.0, warmup_s=0.5, users={"digits": 4}, out=tmp_path,
-                         repository=repository, inprocess_s=0.2, perf_ms=300, steady=20)
+    opts = bench.Options(
+        models=("digits",),
+        duration_s=3.0,
+        warmup_s=0.5,
+        users={"digits": 4},
+        out=tmp_path,
+        repository=repository,
+        inprocess_s=0.2,
+        perf_ms=300,
+        steady=20,
+    )
     result = bench.run(opts, log=lines.append)
     log = "\n".join(lines)
 

@@ -29,9 +29,11 @@ MAX_TOKENS = 64
 
 def chat_inputs(prompt: bytes, max_tokens: int, chat_value: np.ndarray, datatype: str = "BOOL"):
     inputs = []
-    for name, array, dtype in (("PROMPT", np.array([prompt], dtype=np.object_), "BYTES"),
-                               ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32"),
-                               ("CHAT", chat_value, datatype)):
+    for name, array, dtype in (
+        ("PROMPT", np.array([prompt], dtype=np.object_), "BYTES"),
+        ("MAX_TOKENS", np.array([max_tokens], dtype=np.int32), "INT32"),
+        ("CHAT", chat_value, datatype),
+    ):
         tensor = grpcclient.InferInput(name, list(array.shape), dtype)
         tensor.set_data_from_numpy(array)
         inputs.append(tensor)
@@ -41,8 +43,9 @@ def chat_inputs(prompt: bytes, max_tokens: int, chat_value: np.ndarray, datatype
 def grpc_chat(server, prompt: bytes, max_tokens: int, chat_value, datatype="BOOL", model="text_generator"):
     stream = GrpcStream(server.config.grpc_url, model)
     try:
-        stream.client.async_stream_infer(model, chat_inputs(prompt, max_tokens, chat_value, datatype),
-                                         enable_empty_final_response=True)
+        stream.client.async_stream_infer(
+            model, chat_inputs(prompt, max_tokens, chat_value, datatype), enable_empty_final_response=True
+        )
         return stream.collect()
     finally:
         stream.close()
@@ -67,8 +70,12 @@ def test_chat_answers_like_transformers_generate_and_ends_at_the_end_of_turn(ser
 
 
 def test_chat_false_is_the_raw_prompt(server):
-    raw_ids = smollm.greedy(smollm.Prefill(smollm.load_llama()), smollm.Decode(smollm.load_llama()),
-                            *smollm.encode_batch(["The capital of France is"]), max_new_tokens=4)[0]
+    raw_ids = smollm.greedy(
+        smollm.Prefill(smollm.load_llama()),
+        smollm.Decode(smollm.load_llama()),
+        *smollm.encode_batch(["The capital of France is"]),
+        max_new_tokens=4,
+    )[0]
     pieces, error = grpc_chat(server, b"The capital of France is", 4, np.array([False]))
     assert error is None and "".join(pieces) == smollm.tokenizer().decode(raw_ids)
 
@@ -90,8 +97,12 @@ def tiny_server(tmp_path_factory):
 
 
 BAD_GRPC = {
-    "INT32 where BOOL is taken": (np.array([1], dtype=np.int32), "INT32", "text_generator",
-                                  ["'CHAT'", "INT32", "BOOL"]),
+    "INT32 where BOOL is taken": (
+        np.array([1], dtype=np.int32),
+        "INT32",
+        "text_generator",
+        ["'CHAT'", "INT32", "BOOL"],
+    ),
     "two values": (np.array([True, False]), "BOOL", "text_generator", ["'CHAT'", "shape", "[2]"]),
     "a [1, 1] tensor": (np.array([[True]]), "BOOL", "text_generator", ["'CHAT'", "shape", "[1,1]"]),
     "true without a chat template": (np.array([True]), "BOOL", "no_chat", ["CHAT is true", "no chat template"]),

@@ -43,13 +43,32 @@ def test_master_and_worker_from_compose_send_load(server, protocol, tmp_path):
     (port,) = free_ports(1)
     worker_cmd = local(worker["command"]) + ["--master-port", str(port)]
     master_cmd = local(master["command"]) + [
-        "--headless", "-u", "4", "-r", "4", "-t", "6s", "--expect-workers", "1", "--expect-workers-max-wait", "60",
-        "--master-bind-port", str(port), "--json-file", str(tmp_path / "stats"), "--only-summary",
-        "--loglevel", "WARNING", "TritonUser"]
-    master_proc = subprocess.Popen(master_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
-    worker_proc = subprocess.Popen(worker_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, text=True)
+        "--headless",
+        "-u",
+        "4",
+        "-r",
+        "4",
+        "-t",
+        "6s",
+        "--expect-workers",
+        "1",
+        "--expect-workers-max-wait",
+        "60",
+        "--master-bind-port",
+        str(port),
+        "--json-file",
+        str(tmp_path / "stats"),
+        "--only-summary",
+        "--loglevel",
+        "WARNING",
+        "TritonUser",
+    ]
+    master_proc = subprocess.Popen(
+        master_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    worker_proc = subprocess.Popen(
+        worker_cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         out, err = master_proc.communicate(timeout=120)
     finally:

@@ -37,18 +37,28 @@ from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, f
 from export.seed import COMPLETE_MARKER
 from tests.functional.containers import VENV, Container, missing_tools, stop
 
-pytestmark = pytest.mark.skipif(bool(missing_tools()),
-                                reason=f"the containers' rules need {', '.join(missing_tools())}")
+pytestmark = pytest.mark.skipif(
+    bool(missing_tools()), reason=f"the containers' rules need {', '.join(missing_tools())}"
+)
 
 DOCKER = PROJECT_ROOT / "deploy" / "docker"
 CATALOG = PROJECT_ROOT / "tests" / "data" / "containers" / "models.toml"
 EXPORTED = {"digits", "digits_onnx", "efficientnet_lite0", "minilm", "smollm2_prefill", "smollm2_decode"}
 SEEDED = {"image_classifier", "preprocess", "postprocess", "text_embedder", "tokenize", "text_generator"}
-PUBLIC = {"digits", "digits_onnx", "efficientnet_lite0", "minilm", "image_classifier", "text_embedder", "text_generator"}
+PUBLIC = {
+    "digits",
+    "digits_onnx",
+    "efficientnet_lite0",
+    "minilm",
+    "image_classifier",
+    "text_embedder",
+    "text_generator",
+}
 ADMIN_KEY = "container-rules-test-admin-key"
 
 
 # -- the commands, read from the files that run them ----------------------------------------------------
+
 
 def dockerfile(name: str) -> tuple[str, list[tuple[str, str]], list[str] | None]:
     """(WORKDIR, [(source, destination)] of COPY, CMD) of deploy/docker/<name>.Dockerfile."""
@@ -98,8 +108,10 @@ def export_command() -> tuple[list[str], str]:
 def triton_command() -> list[str]:
     """The one Triton command of compose's triton-cpu and the Deployment (the admin key filled in)."""
     compose = compose_services()["triton-cpu"]["command"]
-    deployment = [a.replace("$(TRITON_ADMIN_KEY)", ADMIN_KEY)
-                  for a in k8s_container("cpu", "Deployment", "triton", "triton")["args"]]
+    deployment = [
+        a.replace("$(TRITON_ADMIN_KEY)", ADMIN_KEY)
+        for a in k8s_container("cpu", "Deployment", "triton", "triton")["args"]
+    ]
     assert compose[0] == deployment[0] == "tritonserver"
     assert sorted(compose[1:]) == sorted(deployment[1:]), (compose, deployment)
     return compose
@@ -117,6 +129,7 @@ def python_path() -> str:
 
 # -- export --------------------------------------------------------------------------------------------
 
+
 def _volume(path: Path, owner: int) -> Path:
     """An empty named volume / claim: owned by uid/gid ``owner`` (fsGroup 1000 when the driver applies it)."""
     path.mkdir(parents=True)
@@ -126,10 +139,13 @@ def _volume(path: Path, owner: int) -> Path:
 
 
 def export_container(scratch: Path, models: Path) -> Container:
-    return Container(workdir=export_command()[1], scratch=scratch,
-                     env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PATH": python_path()},
-                     binds=[*image_binds("export"), (models, "/models", False)],
-                     files=[(CATALOG, "/tmp/models.toml")])
+    return Container(
+        workdir=export_command()[1],
+        scratch=scratch,
+        env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PATH": python_path()},
+        binds=[*image_binds("export"), (models, "/models", False)],
+        files=[(CATALOG, "/tmp/models.toml")],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +165,9 @@ def test_the_test_catalog_keeps_the_real_settings():
     real = tomllib.loads((PROJECT_ROOT / "export" / "models.toml").read_text())
     subset = tomllib.loads(CATALOG.read_text())
     for name, table in subset.items():
-        assert {k: v for k, v in table.items() if k != "variants"} == \
-               {k: v for k, v in real[name].items() if k != "variants"}, name
+        assert {k: v for k, v in table.items() if k != "variants"} == {
+            k: v for k, v in real[name].items() if k != "variants"
+        }, name
         assert set(table["variants"]["cpu"]) <= set(real[name]["variants"]["cpu"]), name
     assert {v for t in subset.values() for v in t["variants"]["cpu"]} == {"torchscript/fp32", "onnx/fp32"}
 
@@ -180,14 +197,21 @@ def test_the_export_fails_at_once_on_a_volume_it_cannot_write(tmp_path):
 
 # -- serving -------------------------------------------------------------------------------------------
 
+
 def serving_container(scratch: Path, models: Path) -> Container:
     dist = TritonDistribution.find()
     backends = assemble_backends(dist, scratch / "backends")
-    return Container(workdir="/opt/tritonserver", scratch=scratch,
-                     env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "LD_LIBRARY_PATH": str(dist.libs),
-                          "PATH": f"{dist.binary.parent}:{python_path()}"},
-                     binds=[*image_binds("triton"), (backends, "/opt/tritonserver/backends", True),
-                            (models, "/models", True)])
+    return Container(
+        workdir="/opt/tritonserver",
+        scratch=scratch,
+        env={
+            "HOME": "/tmp",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LD_LIBRARY_PATH": str(dist.libs),
+            "PATH": f"{dist.binary.parent}:{python_path()}",
+        },
+        binds=[*image_binds("triton"), (backends, "/opt/tritonserver/backends", True), (models, "/models", True)],
+    )
 
 
 def with_ports(command: list[str]) -> tuple[list[str], tuple[int, int, int]]:
@@ -229,8 +253,9 @@ def ask_every_public_model(http: int, grpc: int) -> dict[str, str]:
         assert accuracy > 0.9, (name, accuracy)
         seen[name] = f"accuracy {accuracy:.3f} on 64 held-out scans"
 
-    logits = infer(grpc_client, "efficientnet_lite0",
-                   {"image": efficientnet.preprocess(skimage.data.coffee())[None]})["logits"]
+    logits = infer(grpc_client, "efficientnet_lite0", {"image": efficientnet.preprocess(skimage.data.coffee())[None]})[
+        "logits"
+    ]
     assert int(logits.argmax()) == efficientnet.ESPRESSO
     seen["efficientnet_lite0"] = "coffee -> espresso"
 
@@ -240,10 +265,14 @@ def ask_every_public_model(http: int, grpc: int) -> dict[str, str]:
     assert answer["LABELS"][0, 0] == b"espresso", answer["LABELS"][0]
     seen["image_classifier"] = "JPEG of coffee -> espresso"
 
-    sentences = ["A man is playing a guitar on stage.", "Someone performs music with a guitar.",
-                 "The stock market fell sharply on Monday."]
-    embedded = infer(http_client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences],
-                                                                     dtype=object)})["EMBEDDING"]
+    sentences = [
+        "A man is playing a guitar on stage.",
+        "Someone performs music with a guitar.",
+        "The stock market fell sharply on Monday.",
+    ]
+    embedded = infer(http_client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences], dtype=object)})[
+        "EMBEDDING"
+    ]
     assert embedded[0] @ embedded[1] > embedded[0] @ embedded[2]
     ids, mask = minilm.tokenize(sentences[:1])
     raw = infer(grpc_client, "minilm", {"input_ids": ids, "attention_mask": mask})["embedding"]
@@ -253,7 +282,8 @@ def ask_every_public_model(http: int, grpc: int) -> dict[str, str]:
     request = urllib.request.Request(
         f"http://127.0.0.1:{http}/v2/models/text_generator/generate_stream",
         data=json.dumps({"PROMPT": "The capital of France is", "MAX_TOKENS": 8, "TEMPERATURE": 0.0}).encode(),
-        headers={"Content-Type": "application/json"})
+        headers={"Content-Type": "application/json"},
+    )
     pieces = []
     with urllib.request.urlopen(request, timeout=300) as response:
         for line in response:

@@ -36,9 +36,15 @@ def model():
 
 @pytest.fixture(scope="module")
 def spec(model):
-    return ModelSpec(name=NAME, inputs=model.inputs, outputs=model.outputs, max_batch_size=16,
-                     dynamic_batching=DynamicBatching(max_queue_delay_us=100), parameters=PARAMETERS,
-                     description=model.description)
+    return ModelSpec(
+        name=NAME,
+        inputs=model.inputs,
+        outputs=model.outputs,
+        max_batch_size=16,
+        dynamic_batching=DynamicBatching(max_queue_delay_us=100),
+        parameters=PARAMETERS,
+        description=model.description,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +79,9 @@ def test_served_model_equals_eager(client, model):
         assert served.shape == (batch, 10) and served.dtype == np.float32
         assert np.abs(served - eager(model, pixels)).max() <= 1e-5
     # The held-out scans, 16 at a time: the served classifier is the trained one.
-    served = np.concatenate([infer(client, NAME, {"PIXELS": x_test[i:i + 16]})["PROBABILITIES"]
-                             for i in range(0, len(x_test), 16)])
+    served = np.concatenate(
+        [infer(client, NAME, {"PIXELS": x_test[i : i + 16]})["PROBABILITIES"] for i in range(0, len(x_test), 16)]
+    )
     assert np.abs(served - eager(model, x_test)).max() <= 1e-5
     assert (served.argmax(1) == y_test).mean() >= 0.9
 
@@ -116,5 +123,6 @@ def test_without_the_parameter_the_model_fails_to_load_naming_the_unknown_op(op_
 
 def test_a_module_that_does_not_import_fails_the_load_clearly(op_server, model, spec):
     _add_model(op_server, spec, "custom_op_mlp_bad_module", (("TORCH_OPS_MODULES", "backends.no_such_ops"),))
-    _assert_fails_to_load_and_the_rest_carries_on(op_server, model, "custom_op_mlp_bad_module",
-                                                  "cannot import 'backends.no_such_ops'")
+    _assert_fails_to_load_and_the_rest_carries_on(
+        op_server, model, "custom_op_mlp_bad_module", "cannot import 'backends.no_such_ops'"
+    )

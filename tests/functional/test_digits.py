@@ -35,9 +35,9 @@ def test_answers_equal_eager(client, protocol, eager):
 
 def test_held_out_accuracy_equals_in_process(client, protocol, eager):
     _, x_test, _, y_test = split()
-    served = np.concatenate([
-        infer(client, "digits", {"PIXELS": x_test[i:i + 64]})["PROBABILITIES"] for i in range(0, len(x_test), 64)
-    ])
+    served = np.concatenate(
+        [infer(client, "digits", {"PIXELS": x_test[i : i + 64]})["PROBABILITIES"] for i in range(0, len(x_test), 64)]
+    )
     with torch.no_grad():
         in_process = accuracy(eager(torch.from_numpy(x_test)).numpy(), y_test)
     served_accuracy = accuracy(served, y_test)
@@ -84,12 +84,18 @@ def test_dynamic_batching_merges_concurrent_requests(server):
     deadline = time.monotonic() + 10  # counters are updated when a request is released
     while True:
         after = metrics(url)
-        inferences = model_metric(after, "nv_inference_count", "digits") - model_metric(before, "nv_inference_count", "digits")
+        inferences = model_metric(after, "nv_inference_count", "digits") - model_metric(
+            before, "nv_inference_count", "digits"
+        )
         if inferences >= total or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    executions = model_metric(after, "nv_inference_exec_count", "digits") - model_metric(before, "nv_inference_exec_count", "digits")
-    print(f"\n{int(inferences)} inferences in {int(executions)} executions "
-          f"(mean batch {inferences / max(executions, 1):.1f})")
+    executions = model_metric(after, "nv_inference_exec_count", "digits") - model_metric(
+        before, "nv_inference_exec_count", "digits"
+    )
+    print(
+        f"\n{int(inferences)} inferences in {int(executions)} executions "
+        f"(mean batch {inferences / max(executions, 1):.1f})"
+    )
     assert inferences == total
     assert executions <= inferences / 2

@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.timeout(400)
 def test_generation_bench_prints_every_table_in_one_run():
-    proc = subprocess.run([sys.executable, "-m", "loadtest.studies.generation", "--tiny", "--tokens", "6",
-                           "--streams", "1", "2"], cwd=ROOT, capture_output=True, text=True, timeout=380)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadtest.studies.generation", "--tiny", "--tokens", "6", "--streams", "1", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=380,
+    )
     assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     out = proc.stdout
     rows = [line for line in out.splitlines() if line.startswith(("| 1 |", "| 2 |"))]

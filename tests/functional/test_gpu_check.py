@@ -18,14 +18,22 @@ from deploy.gpu import check, results, steps_export
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
-NO_CUDA = ("torch sees no CUDA device here: the real GPU check (deploy/gpu/check.sh without --dry-run) "
-           "runs only where torch.cuda.is_available(); the dry run covers every other step")
+NO_CUDA = (
+    "torch sees no CUDA device here: the real GPU check (deploy/gpu/check.sh without --dry-run) "
+    "runs only where torch.cuda.is_available(); the dry run covers every other step"
+)
 
 
 def run_check(out: Path, *flags: str, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable}
-    return subprocess.run(["bash", str(ROOT / "deploy/gpu/check.sh"), *flags, str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        ["bash", str(ROOT / "deploy/gpu/check.sh"), *flags, str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def load_results(out: Path) -> dict:
@@ -59,7 +67,8 @@ def test_dry_run(tmp_path):
 
     answers = data["details"]["answers"]
     assert {(a["model"], a["protocol"]) for a in answers} == {
-        (m, p) for m in ("digits", "digits_fp16") for p in ("http", "grpc")}
+        (m, p) for m in ("digits", "digits_fp16") for p in ("http", "grpc")
+    }
     assert all(a["ok"] for a in answers)
 
     # Every figure is a CUDA figure: skipped with the reason, and the code path still ran on the CPU.
@@ -67,11 +76,21 @@ def test_dry_run(tmp_path):
     for fig in data["figures"]:
         assert fig["status"] == results.DRY_RUN and fig["value"] is None, fig
     ran = {f["name"] for f in data["figures"] if f.get("code_path_value") is not None}
-    assert {"throughput_b32", "latency_b1_p50", "inprocess_limit", "served_throughput_c64",
-            "first_request_warmup", "first_request_no_warmup", "steady_p50"} <= ran
+    assert {
+        "throughput_b32",
+        "latency_b1_p50",
+        "inprocess_limit",
+        "served_throughput_c64",
+        "first_request_warmup",
+        "first_request_no_warmup",
+        "steady_p50",
+    } <= ran
     assert {(t["model"], t["name"]) for t in data["targets"]} >= {
-        ("efficientnet_lite0", "fp16_speedup_b32"), ("minilm", "fp16_speedup_b32"),
-        ("minilm", "served_vs_inprocess"), ("digits", "first_request_warmup")}
+        ("efficientnet_lite0", "fp16_speedup_b32"),
+        ("minilm", "fp16_speedup_b32"),
+        ("minilm", "served_vs_inprocess"),
+        ("digits", "first_request_warmup"),
+    }
     assert all(t["status"] == results.DRY_RUN and t["met"] is None for t in data["targets"])
 
     for name in ("digits", "digits_fp16"):
@@ -84,7 +103,8 @@ def test_dry_run(tmp_path):
         assert 'string_value: "inprocess"' in config
     generated = [f for f in data["figures"] if f["name"] == "generation_tokens_per_s"]
     assert {(f["variant"], f["streams"]) for f in generated} == {
-        (f"torchscript/{p}", n) for p in ("fp32", "fp16") for n in (1, 2)}
+        (f"torchscript/{p}", n) for p in ("fp32", "fp16") for n in (1, 2)
+    }
     assert all(f["code_path_value"] > 0 for f in generated)
     assert "would install" in data["steps"][0]["detail"]
     markdown = (out / "results.md").read_text()

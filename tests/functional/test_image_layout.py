@@ -15,8 +15,11 @@ from tritonclient.grpc import model_config_pb2 as mc
 from export import catalog
 from export.zoo import efficientnet
 
-IMAGE_MODELS = [variant.model_name(name) for name in ("efficientnet_lite0", "resnet50")
-                for variant in catalog.entry(name).variants["cpu"]]
+IMAGE_MODELS = [
+    variant.model_name(name)
+    for name in ("efficientnet_lite0", "resnet50")
+    for variant in catalog.entry(name).variants["cpu"]
+]
 
 
 def image_input(client, protocol: str, model: str) -> tuple[str, str, tuple[int, ...]]:

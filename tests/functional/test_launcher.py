@@ -66,8 +66,11 @@ def test_serve_command_stops_cleanly_on_sigterm(tmp_path, repository):
     repo = _repository_with_digits(tmp_path, repository)
     proc, lines, _ = start_serve_command(repo, "--exit-timeout", "10")
     try:
-        stubs = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)
-                 if "triton_python_backend_stub" in " ".join(p.cmdline())]
+        stubs = [
+            p.pid
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if "triton_python_backend_stub" in " ".join(p.cmdline())
+        ]
         assert stubs
         os.kill(proc.pid, signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)

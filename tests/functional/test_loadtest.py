@@ -82,14 +82,26 @@ def campaign_run(server, repository, tmp_path_factory):
 def test_campaign_passes_and_writes_the_report(campaign_run):
     status, out, _, _ = campaign_run
     assert status == 0
-    for name in ("index.html", "summary.md", "results.json", "runs.csv", "timeline.csv",
-                 "plots/latency_vs_throughput.png", "plots/percentiles.png", "plots/batch_sizes.png",
-                 "plots/time_breakdown.png", "plots/timeline_0.png"):
+    for name in (
+        "index.html",
+        "summary.md",
+        "results.json",
+        "runs.csv",
+        "timeline.csv",
+        "plots/latency_vs_throughput.png",
+        "plots/percentiles.png",
+        "plots/batch_sizes.png",
+        "plots/time_breakdown.png",
+        "plots/timeline_0.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert [(r["scenario"], r["variant"]) for r in rows] == [
-        ("digits-grpc-users", "as-deployed"), ("digits-http-open", "as-deployed"),
-        ("digits-grpc-users", "one-instance"), ("digits-http-open", "one-instance")]
+        ("digits-grpc-users", "as-deployed"),
+        ("digits-http-open", "as-deployed"),
+        ("digits-grpc-users", "one-instance"),
+        ("digits-http-open", "one-instance"),
+    ]
 
 
 def test_client_counts_agree_with_the_servers_counters(campaign_run):
@@ -139,14 +151,33 @@ def test_tuning_searched_compared_the_variants_and_wrote_nothing(campaign_run, r
 
 def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):
     campaign = tmp_path / "tight.toml"
-    campaign.write_text(CAMPAIGN.split("[[scenarios]]\nname = \"digits-http-open\"")[0]
-                        .replace("p99_ms = 2000.0", "p99_ms = 0.01").replace('gate = "best-variant"', "")
-                        .replace("duration_s = 5", "duration_s = 3"))
+    campaign.write_text(
+        CAMPAIGN.split('[[scenarios]]\nname = "digits-http-open"')[0]
+        .replace("p99_ms = 2000.0", "p99_ms = 0.01")
+        .replace('gate = "best-variant"', "")
+        .replace("duration_s = 5", "duration_s = 3")
+    )
     c = server.config
     done = subprocess.run(
-        [sys.executable, "-m", "tritonkit_cli", "loadtest", str(campaign), "--out", str(tmp_path),
-         "--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "tritonkit_cli",
+            "loadtest",
+            str(campaign),
+            "--out",
+            str(tmp_path),
+            "--http-url",
+            c.http_url,
+            "--grpc-url",
+            c.grpc_url,
+            "--metrics-url",
+            c.metrics_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     assert "SLO gate FAILED" in done.stderr
     assert "digits-grpc-users / as-deployed: p99" in done.stderr and "exceeds the 0.01 ms budget by" in done.stderr

@@ -1,7 +1,6 @@
 """Overload against a real server holding only digits: with a tiny queue the excess is refused with the
 retryable status (HTTP 503 / gRPC UNAVAILABLE) and counted as refusals; without a queue policy nothing is."""
 
-
 import pytest
 
 from deploy.server import LocalServer
@@ -39,9 +38,20 @@ def _check(rows):
 def test_a_full_queue_refuses_with_the_retryable_status(digits_server, tmp_path, protocol):
     server, endpoints = digits_server
     before = apply.served_config(endpoints.http, "digits")
-    data = overload.measure("digits", endpoints, tmp_path, protocol=protocol, budget_ms=10_000.0, duration_s=4,
-                            warmup_s=1, factors=(1.0,), saturation_rps=400, max_inflight=2048,
-                            policy=QueuePolicy(max_queue_size=1, default_timeout_us=0), log=lambda *_: None)
+    data = overload.measure(
+        "digits",
+        endpoints,
+        tmp_path,
+        protocol=protocol,
+        budget_ms=10_000.0,
+        duration_s=4,
+        warmup_s=1,
+        factors=(1.0,),
+        saturation_rps=400,
+        max_inflight=2048,
+        policy=QueuePolicy(max_queue_size=1, default_timeout_us=0),
+        log=lambda *_: None,
+    )
     with_policy, without = _check(data["rows"])
     assert with_policy["refused"] > 0 and with_policy["refusal_rate"] > 0
     assert set(with_policy["refusal_statuses"]) == {RETRYABLE[protocol]}
@@ -59,16 +69,41 @@ def test_a_full_queue_refuses_with_the_retryable_status(digits_server, tmp_path,
 
 def test_the_command_writes_the_report(digits_server, tmp_path):
     server, endpoints = digits_server
-    status = overload.main(["--model", "digits", "--saturation-rps", "400", "--factors", "1,2", "--duration", "4",
-                            "--warmup", "1", "--max-queue-size", "1", "--budget-ms", "10000", "--out", str(tmp_path),
-                            "--http-url", endpoints.http, "--grpc-url", endpoints.grpc,
-                            "--metrics-url", endpoints.metrics])
+    status = overload.main(
+        [
+            "--model",
+            "digits",
+            "--saturation-rps",
+            "400",
+            "--factors",
+            "1,2",
+            "--duration",
+            "4",
+            "--warmup",
+            "1",
+            "--max-queue-size",
+            "1",
+            "--budget-ms",
+            "10000",
+            "--out",
+            str(tmp_path),
+            "--http-url",
+            endpoints.http,
+            "--grpc-url",
+            endpoints.grpc,
+            "--metrics-url",
+            endpoints.metrics,
+        ]
+    )
     out = tmp_path / "digits"
     for name in ("results.json", "summary.md", "overload.png"):
         assert (out / name).stat().st_size > 0, name
     data = __import__("json").loads((out / "results.json").read_text())
     assert [(r["config"], r["factor"]) for r in data["rows"]] == [
-        (overload.WITH_POLICY, 1.0), (overload.WITH_POLICY, 2.0),
-        (overload.WITHOUT_POLICY, 1.0), (overload.WITHOUT_POLICY, 2.0)]
+        (overload.WITH_POLICY, 1.0),
+        (overload.WITH_POLICY, 2.0),
+        (overload.WITHOUT_POLICY, 1.0),
+        (overload.WITHOUT_POLICY, 2.0),
+    ]
     assert status == (0 if data["verdict"]["passed"] else 1)
     assert "| queue-policy | 2x |" in (out / "summary.md").read_text()

@@ -39,8 +39,11 @@ def texts(*payloads) -> np.ndarray:
 
 
 def test_photos_are_classified_as_their_subjects(client, protocol):
-    answer = infer(client, "image_classifier", {"IMAGE": images(encode(skimage.data.coffee()),
-                                                                encode(skimage.data.chelsea(), "PNG"))})
+    answer = infer(
+        client,
+        "image_classifier",
+        {"IMAGE": images(encode(skimage.data.coffee()), encode(skimage.data.chelsea(), "PNG"))},
+    )
     ids, labels, scores = answer["CLASS_IDS"], answer["LABELS"], answer["SCORES"]
     print(f"\n{protocol}: coffee -> {labels[0][:3]}, chelsea -> {labels[1][:3]}")
     assert ids.shape == (2, 5) and labels.shape == (2, 5) and scores.dtype == np.float32
@@ -51,8 +54,9 @@ def test_photos_are_classified_as_their_subjects(client, protocol):
 
 def test_top_k_and_agreement_with_eager(client):
     photo = skimage.data.astronaut()
-    answer = infer(client, "image_classifier", {"IMAGE": images(encode(photo, "PNG")),
-                                                "TOP_K": np.array([[3]], dtype=np.int32)})
+    answer = infer(
+        client, "image_classifier", {"IMAGE": images(encode(photo, "PNG")), "TOP_K": np.array([[3]], dtype=np.int32)}
+    )
     model = efficientnet.build()
     with torch.no_grad():
         logits = model.module(torch.from_numpy(efficientnet.preprocess(photo))[None])
@@ -67,8 +71,9 @@ def test_raw_model_answers_the_classification_extension(server):
     client = httpclient.InferenceServerClient(server.config.http_url)
     tensor = httpclient.InferInput("image", [1, 3, 224, 224], "FP32")
     tensor.set_data_from_numpy(efficientnet.preprocess(skimage.data.coffee())[None])
-    result = client.infer("efficientnet_lite0", [tensor],
-                          outputs=[httpclient.InferRequestedOutput("logits", class_count=3)])
+    result = client.infer(
+        "efficientnet_lite0", [tensor], outputs=[httpclient.InferRequestedOutput("logits", class_count=3)]
+    )
     top = result.as_numpy("logits")[0]
     print(f"\nclass_count=3: {top}")
     score, index, label = top[0].decode().split(":", 2)
@@ -102,14 +107,23 @@ def _big_png() -> bytes:
 
 BAD = {
     # name: (model, inputs, words the message must contain)
-    "corrupt image": ("image_classifier", {"IMAGE": images(b"\x89PNG\r\n\x1a\n" + b"garbage" * 50)},
-                      ["IMAGE", "not a readable image"]),
-    "truncated image": ("image_classifier", {"IMAGE": images(encode(skimage.data.coffee())[:2000])},
-                        ["IMAGE", "not a readable image"]),
+    "corrupt image": (
+        "image_classifier",
+        {"IMAGE": images(b"\x89PNG\r\n\x1a\n" + b"garbage" * 50)},
+        ["IMAGE", "not a readable image"],
+    ),
+    "truncated image": (
+        "image_classifier",
+        {"IMAGE": images(encode(skimage.data.coffee())[:2000])},
+        ["IMAGE", "not a readable image"],
+    ),
     "zero-byte image": ("image_classifier", {"IMAGE": images(b"")}, ["IMAGE is empty"]),
     "image over the pixel limit": ("image_classifier", {"IMAGE": images(_big_png())}, ["7000x7000", "limit"]),
-    "TOP_K of 0": ("image_classifier", {"IMAGE": images(encode(skimage.data.coffee())),
-                                        "TOP_K": np.array([[0]], dtype=np.int32)}, ["TOP_K", "got 0"]),
+    "TOP_K of 0": (
+        "image_classifier",
+        {"IMAGE": images(encode(skimage.data.coffee())), "TOP_K": np.array([[0]], dtype=np.int32)},
+        ["TOP_K", "got 0"],
+    ),
     "empty text": ("text_embedder", {"TEXT": texts("")}, ["TEXT is empty"]),
     "non-UTF-8 text": ("text_embedder", {"TEXT": texts(b"caf\xe9 \xff")}, ["TEXT is not valid UTF-8"]),
     "text over the size limit": ("text_embedder", {"TEXT": texts("x" * 70_000)}, ["70000 bytes", "limit"]),
@@ -133,8 +147,9 @@ def test_a_bad_image_does_not_fail_the_good_ones_batched_with_it(server):
     """Concurrent requests share preprocess batches; only the corrupt one fails."""
     good, bad = encode(skimage.data.coffee()), b"not an image at all"
     payloads = [good, bad, good, good, bad, good]
-    results = infer_concurrently(server.config.http_url, "image_classifier",
-                                 [{"IMAGE": images(p)} for p in payloads], "CLASS_IDS")
+    results = infer_concurrently(
+        server.config.http_url, "image_classifier", [{"IMAGE": images(p)} for p in payloads], "CLASS_IDS"
+    )
     for payload, result in zip(payloads, results, strict=True):
         if payload is good:
             assert result[0, 0] == efficientnet.ESPRESSO
@@ -148,14 +163,21 @@ def test_a_member_models_queue_refusal_reaches_the_ensemble_client_as_retryable(
     http = server.config.http_url
     before = apply.served_config(http, "efficientnet_lite0")
     # Requests linger in the queue (a 50 ms batching window, one instance), so a queue of one overflows at once.
-    tiny = Candidate.of("tiny-queue", ("efficientnet_lite0",), max_queue_delay_us=50000, instances=1, max_queue_size=1,
-                   default_timeout_us=0)
+    tiny = Candidate.of(
+        "tiny-queue",
+        ("efficientnet_lite0",),
+        max_queue_delay_us=50000,
+        instances=1,
+        max_queue_size=1,
+        default_timeout_us=0,
+    )
     apply.apply(http, tiny, "efficientnet_lite0")
     try:
         url = http if protocol == "http" else server.config.grpc_url
         photo = encode(skimage.data.coffee())
-        results = infer_concurrently(url, "image_classifier", [{"IMAGE": images(photo)}] * 12, "CLASS_IDS",
-                                     protocol=protocol)
+        results = infer_concurrently(
+            url, "image_classifier", [{"IMAGE": images(photo)}] * 12, "CLASS_IDS", protocol=protocol
+        )
     finally:
         apply.load(http, "efficientnet_lite0", before)
     refused = [r for r in results if isinstance(r, InferenceServerException)]

@@ -104,14 +104,24 @@ def prometheus(server, tmp_path_factory):
     (port,) = free_ports(1)
     address = f"127.0.0.1:{port}"
     config = work / "prometheus.yml"
-    config.write_text(monitoring.render_prometheus_config(
-        f"127.0.0.1:{server.config.metrics_port}", address, interval="1s"))
+    config.write_text(
+        monitoring.render_prometheus_config(f"127.0.0.1:{server.config.metrics_port}", address, interval="1s")
+    )
     log_path = work / "prometheus.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
-             f"--web.listen-address={address}", "--log.level=info"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address={address}",
+                "--log.level=info",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     prom = Prometheus(f"http://{address}", process, log_path)
     try:
         wait_ready(prom)
@@ -156,8 +166,11 @@ def loaded(prometheus, server) -> dict[str, int]:
             return answered
         if time.monotonic() > deadline:
             targets = json.dumps(prometheus.api("targets").get("data"), indent=1)[:2000]
-            pytest.fail(f"after {DATA_TIMEOUT_S} s these rules have no data: {empty}\n"
-                        f"targets: {targets}\nprometheus log:\n{prometheus.log()}", pytrace=False)
+            pytest.fail(
+                f"after {DATA_TIMEOUT_S} s these rules have no data: {empty}\n"
+                f"targets: {targets}\nprometheus log:\n{prometheus.log()}",
+                pytrace=False,
+            )
         time.sleep(0.5)
 
 
@@ -193,8 +206,10 @@ def test_digits_figures_from_the_rules(prometheus, loaded):
     p99 = values(prometheus.query('tritonkit:model:request_latency_seconds:p99{model="digits"}'))
     scrapes = values(prometheus.query('count_over_time(up{job="triton"}[1m])'))
     good = values(prometheus.query('sum_over_time(up{job="triton"}[1m])'))
-    print(f"\nanswers per model {loaded}; {good[0]:.0f} of {scrapes[0]:.0f} scrapes succeeded; digits per the "
-          f"rules: {rate[0]:.1f} inferences/s (1m rate), batch {batch[0]:.2f}, p99 {p99[0] * 1e3:.2f} ms")
+    print(
+        f"\nanswers per model {loaded}; {good[0]:.0f} of {scrapes[0]:.0f} scrapes succeeded; digits per the "
+        f"rules: {rate[0]:.1f} inferences/s (1m rate), batch {batch[0]:.2f}, p99 {p99[0] * 1e3:.2f} ms"
+    )
     assert rate and rate[0] > 0
     assert batch and batch[0] >= 1
     assert p99 and p99[0] > 0

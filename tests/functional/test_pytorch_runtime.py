@@ -65,7 +65,11 @@ def runtime_server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("runtime_repo")
     for name, (module, inputs, outputs) in MODELS.items():
         spec = ModelSpec(
-            name=name, inputs=inputs, outputs=outputs, max_batch_size=8, warmup=False,
+            name=name,
+            inputs=inputs,
+            outputs=outputs,
+            max_batch_size=8,
+            warmup=False,
             # A long window so concurrent requests surely share one execution.
             dynamic_batching=DynamicBatching(max_queue_delay_us=300_000, preferred_batch_sizes=(4,)),
             instance_groups=(InstanceGroup(count=1),),
@@ -74,8 +78,12 @@ def runtime_server(tmp_path_factory):
         module.save(str(repo / name / "1" / "model.pt"))
         config_io.write(spec, repo)
     user = user_model()
-    entry = catalog.CatalogEntry("scorer", f"{USER_MODEL}:build", {"cpu": (Variant("torchscript"),), "gpu": ()},
-                                 {"max_batch_size": 16, "dynamic_batching": {"max_queue_delay_us": 500}})
+    entry = catalog.CatalogEntry(
+        "scorer",
+        f"{USER_MODEL}:build",
+        {"cpu": (Variant("torchscript"),), "gpu": ()},
+        {"max_batch_size": 16, "dynamic_batching": {"max_queue_delay_us": 500}},
+    )
     assert all(done.result.ok for done in pipeline.export_entry(entry, repo, model=user))
     server = start_or_fail(server_config(repo))
     yield server
@@ -119,7 +127,8 @@ def test_a_failing_request_does_not_fail_the_rest_of_its_batch(runtime_server):
     assert isinstance(error, InferenceServerException)
     assert str(error.status()) == "400" and "negative values are not accepted" in error.message()
     batched = model_metric(after, "nv_inference_exec_count", "refuse_negative") - model_metric(
-        before, "nv_inference_exec_count", "refuse_negative")
+        before, "nv_inference_exec_count", "refuse_negative"
+    )
     print(f"\nexecutions for 4 concurrent requests: {batched:.0f}")
     assert batched == 1, "the four requests were not batched, so the per-request path was not exercised"
 

@@ -26,15 +26,19 @@ EXIT_TIMEOUT_S = 10
 class VersionedClients:
     """Threads sending one scan at a time; each request's (sent, done, protocol, model_version, error)."""
 
-    def __init__(self, http_url: str, grpc_url: str, pixels: np.ndarray, per_protocol: int = 2,
-                 timeout_s: float = 10.0):
+    def __init__(
+        self, http_url: str, grpc_url: str, pixels: np.ndarray, per_protocol: int = 2, timeout_s: float = 10.0
+    ):
         self.urls = {"http": http_url, "grpc": grpc_url}
         self.pixels, self.timeout_s = pixels, timeout_s
         self.halt = threading.Event()
         self.lock = threading.Lock()
         self.records: list[tuple[float, float, str, str, str]] = []
-        self.threads = [threading.Thread(target=self._run, args=(p, i), daemon=True)
-                        for p in ("http", "grpc") for i in range(per_protocol)]
+        self.threads = [
+            threading.Thread(target=self._run, args=(p, i), daemon=True)
+            for p in ("http", "grpc")
+            for i in range(per_protocol)
+        ]
 
     def __enter__(self):
         for t in self.threads:
@@ -50,8 +54,9 @@ class VersionedClients:
     def _client(self, protocol: str):
         if protocol == "grpc":
             return grpcclient.InferenceServerClient(self.urls["grpc"])
-        return httpclient.InferenceServerClient(self.urls["http"], connection_timeout=self.timeout_s,
-                                                network_timeout=self.timeout_s)
+        return httpclient.InferenceServerClient(
+            self.urls["http"], connection_timeout=self.timeout_s, network_timeout=self.timeout_s
+        )
 
     def _run(self, protocol: str, seed: int) -> None:
         module = grpcclient if protocol == "grpc" else httpclient
@@ -60,7 +65,7 @@ class VersionedClients:
         while not self.halt.is_set():
             i = (i + 5) % len(self.pixels)
             tensor = module.InferInput("PIXELS", [1, 64], "FP32")
-            tensor.set_data_from_numpy(self.pixels[i:i + 1])
+            tensor.set_data_from_numpy(self.pixels[i : i + 1])
             sent = time.time()
             version, error = "", ""
             try:
@@ -110,8 +115,10 @@ def test_new_version_under_load_is_swapped_in_with_no_failed_request(tmp_path, c
     # Version 1 kept answering while version 2 loaded (and warmed up).
     assert any(r[3] == "1" for r in during), "no request was answered during the load"
     with capsys.disabled():
-        print(f"\n  reload: {len(records)} requests, 0 failed; load_model took {load_done - load_started:.2f} s, "
-              f"{len(during)} requests answered meanwhile (by version 1 until version 2 was ready); index {index}")
+        print(
+            f"\n  reload: {len(records)} requests, 0 failed; load_model took {load_done - load_started:.2f} s, "
+            f"{len(during)} requests answered meanwhile (by version 1 until version 2 was ready); index {index}"
+        )
 
 
 def test_sigterm_under_load_drains_refuses_cleanly_and_leaves_nothing(tmp_path, capsys):
@@ -132,8 +139,9 @@ def test_sigterm_under_load_drains_refuses_cleanly_and_leaves_nothing(tmp_path, 
             not_ready_while_running = False
             while not not_ready_while_running and proc.poll() is None:
                 try:
-                    probe = httpclient.InferenceServerClient(f"127.0.0.1:{http}", connection_timeout=2,
-                                                             network_timeout=2)
+                    probe = httpclient.InferenceServerClient(
+                        f"127.0.0.1:{http}", connection_timeout=2, network_timeout=2
+                    )
                     ready = probe.is_server_ready()
                     probe.close()
                 except Exception:  # noqa: BLE001 - a closed port is "not ready" too
@@ -164,15 +172,27 @@ def test_sigterm_under_load_drains_refuses_cleanly_and_leaves_nothing(tmp_path, 
     assert refused, "no request was refused after the shutdown"
     # Clean refusals, each quickly, never a client timeout: while Triton unloads the models it answers
     # "has no available versions" (HTTP 400 / gRPC NOT_FOUND); once its endpoints are down, the port is closed.
-    clean = ("has no available versions", "Connection refused", "UNAVAILABLE", "Server is stopping",
-             "Connection reset", "connection closed", "Broken pipe", "failed to connect", "Socket closed", "503")
+    clean = (
+        "has no available versions",
+        "Connection refused",
+        "UNAVAILABLE",
+        "Server is stopping",
+        "Connection reset",
+        "connection closed",
+        "Broken pipe",
+        "failed to connect",
+        "Socket closed",
+        "503",
+    )
     unclean = [r for r in refused if not any(c.lower() in r[4].lower() for c in clean)]
     assert unclean == [], unclean[:5]
     timed_out = [r for r in refused if any(t in r[4].lower() for t in ("timed out", "timeout", "deadline"))]
     assert timed_out == [], f"refused requests waited for their client timeout: {timed_out[:5]}"
     kinds = sorted({r[4].split(":")[0] + ": " + r[4].split(":", 1)[1].strip()[:90] for r in refused})
     with capsys.disabled():
-        print(f"\n  shutdown: not ready {not_ready_after:.2f} s after SIGTERM, exit after {exited - signalled:.2f} s "
-              f"(exit timeout {EXIT_TIMEOUT_S} s); "
-              f"{len(accepted_before)} requests sent before it all answered; after it "
-              f"{len(late) - len(refused)} answered, {len(refused)} refused: {kinds}")
+        print(
+            f"\n  shutdown: not ready {not_ready_after:.2f} s after SIGTERM, exit after {exited - signalled:.2f} s "
+            f"(exit timeout {EXIT_TIMEOUT_S} s); "
+            f"{len(accepted_before)} requests sent before it all answered; after it "
+            f"{len(late) - len(refused)} answered, {len(refused)} refused: {kinds}"
+        )

@@ -54,9 +54,26 @@ def test_strict_serve_fails_the_start_with_the_broken_models_reason(tmp_path, re
     repo = _repository_with_a_broken_copy(tmp_path, repository)
     http, grpc, metrics = free_ports()
     done = subprocess.run(
-        [sys.executable, "-m", "tritonkit_cli", "serve", "--strict", "--repository", str(repo), "--http-port",
-         str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "tritonkit_cli",
+            "serve",
+            "--strict",
+            "--repository",
+            str(repo),
+            "--http-port",
+            str(http),
+            "--grpc-port",
+            str(grpc),
+            "--metrics-port",
+            str(metrics),
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "exited with code" in done.stderr and "before it was ready" in done.stderr
     assert "broken" in done.stderr and "PytorchStreamReader failed reading zip archive" in done.stderr, done.stderr

@@ -14,15 +14,18 @@ from export.errors import ConfigError
 
 @pytest.fixture
 def admin(server):
-    client = httpclient.InferenceServerClient(server.config.http_url, network_timeout=600.0,
-                                              connection_timeout=600.0)
+    client = httpclient.InferenceServerClient(server.config.http_url, network_timeout=600.0, connection_timeout=600.0)
     yield client
     client.close()
 
 
 def out_of_band(spec) -> dict:
-    return {"labels": spec.labels, "description": spec.description, "precision": spec.precision,
-            "version": spec.version}
+    return {
+        "labels": spec.labels,
+        "description": spec.description,
+        "precision": spec.precision,
+        "version": spec.version,
+    }
 
 
 def test_every_served_config_reads_back_to_the_repository_spec(server, admin):
@@ -43,8 +46,9 @@ def test_a_changed_spec_loads_and_is_served(server, admin):
     name = "digits_onnx"
     original = admin.get_model_config(name)
     spec = read(server.config.model_repository / name)
-    changed = ServingChanges(instances=1, max_queue_delay_us=0, preferred_batch_sizes=(4,),
-                             default_timeout_us=100_000, max_queue_size=32).apply(spec)
+    changed = ServingChanges(
+        instances=1, max_queue_delay_us=0, preferred_batch_sizes=(4,), default_timeout_us=100_000, max_queue_size=32
+    ).apply(spec)
     try:
         admin.load_model(name, config=json.dumps(to_json(changed)))
         assert admin.is_model_ready(name)

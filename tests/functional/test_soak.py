@@ -22,8 +22,26 @@ from tests.conftest import read_until
 
 def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
     cpus = os.sched_getaffinity(0)
-    status = soak.main(["--model", "digits", "--minutes", "0.5", "--window-s", "10", "--sample-s", "2",
-                        "--warmup", "2", "--memory-warmup-s", "4", "--saturation-rps", "100", "--out", str(tmp_path)])
+    status = soak.main(
+        [
+            "--model",
+            "digits",
+            "--minutes",
+            "0.5",
+            "--window-s",
+            "10",
+            "--sample-s",
+            "2",
+            "--warmup",
+            "2",
+            "--memory-warmup-s",
+            "4",
+            "--saturation-rps",
+            "100",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     out = tmp_path / "digits"
     for name in ("results.json", "summary.md", "soak.png"):
         assert (out / name).stat().st_size > 0, name
@@ -52,19 +70,41 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
     one falls behind, then the soak at 70% of the last rate kept up with. Few, short steps (3 s each; closed
     loop 2 and 4 users, open loop x4 a step, at most three: the last at twice the closed-loop rate usually
     falls behind) keep it to about a minute; the search code is the soak's own."""
-    monkeypatch.setattr(soak, "find_saturation",
-                        functools.partial(saturation.find_saturation, warmup_s=1.0, start_users=2, max_users=4))
-    monkeypatch.setattr(soak, "find_sustained_rate",
-                        functools.partial(saturation.find_sustained_rate, warmup_s=1.0, step=4.0, max_steps=3))
-    status = soak.main(["--model", "digits", "--minutes", "0.15", "--window-s", "3", "--sample-s", "2", "--warmup",
-                        "1", "--memory-warmup-s", "2", "--search-duration", "3", "--out", str(tmp_path)])
+    monkeypatch.setattr(
+        soak, "find_saturation", functools.partial(saturation.find_saturation, warmup_s=1.0, start_users=2, max_users=4)
+    )
+    monkeypatch.setattr(
+        soak,
+        "find_sustained_rate",
+        functools.partial(saturation.find_sustained_rate, warmup_s=1.0, step=4.0, max_steps=3),
+    )
+    status = soak.main(
+        [
+            "--model",
+            "digits",
+            "--minutes",
+            "0.15",
+            "--window-s",
+            "3",
+            "--sample-s",
+            "2",
+            "--warmup",
+            "1",
+            "--memory-warmup-s",
+            "2",
+            "--search-duration",
+            "3",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert status in (0, 1), capsys.readouterr().err[-3000:]
     data = json.loads((tmp_path / "digits" / "results.json").read_text())
     assert status == (0 if data["passed"] else 1)
     search = data["saturation_search"]
     assert search["given"] is False
     closed, opened = search["closed_loop"], search["open_loop"]
-    assert 1 <= len(closed) <= 2 and [s["users"] for s in closed] == [2, 4][:len(closed)]
+    assert 1 <= len(closed) <= 2 and [s["users"] for s in closed] == [2, 4][: len(closed)]
     assert search["closed_loop_rps"] == max(s["throughput_rps"] for s in closed) > 0
     assert opened[0]["rate"] == round(search["closed_loop_rps"] * soak.START_FRACTION, 1)
     assert all(abs(b["rate"] - 4 * a["rate"]) <= 0.4 for a, b in itertools.pairwise(opened))
@@ -72,17 +112,37 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
     rates = [s["rate"] for s in opened]
     chosen = rates.index(data["saturation_rps"])
     assert chosen == len(opened) - 2 or (len(opened) == 3 and chosen == 2), (rates, data["saturation_rps"])
-    assert all(s["failures"] == 0 for s in opened[:chosen + 1])
+    assert all(s["failures"] == 0 for s in opened[: chosen + 1])
     assert data["rate"] == round(0.7 * data["saturation_rps"], 1) and data["requests"] > 0
     assert "## Saturation" in (tmp_path / "digits" / "summary.md").read_text()
     with capsys.disabled():
-        print(f"\n  rate search: closed loop {search['closed_loop_rps']} req/s; open loop "
-              f"{[(s['rate'], s['throughput_rps']) for s in opened]}; soak at {data['rate']} req/s")
+        print(
+            f"\n  rate search: closed loop {search['closed_loop_rps']} req/s; open loop "
+            f"{[(s['rate'], s['throughput_rps']) for s in opened]}; soak at {data['rate']} req/s"
+        )
 
 
 def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
-    status = soak.main(["--model", "digits", "--generator", "perf_analyzer", "--minutes", "0.5", "--window-s", "10",
-                        "--sample-s", "2", "--memory-warmup-s", "4", "--saturation-rps", "100", "--out", str(tmp_path)])
+    status = soak.main(
+        [
+            "--model",
+            "digits",
+            "--generator",
+            "perf_analyzer",
+            "--minutes",
+            "0.5",
+            "--window-s",
+            "10",
+            "--sample-s",
+            "2",
+            "--memory-warmup-s",
+            "4",
+            "--saturation-rps",
+            "100",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     data = json.loads((tmp_path / "digits" / "results.json").read_text())
     assert status == (0 if data["passed"] else 1)
     assert data["generator"] == "perf_analyzer" and data["rate"] == 70.0
@@ -97,8 +157,24 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
 def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
     """A soak stopped by SIGTERM (a CI timeout, ``kill``) leaves no tritonserver, stub or Locust behind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadtest.studies.soak", "--model", "digits", "--minutes", "1", "--saturation-rps", "50",
-         "--out", str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "loadtest.studies.soak",
+            "--model",
+            "digits",
+            "--minutes",
+            "1",
+            "--saturation-rps",
+            "50",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines, family = [], []
     try:
         lines = read_until(proc, "soak digits over", 240)

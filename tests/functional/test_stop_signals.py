@@ -86,9 +86,27 @@ def test_serve_stops_cleanly_on_a_burst_of_signals_at_any_moment(tmp_path, repos
         moment = "loading" if round_ % 2 == 0 else "ready"
         http, grpc, metrics = free_ports()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tritonkit_cli", "serve", "--repository", str(repo), "--http-port", str(http),
-             "--grpc-port", str(grpc), "--metrics-port", str(metrics), "--exit-timeout", "5"],
-            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "tritonkit_cli",
+                "serve",
+                "--repository",
+                str(repo),
+                "--http-port",
+                str(http),
+                "--grpc-port",
+                str(grpc),
+                "--metrics-port",
+                str(metrics),
+                "--exit-timeout",
+                "5",
+            ],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seen: dict[int, psutil.Process] = {}
         try:
             # The handlers are in place once the command says it is starting the server.
@@ -130,8 +148,13 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
     seed = rng.randrange(1 << 30)
     rng.seed(seed)
     for round_ in range(3):
-        proc = subprocess.Popen([sys.executable, "-c", RUN_WITH_SERVER, "--repository", str(repo)], cwd=PROJECT_ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RUN_WITH_SERVER, "--repository", str(repo)],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seen: dict[int, psutil.Process] = {}
         try:
             lines = read_until(proc, "working", 240)

@@ -60,8 +60,7 @@ def settled(server: LocalServer, count: int, killed_pid: int) -> list:
     """The supervisor's events once the ``count``-th is looked after (the replaced instances stopped or
     ended, see Supervisor.settle), checking that exactly one live stub per instance is left, none of them
     the killed one."""
-    events = server.supervisor.wait_for_events(count, timeout_s=server.supervisor.orphan_grace_s + 60,
-                                               settled=True)
+    events = server.supervisor.wait_for_events(count, timeout_s=server.supervisor.orphan_grace_s + 60, settled=True)
     assert len(events) == count and events[-1].settled_at is not None, [e.describe() for e in events]
     live = live_stubs(server, "digits")
     assert [name for name, _ in live] == ["digits_0_0", "digits_0_1"], f"replaced stubs kept: {live}"
@@ -72,8 +71,15 @@ def settled(server: LocalServer, count: int, killed_pid: int) -> list:
 class CheckingClients:
     """Threads that send scans and check every answer against the reference; they account for each request."""
 
-    def __init__(self, server: LocalServer, reference: np.ndarray, pixels: np.ndarray, protocol: str,
-                 threads: int, retry: RetryPolicy | None):
+    def __init__(
+        self,
+        server: LocalServer,
+        reference: np.ndarray,
+        pixels: np.ndarray,
+        protocol: str,
+        threads: int,
+        retry: RetryPolicy | None,
+    ):
         self.server, self.reference, self.pixels = server, reference, pixels
         self.protocol, self.retry = protocol, retry
         self.halt = threading.Event()
@@ -106,15 +112,17 @@ class CheckingClients:
             while not self.halt.is_set():
                 i = (i + 7) % len(self.pixels)
                 tensor = module.InferInput("PIXELS", [1, 64], "FP32")
-                tensor.set_data_from_numpy(self.pixels[i:i + 1])
+                tensor.set_data_from_numpy(self.pixels[i : i + 1])
                 with self.lock:
                     self.sent += 1
                 retried = []
                 try:
                     kwargs = {"client_timeout": 30} if self.protocol == "grpc" else {}
-                    result, _ = call_with_retry(lambda tensor=tensor, kwargs=kwargs: client.infer("digits", [tensor], **kwargs),
-                                                self.retry,
-                                                on_retry=retried.append)
+                    result, _ = call_with_retry(
+                        lambda tensor=tensor, kwargs=kwargs: client.infer("digits", [tensor], **kwargs),
+                        self.retry,
+                        on_retry=retried.append,
+                    )
                 except InferenceServerException as exc:
                     with self.lock:
                         self.retries += len(retried)
@@ -177,14 +185,46 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
     reference = reference_of(server, pixels)
     events_before = len(server.supervisor.events)
     out = tmp_path / "locust.json"
-    settings = {"model": "digits", "protocol": "http", "url": server.config.http_url, "shape": {"kind": "users"},
-                "retry": RETRY, "out": str(out)}
+    settings = {
+        "model": "digits",
+        "protocol": "http",
+        "url": server.config.http_url,
+        "shape": {"kind": "users"},
+        "retry": RETRY,
+        "out": str(out),
+    }
     locust = subprocess.Popen(
-        [sys.executable, "-m", "loadtest.drive.locust_main",
-         "-f", str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"), "TritonUser", "--headless", "--host", server.config.http_url, "-u", "6", "-r", "6", "-t", "20s",
-         "--only-summary", "--loglevel", "WARNING", "--stop-timeout", "15", "--exit-code-on-error", "0"],
-        cwd=PROJECT_ROOT, env={**os.environ, "TRITONKIT_LOAD": json.dumps(settings)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "loadtest.drive.locust_main",
+            "-f",
+            str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"),
+            "TritonUser",
+            "--headless",
+            "--host",
+            server.config.http_url,
+            "-u",
+            "6",
+            "-r",
+            "6",
+            "-t",
+            "20s",
+            "--only-summary",
+            "--loglevel",
+            "WARNING",
+            "--stop-timeout",
+            "15",
+            "--exit-code-on-error",
+            "0",
+        ],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "TRITONKIT_LOAD": json.dumps(settings)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         with CheckingClients(server, reference, pixels, "grpc", threads=2, retry=RetryPolicy(**RETRY)) as checking:
             # Kill once Locust's users are sending (its start-up imports torch: seconds on 2 cores).
@@ -205,8 +245,11 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
     event = events[-1]
     assert event.ok, event.describe()
     assert event.model == "digits" and event.instances == [instance] and event.pids == [pid]
-    report(capsys, f"{event.describe()}; kill -> ready {event.reloaded_at - killed_at:.2f} s "
-                   f"(pytest tests/functional/test_stub_crash.py, 6 Locust HTTP users + 2 gRPC threads, retry on)")
+    report(
+        capsys,
+        f"{event.describe()}; kill -> ready {event.reloaded_at - killed_at:.2f} s "
+        f"(pytest tests/functional/test_stub_crash.py, 6 Locust HTTP users + 2 gRPC threads, retry on)",
+    )
 
     # The checking threads: every request sent got its answer, and every answer is right.
     assert checking.failures == [], checking.failures[:5]
@@ -216,14 +259,20 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
     client = json.loads(out.read_text())["client"]
     assert client["failures"] == 0, (client["errors"], output[-2000:])
     assert client["requests"] > 0
-    report(capsys, f"Locust: {client['requests']} requests, 0 failed, {client['retries']} retried; "
-                   f"checking threads: {checking.sent} sent, {checking.ok} right, {checking.retries} retried")
+    report(
+        capsys,
+        f"Locust: {client['requests']} requests, 0 failed, {client['retries']} retried; "
+        f"checking threads: {checking.sent} sent, {checking.ok} right, {checking.retries} retried",
+    )
     assert client["retries"] + checking.retries > 0, "the dead stub refused nothing: was it killed under load?"
 
     # Afterwards: ready, exactly two live stubs (the replaced instances stopped or ended), answering.
     event = settled(server, events_before + 1, pid)[-1]
-    report(capsys, f"replaced instances: {len(event.orphans)} orphaned stub(s) ended, "
-                   f"{event.settled_at - event.reloaded_at:.0f} s after the reload")
+    report(
+        capsys,
+        f"replaced instances: {len(event.orphans)} orphaned stub(s) ended, "
+        f"{event.settled_at - event.reloaded_at:.0f} s after the reload",
+    )
     probe = httpclient.InferenceServerClient(server.config.http_url)
     try:
         assert probe.is_server_ready() and probe.is_model_ready("digits")
@@ -253,7 +302,10 @@ def test_without_retries_clients_see_the_dead_stub_until_the_reload(supervised, 
     assert any(killed_at < t < event.reloaded_at for t in clients.successes)
     assert any(t > event.reloaded_at for t in clients.successes)
     assert clients.wrong == 0 and clients.ok + len(clients.failures) == clients.sent
-    report(capsys, f"{event.describe()}; without retry {len(clients.failures)} of {clients.sent} requests "
-                   f"failed ('Stub process ... is not healthy', HTTP 500), all before the reload")
+    report(
+        capsys,
+        f"{event.describe()}; without retry {len(clients.failures)} of {clients.sent} requests "
+        f"failed ('Stub process ... is not healthy', HTTP 500), all before the reload",
+    )
     event = settled(server, events_before + 1, pid)[-1]
     report(capsys, f"replaced instances: {len(event.orphans)} orphaned stub(s) ended")

@@ -35,9 +35,16 @@ def gen_server(tmp_path_factory):
         assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
     for name, mode in (("text_generator", "inprocess"), ("text_generator_bls", "bls")):
         shutil.copytree(GENERATOR, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-        (repo / name / "config.pbtxt").write_text(generator_config(
-            name, "smollm2_tiny_prefill", "smollm2_tiny_decode", STEP_MODE=mode,
-            MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS), MAX_NEW_TOKENS=str(MAX_NEW_TOKENS)))
+        (repo / name / "config.pbtxt").write_text(
+            generator_config(
+                name,
+                "smollm2_tiny_prefill",
+                "smollm2_tiny_decode",
+                STEP_MODE=mode,
+                MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS),
+                MAX_NEW_TOKENS=str(MAX_NEW_TOKENS),
+            )
+        )
     server = start_or_fail(server_config(repo))
     yield server
     assert server.stop() == []
@@ -113,7 +120,7 @@ def test_the_generator_is_warm_before_it_reports_ready(gen_server):
     warmed = log.find('"text_generator: warmed up in ')
     loaded = log.find("successfully loaded 'text_generator'")
     assert 0 <= warmed < loaded, "no warmup logged before the model was loaded"
-    line = log[warmed:log.index("\n", warmed)]
+    line = log[warmed : log.index("\n", warmed)]
     assert "decode at batch [1, 2, 4, 8, 16, 32]" in line, line
     # In BLS mode Triton refuses requests from initialize: the generator says so instead of warming.
     assert "text_generator_bls: no warmup with STEP_MODE bls" in log
@@ -124,8 +131,8 @@ def test_max_tokens_and_stop_are_honoured(gen_server, tiny_reference, protocol):
     prompt = smollm.PROMPTS[2]
     assert "".join(generate(gen_server, protocol, prompt, 3)) == tiny_reference(prompt, 3)
     full = tiny_reference(prompt, 12)
-    stop = full[len(full) // 2:len(full) // 2 + 3]
-    expected = full[:full.find(stop)]
+    stop = full[len(full) // 2 : len(full) // 2 + 3]
+    expected = full[: full.find(stop)]
     assert len(expected) < len(full)
     assert "".join(generate(gen_server, protocol, prompt, 12, stop=stop)) == expected
 
@@ -181,8 +188,9 @@ def cancellations(server) -> list[int]:
 def test_closing_the_http_connection_stops_generating(gen_server):
     before = len(cancellations(gen_server))
     url = f"http://{gen_server.config.http_url}/v2/models/text_generator/generate_stream"
-    response = requests.post(url, json={"PROMPT": smollm.PROMPTS[0], "MAX_TOKENS": MAX_NEW_TOKENS}, stream=True,
-                             timeout=60)
+    response = requests.post(
+        url, json={"PROMPT": smollm.PROMPTS[0], "MAX_TOKENS": MAX_NEW_TOKENS}, stream=True, timeout=60
+    )
     events = (line for line in response.iter_lines() if line.startswith(b"data: "))
     for _ in range(3):
         next(events)
@@ -258,8 +266,12 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 @given(st.binary(max_size=300), st.integers(-5, 10_000))
 def test_parse_request_takes_any_bytes_without_crashing(raw, max_tokens):
     try:
-        parsed = parse_request(smollm.tokenizer(), np.array([raw], dtype=np.object_), np.array([max_tokens]),
-                               limits=Limits(max_prompt_tokens=64, max_new_tokens=512))
+        parsed = parse_request(
+            smollm.tokenizer(),
+            np.array([raw], dtype=np.object_),
+            np.array([max_tokens]),
+            limits=Limits(max_prompt_tokens=64, max_new_tokens=512),
+        )
     except GenerationInputError as exc:
         assert str(exc)
     else:
@@ -292,7 +304,7 @@ def test_stop_matcher_cuts_before_the_first_stop(pieces, stop):
     matcher = StopMatcher(stop)
     out = "".join(matcher.push(p) for p in pieces) + matcher.flush()
     full = "".join(pieces)
-    assert out == (full[:full.find(stop)] if stop in full else full)
+    assert out == (full[: full.find(stop)] if stop in full else full)
 
 
 # -- the real model --------------------------------------------------------------------------------------
@@ -300,4 +312,3 @@ def test_stop_matcher_cuts_before_the_first_stop(pieces, stop):
 def test_real_smollm2_says_paris(server, protocol):
     text = "".join(generate(server, protocol, "The capital of France is", 4))
     assert text.strip().startswith("Paris"), text
-

@@ -21,8 +21,9 @@ TUNE = ["--slo-p99-ms", "1000", "--users", "4", "--budget-s", "20", "--max-insta
 
 
 def tritonkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tritonkit_cli", *args], cwd=PROJECT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", *args], cwd=PROJECT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def files(root: Path) -> dict[Path, bytes]:
@@ -32,8 +33,21 @@ def files(root: Path) -> dict[Path, bytes]:
 @pytest.fixture(scope="module")
 def user_repository(tmp_path_factory) -> Path:
     repository = tmp_path_factory.mktemp("repository")
-    done = tritonkit("export", "--model-file", f"{USER_MODEL}:build", "--name", "scorer", "--input",
-                     "features:FP32:16", "--output", "scores", "--max-batch-size", "16", "--repository", str(repository))
+    done = tritonkit(
+        "export",
+        "--model-file",
+        f"{USER_MODEL}:build",
+        "--name",
+        "scorer",
+        "--input",
+        "features:FP32:16",
+        "--output",
+        "scores",
+        "--max-batch-size",
+        "16",
+        "--repository",
+        str(repository),
+    )
     assert done.returncode == 0, done.stderr
     return repository
 
@@ -72,8 +86,13 @@ def test_the_pick_is_written_to_the_model_folder_and_served(user_repository, tmp
     server = start_or_fail(server_config(user_repository, load_models=("scorer",)))
     try:
         client = connect("http", server.config.http_url)
-        served = config_io.from_json(client.get_model_config("scorer"), labels=spec.labels,
-                                     description=spec.description, precision=spec.precision, version=spec.version)
+        served = config_io.from_json(
+            client.get_model_config("scorer"),
+            labels=spec.labels,
+            description=spec.description,
+            precision=spec.precision,
+            version=spec.version,
+        )
         client.close()
         assert served == config_io.as_served(spec)
     finally:

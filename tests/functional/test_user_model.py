@@ -47,13 +47,32 @@ MODEL_FILE = textwrap.dedent('''
         torch.manual_seed(0)
         return Scorer()
 ''')
-EXPORT_ARGS = ["--model-file", "{dir}/scorer.py:build", "--name", NAME, "--input", "user:FP32:16",
-               "--input", "item:FP32:24", "--input", "tokens:INT64:-1", "--output", "probs", "--max-batch-size", "16"]
+EXPORT_ARGS = [
+    "--model-file",
+    "{dir}/scorer.py:build",
+    "--name",
+    NAME,
+    "--input",
+    "user:FP32:16",
+    "--input",
+    "item:FP32:24",
+    "--input",
+    "tokens:INT64:-1",
+    "--output",
+    "probs",
+    "--max-batch-size",
+    "16",
+]
 
 
 def tritonkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tritonkit_cli", *args], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +100,14 @@ def input_data(user_model):
     """A perf_analyzer input-data file for the model: flat lists and a dynamic input with its shape."""
     _, work = user_model
     rng = np.random.default_rng(1)
-    entries = [{"user": rng.random(16).round(4).tolist(), "item": rng.random(24).round(4).tolist(),
-                "tokens": {"content": rng.integers(0, 100, n).tolist(), "shape": [n]}} for n in (3, 5, 9)]
+    entries = [
+        {
+            "user": rng.random(16).round(4).tolist(),
+            "item": rng.random(24).round(4).tolist(),
+            "tokens": {"content": rng.integers(0, 100, n).tolist(), "shape": [n]},
+        }
+        for n in (3, 5, 9)
+    ]
     path = work / "requests.json"
     path.write_text(json.dumps({"data": entries}))
     return path
@@ -102,8 +127,15 @@ def check_report(out, protocol: str) -> None:
 def test_the_exported_user_model_answers(user_server):
     client = connect("grpc", user_server.config.grpc_url)
     try:
-        got = infer(client, NAME, {"user": np.ones((2, 16), np.float32), "item": np.ones((2, 24), np.float32),
-                                   "tokens": np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int64)})["probs"]
+        got = infer(
+            client,
+            NAME,
+            {
+                "user": np.ones((2, 16), np.float32),
+                "item": np.ones((2, 24), np.float32),
+                "tokens": np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int64),
+            },
+        )["probs"]
     finally:
         client.close()
     assert got.shape == (2, 1) and ((0 < got) & (got < 1)).all()
@@ -111,9 +143,25 @@ def test_the_exported_user_model_answers(user_server):
 
 def test_loadtest_starts_its_own_server_with_generated_payloads(user_model, tmp_path):
     repository, _ = user_model
-    done = tritonkit("loadtest", "--model", NAME, "--repository", str(repository), "--protocol", "grpc",
-                     "--users", "2", "--duration", "4", "--shape", "tokens:6", "--slo-p99-ms", "2000",
-                     "--out", str(tmp_path))
+    done = tritonkit(
+        "loadtest",
+        "--model",
+        NAME,
+        "--repository",
+        str(repository),
+        "--protocol",
+        "grpc",
+        "--users",
+        "2",
+        "--duration",
+        "4",
+        "--shape",
+        "tokens:6",
+        "--slo-p99-ms",
+        "2000",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"starting tritonserver on {repository} with {NAME}" in done.stdout
     assert "SLO gate passed: p99 <= 2000 ms" in done.stdout
@@ -123,10 +171,29 @@ def test_loadtest_starts_its_own_server_with_generated_payloads(user_model, tmp_
 @pytest.mark.parametrize("protocol, data", [("http", "generated"), ("grpc", "input-data"), ("http", "input-data")])
 def test_loadtest_against_a_running_server(user_server, input_data, protocol, data, tmp_path):
     c = user_server.config
-    payload = ["--shape", "tokens:4", "--int-range", "0:100"] if data == "generated" else ["--input-data", str(input_data)]
-    done = tritonkit("loadtest", "--model", NAME, "--protocol", protocol, "--users", "2", "--duration", "3",
-                     *payload, "--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url,
-                     "--out", str(tmp_path))
+    payload = (
+        ["--shape", "tokens:4", "--int-range", "0:100"] if data == "generated" else ["--input-data", str(input_data)]
+    )
+    done = tritonkit(
+        "loadtest",
+        "--model",
+        NAME,
+        "--protocol",
+        protocol,
+        "--users",
+        "2",
+        "--duration",
+        "3",
+        *payload,
+        "--http-url",
+        c.http_url,
+        "--grpc-url",
+        c.grpc_url,
+        "--metrics-url",
+        c.metrics_url,
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "starting tritonserver" not in done.stdout
     expected = "3 distinct requests" if data == "input-data" else "64 distinct requests"
@@ -139,8 +206,21 @@ def test_a_wrong_input_data_file_stops_before_any_load(user_server, user_model, 
     bad = work / "bad.json"
     bad.write_text(json.dumps({"data": [{"user": [0.0] * 16, "item": [0.0] * 23, "tokens": [1]}]}))
     c = user_server.config
-    done = tritonkit("loadtest", "--model", NAME, "--input-data", str(bad), "--http-url", c.http_url,
-                     "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url, "--out", str(tmp_path))
+    done = tritonkit(
+        "loadtest",
+        "--model",
+        NAME,
+        "--input-data",
+        str(bad),
+        "--http-url",
+        c.http_url,
+        "--grpc-url",
+        c.grpc_url,
+        "--metrics-url",
+        c.metrics_url,
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"error: --input-data {bad}: entry 0: input 'item': 23 values; shape needs 24"]
     assert not (tmp_path / NAME / "results.json").exists()

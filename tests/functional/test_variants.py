@@ -42,5 +42,6 @@ def test_served_variant_equals_eager(client, protocol, models, base, variant):
                 assert got.shape == e.shape and got.dtype == np.float32
                 worst = max(worst, float(np.abs(got - e).max()))
                 assert np.all(np.abs(got - e) <= tolerance.atol + tolerance.rtol * np.abs(e)), (
-                    f"{spec.name} batch {batch} seq {seq}: max abs {np.abs(got - e).max():.2e}")
+                    f"{spec.name} batch {batch} seq {seq}: max abs {np.abs(got - e).max():.2e}"
+                )
     print(f"\n{protocol} {spec.name}: max |served - eager| = {worst:.2e} (atol {tolerance.atol:.0e})")

@@ -79,14 +79,22 @@ def test_unknown_model_or_missing_checkpoint(tmp_path):
         pick_from_results(tmp_path, 5.0)
 
 
-PICK = AnalyzerPick(model="digits", config_name="digits_config_2", max_batch_size=8, instance_count=2,
-                    dynamic_batching={"max_queue_delay_us": 500, "preferred_batch_sizes": []},
-                    concurrency=4, throughput_infer_s=2000.0, p99_ms=4.0)
+PICK = AnalyzerPick(
+    model="digits",
+    config_name="digits_config_2",
+    max_batch_size=8,
+    instance_count=2,
+    dynamic_batching={"max_queue_delay_us": 500, "preferred_batch_sizes": []},
+    concurrency=4,
+    throughput_infer_s=2000.0,
+    p99_ms=4.0,
+)
 
 
 def test_the_pick_is_serving_changes():
-    assert PICK.changes() == ServingChanges(max_batch_size=8, instances=2, dynamic_batching=True,
-                                            max_queue_delay_us=500, preferred_batch_sizes=())
+    assert PICK.changes() == ServingChanges(
+        max_batch_size=8, instances=2, dynamic_batching=True, max_queue_delay_us=500, preferred_batch_sizes=()
+    )
     no_batching = AnalyzerPick(**{**PICK.__dict__, "dynamic_batching": None})
     assert no_batching.changes() == ServingChanges(max_batch_size=8, instances=2, dynamic_batching=False)
 

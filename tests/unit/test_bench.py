@@ -18,24 +18,45 @@ RECORDED = {
     "machine": "2 CPUs, torch 2.13.0+cpu",
     "models": {
         "digits": {
-            "users": 32, "duration_s": 15.0, "warmup_s": 2.0,
+            "users": 32,
+            "duration_s": 15.0,
+            "warmup_s": 2.0,
             "tuned_source": "the repository's config as exported (export/tuned.toml has no [digits] table)",
             "rows": {
-                "inprocess": {"throughput": 35000.0, "p50_ms": 0.09, "p99_ms": None, "batch1_median_ms": 0.03,
-                              "note": "batch 64, 2 threads"},
+                "inprocess": {
+                    "throughput": 35000.0,
+                    "p50_ms": 0.09,
+                    "p99_ms": None,
+                    "batch1_median_ms": 0.03,
+                    "note": "batch 64, 2 threads",
+                },
                 "triton_plain": {"throughput": 1600.0, "p50_ms": 12.8, "p99_ms": 39.1, "note": "avg batch 1.0"},
                 "triton_tuned": {"throughput": 3200.0, "p50_ms": 9.5, "p99_ms": 20.0, "note": "avg batch 4.2"},
                 "fastapi": {"throughput": 1000.0, "p50_ms": 19.1, "p99_ms": 37.3},
                 "fastapi_batcher": {"throughput": 3000.0, "p50_ms": 10.0, "p99_ms": 30.0},
             },
-            "perf": {"range": "1,2,4,8,16,32", "failed": {"32": "PerfAnalyzerError: unstable"},
-                     "levels": [{"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1},
-                                {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7}],
-                     "best": {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7},
-                     "best_under_p99": {"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1}},
-            "one_client": {"p50_ms": 0.36, "p99_ms": 0.6, "throughput": 2700.0, "server_queue_ms": 0.05,
-                           "server_compute_ms": 0.2, "server_compute_input_ms": 0.02, "server_compute_infer_ms": 0.16,
-                           "server_compute_output_ms": 0.02, "inprocess_batch1_ms": 0.03, "overhead_ms": 0.33},
+            "perf": {
+                "range": "1,2,4,8,16,32",
+                "failed": {"32": "PerfAnalyzerError: unstable"},
+                "levels": [
+                    {"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1},
+                    {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7},
+                ],
+                "best": {"concurrency": 16, "throughput": 2600.0, "p50_ms": 5.6, "p99_ms": 12.7},
+                "best_under_p99": {"concurrency": 1, "throughput": 1600.0, "p50_ms": 0.55, "p99_ms": 2.1},
+            },
+            "one_client": {
+                "p50_ms": 0.36,
+                "p99_ms": 0.6,
+                "throughput": 2700.0,
+                "server_queue_ms": 0.05,
+                "server_compute_ms": 0.2,
+                "server_compute_input_ms": 0.02,
+                "server_compute_infer_ms": 0.16,
+                "server_compute_output_ms": 0.02,
+                "inprocess_batch1_ms": 0.03,
+                "overhead_ms": 0.33,
+            },
             "one_user": {"triton_p50_ms": 0.35, "inprocess_batch1_ms": 0.03, "overhead_ms": 0.32, "error": None},
             "first_request": [
                 {"warmup": True, "first_ms": 3.0, "steady_p50_ms": 2.0, "ratio": 1.5, "ready_s": 5.9},
@@ -43,7 +64,10 @@ RECORDED = {
             ],
         },
         "minilm": {
-            "users": 8, "duration_s": 15.0, "warmup_s": 2.0, "tuned_source": "export/tuned.toml [minilm]",
+            "users": 8,
+            "duration_s": 15.0,
+            "warmup_s": 2.0,
+            "tuned_source": "export/tuned.toml [minilm]",
             "rows": {
                 "inprocess": {"throughput": 400.0, "p50_ms": 80.0, "p99_ms": None, "batch1_median_ms": 6.0},
                 "triton_plain": {"throughput": 150.0, "p50_ms": 50.0, "p99_ms": 70.0},
@@ -53,9 +77,10 @@ RECORDED = {
             },
             "perf": {"error": "every level failed: {}"},
             "one_user": {"triton_p50_ms": 7.0, "inprocess_batch1_ms": 6.0, "overhead_ms": 1.0},
-            "first_request": [{"warmup": True, "ratio": None, "error": "ServerStartError: no"},
-                              {"warmup": False, "first_ms": 90.0, "steady_p50_ms": 7.0, "ratio": 12.9,
-                               "ready_s": 9.0}],
+            "first_request": [
+                {"warmup": True, "ratio": None, "error": "ServerStartError: no"},
+                {"warmup": False, "first_ms": 90.0, "steady_p50_ms": 7.0, "ratio": 12.9, "ready_s": 9.0},
+            ],
         },
     },
 }
@@ -117,9 +142,11 @@ def test_tables_render_from_the_recorded_json():
     assert "best with p99 < 5 ms: 1,600 infer/s at concurrency 1 (p99 2.100 ms)" in text
     assert "no stable figure at concurrency 32" in text
     assert "perf_analyzer (row 3, gRPC, the rows' payloads): failed: every level failed" in text
-    assert ("Serving overhead at one client (perf_analyzer, gRPC, concurrency 1): Triton tuned p50 0.360 ms - "
-            "in-process batch-1 median 0.030 ms = 0.330 ms; the server's split per request: queue 0.050 ms, "
-            "compute 0.200 ms") in text
+    assert (
+        "Serving overhead at one client (perf_analyzer, gRPC, concurrency 1): Triton tuned p50 0.360 ms - "
+        "in-process batch-1 median 0.030 ms = 0.330 ms; the server's split per request: queue 0.050 ms, "
+        "compute 0.200 ms"
+    ) in text
     assert "Second figure, Locust (1 user, HTTP, Python client): Triton tuned p50 0.350 ms" in text
     assert "one client (perf_analyzer, gRPC, concurrency 1): failed: not measured" in text  # minilm has none
     assert "= 0.320 ms" in text and "Tuned config: export/tuned.toml [minilm]" in text
@@ -152,8 +179,9 @@ def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
 def test_describe_says_instances_batching_and_warmup():
     plain = apply.override(DEPLOYED, Candidate.of("plain", dynamic_batching=False, warmup=False))
     assert bench.describe(plain) == "2 instances, no dynamic batching, 0 warmup samples"
-    assert bench.describe(DEPLOYED) == ("2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), "
-                                        "2 warmup samples")
+    assert bench.describe(DEPLOYED) == (
+        "2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), 2 warmup samples"
+    )
 
 
 def test_help_explains_every_row(capsys):
@@ -161,14 +189,23 @@ def test_help_explains_every_row(capsys):
         bench.main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for text in ("1. in-process", "2. Triton plain", "3. Triton tuned", "4. FastAPI", "5. the same FastAPI",
-                 "--duration", "--users", "--models", "--out", "perf_analyzer"):
+    for text in (
+        "1. in-process",
+        "2. Triton plain",
+        "3. Triton tuned",
+        "4. FastAPI",
+        "5. the same FastAPI",
+        "--duration",
+        "--users",
+        "--models",
+        "--out",
+        "perf_analyzer",
+    ):
         assert text in out
 
 
 def test_command_line_becomes_options(tmp_path):
-    opts = bench.options(["--models", "digits", "--duration", "3", "--users", "4", "minilm=2",
-                          "--out", str(tmp_path)])
+    opts = bench.options(["--models", "digits", "--duration", "3", "--users", "4", "minilm=2", "--out", str(tmp_path)])
     assert opts.models == ("digits",) and opts.duration_s == 3.0 and opts.out == tmp_path.resolve()
     assert opts.users == {"digits": 4, "minilm": 2} and opts.users_for("digits") == 4
 

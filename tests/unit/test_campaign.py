@@ -14,7 +14,7 @@ CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml")
 
 def example() -> str:
     doc = campaign.__doc__
-    return doc[doc.index('name = "digits-tuning"'):].split('"""')[0].replace("\n    ", "\n")
+    return doc[doc.index('name = "digits-tuning"') :].split('"""')[0].replace("\n    ", "\n")
 
 
 def test_the_documented_example_parses_with_every_key():
@@ -49,18 +49,21 @@ def test_format_and_precision_pick_the_served_variant():
     assert campaign.Candidate.of("h", precision="fp16").served_model("minilm") == "minilm_fp16"
 
 
-@pytest.mark.parametrize("change, message", [
-    ('protocol = "grpc"', None),
-    ('protocol = "smtp"', "protocol 'smtp'"),
-    ('shape = { kind = "ramp", users = 4 }', "shape kind 'ramp'"),
-    ('shape = { kind = "open" }', "missing ['rate']"),
-    ('shape = { kind = "users", users = 4, rate = 3 }', "unknown ['rate']"),
-    ('shape = { kind = "users", users = -1 }', "shape.users=-1"),
-    ('shape = { kind = "spike", base = 1, peak = 9, at_s = 2 }', "missing ['hold_s']"),
-    ('duration_s = 2\nwarmup_s = 3', "duration_s=2"),
-    ('processes = 0', "processes=0"),
-    ('colour = "red"', "unknown keys ['colour']"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ('protocol = "grpc"', None),
+        ('protocol = "smtp"', "protocol 'smtp'"),
+        ('shape = { kind = "ramp", users = 4 }', "shape kind 'ramp'"),
+        ('shape = { kind = "open" }', "missing ['rate']"),
+        ('shape = { kind = "users", users = 4, rate = 3 }', "unknown ['rate']"),
+        ('shape = { kind = "users", users = -1 }', "shape.users=-1"),
+        ('shape = { kind = "spike", base = 1, peak = 9, at_s = 2 }', "missing ['hold_s']"),
+        ("duration_s = 2\nwarmup_s = 3", "duration_s=2"),
+        ("processes = 0", "processes=0"),
+        ('colour = "red"', "unknown keys ['colour']"),
+    ],
+)
 def test_bad_scenarios_name_the_value(change, message):
     text = MINIMAL.replace('protocol = "grpc"', change) if "protocol" in change else MINIMAL + change + "\n"
     if "shape" in change:
@@ -72,17 +75,20 @@ def test_bad_scenarios_name_the_value(change, message):
         campaign.parse(text)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name = 'x'\n[[scenarios]]\n", "needs an \\[slo\\] table"),
-    (MINIMAL.replace("p99_ms = 5", "p99_ms = 0"), "p99_ms=0"),
-    (MINIMAL.replace("p99_ms = 5", "p99_ms = 5\ngate = 'some'"), "gate='some'"),
-    (MINIMAL + "[[variants]]\nname = 'v'\ninstances = 0\n", "instances=0"),
-    (MINIMAL + "[[variants]]\nname = 'v'\nformat = 'tflite'\n", "format 'tflite' is not one of"),
-    (MINIMAL + "[[variants]]\nname = 'v'\n[[variants]]\nname = 'v'\n", "variant names repeat"),
-    (MINIMAL + "[tune]\nmodels = ['minilm']\n", "\\['minilm'\\] have no scenario"),
-    (MINIMAL + "[extra]\n", "unknown top-level keys"),
-    ("[slo\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name = 'x'\n[[scenarios]]\n", "needs an \\[slo\\] table"),
+        (MINIMAL.replace("p99_ms = 5", "p99_ms = 0"), "p99_ms=0"),
+        (MINIMAL.replace("p99_ms = 5", "p99_ms = 5\ngate = 'some'"), "gate='some'"),
+        (MINIMAL + "[[variants]]\nname = 'v'\ninstances = 0\n", "instances=0"),
+        (MINIMAL + "[[variants]]\nname = 'v'\nformat = 'tflite'\n", "format 'tflite' is not one of"),
+        (MINIMAL + "[[variants]]\nname = 'v'\n[[variants]]\nname = 'v'\n", "variant names repeat"),
+        (MINIMAL + "[tune]\nmodels = ['minilm']\n", "\\['minilm'\\] have no scenario"),
+        (MINIMAL + "[extra]\n", "unknown top-level keys"),
+        ("[slo\n", "not valid TOML"),
+    ],
+)
 def test_bad_campaigns_name_the_value(text, message):
     with pytest.raises(CampaignError, match=message):
         campaign.parse(text)

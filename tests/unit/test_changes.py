@@ -10,10 +10,15 @@ from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, 
 
 
 def spec(**kwargs) -> ModelSpec:
-    values = {"max_batch_size": 16, "instance_groups": (InstanceGroup(2, "KIND_CPU"),),
-              "dynamic_batching": DynamicBatching(0, (4,), queue_policy=QueuePolicy(128, 200_000)), **kwargs}
-    return ModelSpec(name="m", inputs=(TensorSpec("x", "FP32", (4,)),), outputs=(TensorSpec("y", "FP32", (2,)),),
-                     **values)
+    values = {
+        "max_batch_size": 16,
+        "instance_groups": (InstanceGroup(2, "KIND_CPU"),),
+        "dynamic_batching": DynamicBatching(0, (4,), queue_policy=QueuePolicy(128, 200_000)),
+        **kwargs,
+    }
+    return ModelSpec(
+        name="m", inputs=(TensorSpec("x", "FP32", (4,)),), outputs=(TensorSpec("y", "FP32", (2,)),), **values
+    )
 
 
 def test_unset_fields_keep_the_models_values():
@@ -22,13 +27,21 @@ def test_unset_fields_keep_the_models_values():
 
 
 def test_each_change_lands_in_the_spec():
-    changed = ServingChanges(max_batch_size=8, max_queue_delay_us=0, preferred_batch_sizes=(8, 2), instances=1,
-                             warmup=False, default_timeout_us=50_000).apply(spec())
+    changed = ServingChanges(
+        max_batch_size=8,
+        max_queue_delay_us=0,
+        preferred_batch_sizes=(8, 2),
+        instances=1,
+        warmup=False,
+        default_timeout_us=50_000,
+    ).apply(spec())
     assert changed.max_batch_size == 8 and not changed.warmup
     assert changed.instance_groups == (InstanceGroup(1, "KIND_CPU"),)
     assert changed.dynamic_batching == DynamicBatching(0, (2, 8), queue_policy=QueuePolicy(128, 50_000))
-    assert [w.batch_size for w in to_model_config(ServingChanges(max_batch_size=8).apply(spec())).model_warmup] == \
-        [1, 8]
+    assert [w.batch_size for w in to_model_config(ServingChanges(max_batch_size=8).apply(spec())).model_warmup] == [
+        1,
+        8,
+    ]
 
 
 def test_the_queue_policy_merges_field_by_field_and_goes_when_it_limits_nothing():
@@ -41,23 +54,27 @@ def test_the_queue_policy_merges_field_by_field_and_goes_when_it_limits_nothing(
 
 def test_the_batcher_goes_off_and_on():
     assert ServingChanges(dynamic_batching=False).apply(spec()).dynamic_batching is None
-    assert ServingChanges(dynamic_batching=True).apply(spec(dynamic_batching=None)).dynamic_batching == \
-        DynamicBatching(max_queue_delay_us=0)
+    assert ServingChanges(dynamic_batching=True).apply(spec(dynamic_batching=None)).dynamic_batching == DynamicBatching(
+        max_queue_delay_us=0
+    )
     kept = spec().dynamic_batching
     assert ServingChanges(dynamic_batching=True).apply(spec()).dynamic_batching == kept
 
 
-@pytest.mark.parametrize("kwargs, named", [
-    ({"max_batch_size": -1}, "max_batch_size=-1"),
-    ({"instances": 0}, "instances=0"),
-    ({"max_queue_delay_us": 2.5}, "max_queue_delay_us=2.5"),
-    ({"max_queue_size": True}, "max_queue_size=True"),
-    ({"timeout_action": "DROP"}, "timeout_action='DROP'"),
-    ({"instance_kind": "KIND_TPU"}, "instance_kind='KIND_TPU'"),
-    ({"warmup": "no"}, "warmup='no'"),
-    ({"preferred_batch_sizes": (0, 4)}, r"preferred_batch_sizes=\(0, 4\)"),
-    ({"dynamic_batching": False, "max_queue_size": 4}, "max_queue_size change the dynamic batcher"),
-])
+@pytest.mark.parametrize(
+    "kwargs, named",
+    [
+        ({"max_batch_size": -1}, "max_batch_size=-1"),
+        ({"instances": 0}, "instances=0"),
+        ({"max_queue_delay_us": 2.5}, "max_queue_delay_us=2.5"),
+        ({"max_queue_size": True}, "max_queue_size=True"),
+        ({"timeout_action": "DROP"}, "timeout_action='DROP'"),
+        ({"instance_kind": "KIND_TPU"}, "instance_kind='KIND_TPU'"),
+        ({"warmup": "no"}, "warmup='no'"),
+        ({"preferred_batch_sizes": (0, 4)}, r"preferred_batch_sizes=\(0, 4\)"),
+        ({"dynamic_batching": False, "max_queue_size": 4}, "max_queue_size change the dynamic batcher"),
+    ],
+)
 def test_bad_values_are_named_when_made(kwargs, named):
     with pytest.raises(SpecError, match=named):
         ServingChanges(**kwargs)
@@ -72,8 +89,9 @@ def test_combinations_the_spec_refuses_are_named_when_applied():
 
 
 def test_from_a_table_and_unknown_keys():
-    assert apply_changes(spec(), {"instances": 4, "preferred_batch_sizes": [2]}) == \
-        ServingChanges(instances=4, preferred_batch_sizes=(2,)).apply(spec())
+    assert apply_changes(spec(), {"instances": 4, "preferred_batch_sizes": [2]}) == ServingChanges(
+        instances=4, preferred_batch_sizes=(2,)
+    ).apply(spec())
     with pytest.raises(SpecError, match="'max_queue_delay'"):
         ServingChanges.from_dict({"max_queue_delay": 5})
 
@@ -82,8 +100,7 @@ def test_a_served_config_changed_and_regenerated():
     """The path a campaign variant takes: served config -> spec -> changes -> config."""
     entry = catalog.entry("minilm")
     served = to_model_config(entry.spec(zoo.build("minilm")))
-    changed = to_model_config(ServingChanges(instances=1, default_timeout_us=100_000).apply(
-        from_model_config(served)))
+    changed = to_model_config(ServingChanges(instances=1, default_timeout_us=100_000).apply(from_model_config(served)))
     assert changed.instance_group[0].count == 1
     assert changed.dynamic_batching.default_queue_policy.default_timeout_microseconds == 100_000
     assert changed.dynamic_batching.default_queue_policy.max_queue_size == 128  # kept from the catalog

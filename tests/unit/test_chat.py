@@ -49,10 +49,12 @@ def test_the_committed_template_is_the_ggufs_own(template):
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_rendering_and_tokens_equal_transformers_apply_chat_template(template, hf_tokenizer, question):
     messages = [{"role": "user", "content": question}]
-    assert template.render(question) == hf_tokenizer.apply_chat_template(messages, tokenize=False,
-                                                                         add_generation_prompt=True)
-    parsed = parse_request(smollm.tokenizer(), one(question.encode()), one(8, np.int32), chat=one(True, np.bool_),
-                           template=template)
+    assert template.render(question) == hf_tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True
+    )
+    parsed = parse_request(
+        smollm.tokenizer(), one(question.encode()), one(8, np.int32), chat=one(True, np.bool_), template=template
+    )
     expected = hf_tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"]
     assert parsed.prompt_ids == list(expected)
     assert parsed.stop_ids == template.stop_ids
@@ -61,36 +63,54 @@ def test_rendering_and_tokens_equal_transformers_apply_chat_template(template, h
 def test_chat_false_or_absent_keeps_the_raw_prompt(template):
     raw = smollm.tokenizer().encode("The capital of France is").ids
     for flag in (None, one(False, np.bool_)):
-        parsed = parse_request(smollm.tokenizer(), one(b"The capital of France is"), one(8, np.int32), chat=flag,
-                               template=template)
+        parsed = parse_request(
+            smollm.tokenizer(), one(b"The capital of France is"), one(8, np.int32), chat=flag, template=template
+        )
         assert parsed.prompt_ids == raw and parsed.stop_ids == EOS_IDS
 
 
-@pytest.mark.parametrize("flag, template_present, message", [
-    (one(1, np.int32), True, "CHAT must be BOOL (true or false), got int32"),
-    (one(b"true"), True, "CHAT must be BOOL"),
-    (np.array([True, False]), True, "CHAT must hold exactly one element, got 2"),
-    (np.array([], dtype=np.bool_), True, "CHAT must hold exactly one element, got 0"),
-    (one(True, np.bool_), False, "CHAT is true but this model has no chat template"),
-])
+@pytest.mark.parametrize(
+    "flag, template_present, message",
+    [
+        (one(1, np.int32), True, "CHAT must be BOOL (true or false), got int32"),
+        (one(b"true"), True, "CHAT must be BOOL"),
+        (np.array([True, False]), True, "CHAT must hold exactly one element, got 2"),
+        (np.array([], dtype=np.bool_), True, "CHAT must hold exactly one element, got 0"),
+        (one(True, np.bool_), False, "CHAT is true but this model has no chat template"),
+    ],
+)
 def test_a_bad_chat_value_is_refused_naming_chat(template, flag, template_present, message):
     with pytest.raises(GenerationInputError) as caught:
-        parse_request(smollm.tokenizer(), one(b"Hello"), one(4, np.int32), chat=flag,
-                      template=template if template_present else None)
+        parse_request(
+            smollm.tokenizer(),
+            one(b"Hello"),
+            one(4, np.int32),
+            chat=flag,
+            template=template if template_present else None,
+        )
     assert message in str(caught.value)
 
 
 def test_a_template_that_refuses_the_conversation_is_a_clear_error(template):
-    strict = ChatTemplate(template="{{ raise_exception('only system prompts, please') }}", bos_token="<|im_start|>",
-                          eos_token="<|im_end|>", end_of_turn_token="<|im_end|>",
-                          ids={"<|im_start|>": 1, "<|im_end|>": 2})
+    strict = ChatTemplate(
+        template="{{ raise_exception('only system prompts, please') }}",
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        end_of_turn_token="<|im_end|>",
+        ids={"<|im_start|>": 1, "<|im_end|>": 2},
+    )
     with pytest.raises(GenerationInputError, match="CHAT: the chat template refused the prompt: only system"):
         parse_request(smollm.tokenizer(), one(b"Hello"), one(4, np.int32), chat=one(True, np.bool_), template=strict)
 
 
 def test_the_template_runs_sandboxed():
-    sneaky = ChatTemplate(template="{{ messages.__class__.__mro__ }}", bos_token="a", eos_token="b",
-                          end_of_turn_token="b", ids={"a": 1, "b": 2})
+    sneaky = ChatTemplate(
+        template="{{ messages.__class__.__mro__ }}",
+        bos_token="a",
+        eos_token="b",
+        end_of_turn_token="b",
+        ids={"a": 1, "b": 2},
+    )
     with pytest.raises(ChatTemplateError, match="refused"):
         sneaky.render("hi")
 
@@ -100,8 +120,13 @@ def test_a_broken_file_or_a_mismatched_tokenizer_is_refused(tmp_path, template):
     bad.write_text('{"template": "x"}')
     with pytest.raises(ChatTemplateError, match="not a chat template file"):
         ChatTemplate.load(bad)
-    shifted = ChatTemplate(template.template, template.bos_token, template.eos_token, template.end_of_turn_token,
-                           ids={template.bos_token: 1, template.eos_token: 3})
+    shifted = ChatTemplate(
+        template.template,
+        template.bos_token,
+        template.eos_token,
+        template.end_of_turn_token,
+        ids={template.bos_token: 1, template.eos_token: 3},
+    )
     with pytest.raises(ChatTemplateError, match=re.escape("'<|im_end|>' is id 3, the tokenizer's is 2")):
         shifted.check_tokenizer(smollm.tokenizer())
 

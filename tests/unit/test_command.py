@@ -12,20 +12,30 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 
 def tune(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tritonkit_cli", "tune", *args], cwd=PROJECT, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", "tune", *args], cwd=PROJECT, capture_output=True, text=True, timeout=60
+    )
 
 
-@pytest.mark.parametrize("args, words", [
-    (["nosuch", "--slo-p99-ms", "5", "--users", "4"], ["'nosuch' is not in"]),
-    (["digits", "--slo-p99-ms", "5"], ["one of the arguments --users --rate is required"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--rate", "10"], ["not allowed with argument"]),
-    (["digits", "--slo-p99-ms", "-1", "--users", "4"], ["'-1' must be > 0"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--shape", "ids"], ["--shape 'ids' is not NAME:D1,D2"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--delays-us", "0,soon"], ["'0,soon' is not a list of delays"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--input-data", "missing.json"], ["--input-data missing.json: no such file"]),
-    (["digits", "--slo-p99-ms", "5", "--users", "4", "--max-error-rate", "2"], ["--max-error-rate 2"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["nosuch", "--slo-p99-ms", "5", "--users", "4"], ["'nosuch' is not in"]),
+        (["digits", "--slo-p99-ms", "5"], ["one of the arguments --users --rate is required"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--rate", "10"], ["not allowed with argument"]),
+        (["digits", "--slo-p99-ms", "-1", "--users", "4"], ["'-1' must be > 0"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--shape", "ids"], ["--shape 'ids' is not NAME:D1,D2"]),
+        (
+            ["digits", "--slo-p99-ms", "5", "--users", "4", "--delays-us", "0,soon"],
+            ["'0,soon' is not a list of delays"],
+        ),
+        (
+            ["digits", "--slo-p99-ms", "5", "--users", "4", "--input-data", "missing.json"],
+            ["--input-data missing.json: no such file"],
+        ),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--max-error-rate", "2"], ["--max-error-rate 2"]),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     done = tune(*args)
     assert done.returncode == 2, done.stderr
@@ -38,6 +48,16 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
 def test_help_teaches_the_load_the_budget_and_the_write_paths():
     done = tune("--help")
     assert done.returncode == 0
-    for text in ("--users", "--rate", "--budget-s", "--analyzer", "--dry-run", "export/tuned.toml", "config.pbtxt",
-                 "perf_analyzer", "--repository", "--server-cpus"):
+    for text in (
+        "--users",
+        "--rate",
+        "--budget-s",
+        "--analyzer",
+        "--dry-run",
+        "export/tuned.toml",
+        "config.pbtxt",
+        "perf_analyzer",
+        "--repository",
+        "--server-cpus",
+    ):
         assert text in done.stdout, text

@@ -8,9 +8,16 @@ from loadtest.tune.analyzer import AnalyzerPick
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
 
-PICK = AnalyzerPick(model="digits", config_name="digits_config_2", max_batch_size=8, instance_count=2,
-                    dynamic_batching={"max_queue_delay_us": 500, "preferred_batch_sizes": [8, 4]},
-                    concurrency=16, throughput_infer_s=3188.0, p99_ms=4.72)
+PICK = AnalyzerPick(
+    model="digits",
+    config_name="digits_config_2",
+    max_batch_size=8,
+    instance_count=2,
+    dynamic_batching={"max_queue_delay_us": 500, "preferred_batch_sizes": [8, 4]},
+    concurrency=16,
+    throughput_infer_s=3188.0,
+    p99_ms=4.72,
+)
 
 
 def run(throughput: float, p99: float) -> Measurement:

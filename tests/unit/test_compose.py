@@ -14,8 +14,11 @@ import yaml
 from deploy.server import PROJECT_ROOT
 from tests.deploy_tools import compose
 
-ENV = dict(line.split("=", 1) for line in (PROJECT_ROOT / ".env").read_text().splitlines()
-           if line.strip() and not line.startswith("#"))
+ENV = dict(
+    line.split("=", 1)
+    for line in (PROJECT_ROOT / ".env").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+)
 RELEASE = ENV["NGC_RELEASE"]
 NATIVE_BACKENDS = ("pytorch", "onnxruntime", "tensorrt", "python")
 EXIT_TIMEOUT = re.compile(r"--exit-timeout-secs=(\d+)")
@@ -203,8 +206,11 @@ def test_dockerfiles_copy_what_exists():
 
 def test_make_check_deploy_runs_every_validator():
     """README's one command for validating deploy/ offline: compose, promtool, kustomize + schemas."""
-    result = subprocess.run(["make", "-s", "check-deploy"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        ["make", "-s", "check-deploy"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert ("check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s "
-            "overlays are valid") in result.stdout
+    assert (
+        "check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s "
+        "overlays are valid"
+    ) in result.stdout

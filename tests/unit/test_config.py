@@ -95,8 +95,14 @@ def test_warmup_covers_batch_one_and_max_and_skips_optional_inputs():
 
 
 def test_a_python_model_names_its_backend_and_bytes_map_to_type_string():
-    spec = ModelSpec(name="t", platform="python", inputs=(TensorSpec("TEXT", "BYTES", (1,)),),
-                     outputs=(TensorSpec("EMBEDDING", "FP32", (384,)),), decoupled=True, latest_versions=None)
+    spec = ModelSpec(
+        name="t",
+        platform="python",
+        inputs=(TensorSpec("TEXT", "BYTES", (1,)),),
+        outputs=(TensorSpec("EMBEDDING", "FP32", (384,)),),
+        decoupled=True,
+        latest_versions=None,
+    )
     config = to_model_config(spec)
     assert config.backend == "python" and not config.platform
     assert config.input[0].data_type == mc.TYPE_STRING
@@ -121,12 +127,17 @@ def test_every_generated_config_parses_back_to_its_spec():
     for spec in specs:
         config = to_model_config(spec)
         assert to_model_config(from_model_config(config)) == config, spec.name
-        out_of_band = {"labels": spec.labels, "description": spec.description, "version": spec.version,
-                       "precision": spec.precision}
+        out_of_band = {
+            "labels": spec.labels,
+            "description": spec.description,
+            "version": spec.version,
+            "precision": spec.precision,
+        }
         assert from_model_config(config, **out_of_band) == spec, spec.name
         alone = from_model_config(config)
-        assert alone == spec.replace(labels=(), description="",
-                                     precision=spec.precision if spec.tensorrt_accelerator else "fp32"), spec.name
+        assert alone == spec.replace(
+            labels=(), description="", precision=spec.precision if spec.tensorrt_accelerator else "fp32"
+        ), spec.name
         assert alone.labels_file == ("labels.txt" if spec.labels else "")
 
 
@@ -173,18 +184,20 @@ def test_read_recovers_an_exported_folder(tmp_path):
     assert spec.precision == "fp16" and spec.version == 2 and len(spec.labels) == 10 and spec.description
 
 
-BASE = ('name: "m" platform: "pytorch_libtorch" max_batch_size: 4 '
-        'input { name: "x" data_type: TYPE_FP32 dims: 4 } output { name: "y" data_type: TYPE_FP32 dims: 2 } ')
+BASE = (
+    'name: "m" platform: "pytorch_libtorch" max_batch_size: 4 '
+    'input { name: "x" data_type: TYPE_FP32 dims: 4 } output { name: "y" data_type: TYPE_FP32 dims: 2 } '
+)
 UNREPRESENTABLE = [
     ('input { name: "x" data_type: TYPE_FP32 dims: 4 reshape { shape: 2 shape: 2 } }', "input[0].reshape"),
     ('output { name: "z" data_type: TYPE_FP32 dims: 1 label_filename: "more.txt" }', "output[1].label_filename"),
-    ('instance_group { count: 1 kind: KIND_GPU gpus: 1 }', "instance_group[0].gpus"),
-    ('sequence_batching { }', "sequence_batching"),
-    ('dynamic_batching { priority_levels: 2 }', "dynamic_batching.priority_levels"),
-    ('dynamic_batching { default_queue_policy { timeout_action: DELAY } }', "dynamic_batching.default_queue_policy"),
-    ('version_policy { all { } }', "version_policy"),
-    ('response_cache { enable: true }', "response_cache"),
-    ('optimization { graph { level: 1 } }', "optimization"),
+    ("instance_group { count: 1 kind: KIND_GPU gpus: 1 }", "instance_group[0].gpus"),
+    ("sequence_batching { }", "sequence_batching"),
+    ("dynamic_batching { priority_levels: 2 }", "dynamic_batching.priority_levels"),
+    ("dynamic_batching { default_queue_policy { timeout_action: DELAY } }", "dynamic_batching.default_queue_policy"),
+    ("version_policy { all { } }", "version_policy"),
+    ("response_cache { enable: true }", "response_cache"),
+    ("optimization { graph { level: 1 } }", "optimization"),
 ]
 
 
@@ -198,17 +211,21 @@ def test_a_field_a_spec_cannot_hold_is_refused_by_name(extra, field):
 
 def test_a_value_a_spec_refuses_is_named():
     with pytest.raises(ConfigError, match="'tensorflow_savedmodel'"):
-        from_model_config(text_format.Parse(BASE.replace("pytorch_libtorch", "tensorflow_savedmodel"),
-                                            mc.ModelConfig()))
+        from_model_config(
+            text_format.Parse(BASE.replace("pytorch_libtorch", "tensorflow_savedmodel"), mc.ModelConfig())
+        )
     with pytest.raises(ConfigError, match="count 0"):
         from_model_config(text_format.Parse(BASE + "instance_group { kind: KIND_CPU }", mc.ModelConfig()))
 
 
 def test_preferred_batch_sizes_in_any_order_parse():
-    config = text_format.Parse('name: "m" platform: "pytorch_libtorch" max_batch_size: 8 '
-                               'input { name: "x" data_type: TYPE_FP32 dims: 4 } '
-                               'output { name: "y" data_type: TYPE_FP32 dims: 2 } '
-                               'dynamic_batching { preferred_batch_size: 8 preferred_batch_size: 2 }', mc.ModelConfig())
+    config = text_format.Parse(
+        'name: "m" platform: "pytorch_libtorch" max_batch_size: 8 '
+        'input { name: "x" data_type: TYPE_FP32 dims: 4 } '
+        'output { name: "y" data_type: TYPE_FP32 dims: 2 } '
+        "dynamic_batching { preferred_batch_size: 8 preferred_batch_size: 2 }",
+        mc.ModelConfig(),
+    )
     assert from_model_config(config).dynamic_batching.preferred_batch_sizes == (2, 8)
 
 
@@ -243,7 +260,9 @@ def test_the_load_apis_json_round_trips():
         assert from_json(to_json(spec)) == from_model_config(to_model_config(spec)), spec.name
     data = served()["efficientnet_lite0"]
     assert to_json(from_json(data))["dynamic_batching"]["default_queue_policy"] == {
-        "max_queue_size": 128, "default_timeout_microseconds": "200000"}
+        "max_queue_size": 128,
+        "default_timeout_microseconds": "200000",
+    }
 
 
 def test_server_defaults_are_removed_but_a_real_setting_stays():
@@ -303,8 +322,12 @@ def test_a_queue_policy_with_a_batching_delay_warns():
 
 
 def test_an_image_input_layout_lands_in_the_config(tmp_path):
-    spec = ModelSpec(name="cnn", inputs=(TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),),
-                     outputs=(TensorSpec("logits", "FP32", (1000,)),), max_batch_size=8)
+    spec = ModelSpec(
+        name="cnn",
+        inputs=(TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),),
+        outputs=(TensorSpec("logits", "FP32", (1000,)),),
+        max_batch_size=8,
+    )
     config = to_model_config(spec)
     assert config.input[0].format == mc.ModelInput.FORMAT_NCHW
     assert "format: FORMAT_NCHW" in render(spec)
@@ -322,10 +345,12 @@ def test_the_image_models_declare_nchw_in_every_variant():
                 assert [i.format for i in config.input] == [mc.ModelInput.FORMAT_NCHW], (config.name, target)
 
 
-HAND_WARMUP = ('model_warmup { name: "real_1" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
-               'input_data_file: "x.bin" } } } '
-               'model_warmup { name: "real_4" batch_size: 4 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
-               'input_data_file: "x4.bin" } } }')
+HAND_WARMUP = (
+    'model_warmup { name: "real_1" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
+    'input_data_file: "x.bin" } } } '
+    'model_warmup { name: "real_4" batch_size: 4 inputs { key: "x" value { data_type: TYPE_FP32 dims: 4 '
+    'input_data_file: "x4.bin" } } }'
+)
 
 
 def test_hand_written_warmup_samples_are_kept_verbatim():

@@ -83,8 +83,14 @@ def _load_in_fresh_process(path, import_ops: bool) -> subprocess.CompletedProces
         x = torch.linspace(-6, 6, 16).reshape(2, 8)
         print(module(x).sum().item())
     """)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=path.parent, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=path.parent,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
 
 
 def test_saved_file_loads_in_a_fresh_process_only_after_the_op_module_is_imported(tmp_path):

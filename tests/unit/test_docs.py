@@ -20,6 +20,9 @@ INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 MAKE = re.compile(r"(?:^|[\s(;&|])make(?:\s+-\w+)*\s+([a-z][a-z0-9-]*)")
 MAKE_TARGET = re.compile(r"^([a-z][a-z0-9-]*)\s*:(?!=)", re.M)
+PROJECT_PATH = re.compile(
+    r"(?<![\w./-])((?:tests|export|loadtest|deploy|backends)/[\w./-]*\w\.(?:py|toml|md|yml|yaml|json))"
+)
 
 
 def split_code(text: str) -> tuple[list[str], list[str]]:
@@ -105,6 +108,12 @@ def make_problems(path: Path, makefile: Path) -> list[str]:
     return [f"{path.name}: `make {target}` is not a target of {makefile.name}" for target in missing]
 
 
+def missing_paths(path: Path, root: Path = ROOT) -> list[str]:
+    """Project files (``tests/unit/test_x.py``, ``export/models.toml``, ...) a page names that do not exist."""
+    named = sorted(set(PROJECT_PATH.findall(path.read_text())))
+    return [f"{path.name}: {name} does not exist" for name in named if "*" not in name and not (root / name).exists()]
+
+
 # --- the project's docs -------------------------------------------------------------------------------------
 
 
@@ -116,6 +125,17 @@ def test_every_relative_link_resolves(page):
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_make_target_named_exists(page):
     assert make_problems(page, ROOT / "Makefile") == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_project_file_named_exists(page):
+    assert missing_paths(page) == []
+
+
+def test_the_checker_finds_a_file_that_was_renamed(tmp_path):
+    page = write(tmp_path / "page.md", "see `tests/unit/test_gone.py` and tests/unit/test_here.py\n")
+    write(tmp_path / "tests" / "unit" / "test_here.py", "")
+    assert missing_paths(page, tmp_path) == ["page.md: tests/unit/test_gone.py does not exist"]
 
 
 def test_the_readme_names_the_two_commands():
@@ -145,23 +165,29 @@ def write(path: Path, text: str) -> Path:
 def test_slug_follows_github():
     assert slug("Overload: queue policy at 1x, 1.5x and 2x") == "overload-queue-policy-at-1x-15x-and-2x"
     assert slug("`text_generator`'s `CHAT` (`tests/functional/test_chat.py`)") == (
-        "text_generators-chat-testsfunctionaltest_chatpy")
+        "text_generators-chat-testsfunctionaltest_chatpy"
+    )
     assert slug("The side-by-side benchmark (`make bench`)") == "the-side-by-side-benchmark-make-bench"
 
 
 def test_the_checker_finds_a_missing_file_and_a_missing_anchor(tmp_path):
     write(tmp_path / "docs" / "other.md", "# Other\n\n## A section: with punctuation\n\n## Twice\n\n## Twice\n")
-    page = write(tmp_path / "docs" / "page.md", "\n".join([
-        "# Page",
-        "[good](other.md) [good anchor](other.md#a-section-with-punctuation) [second](other.md#twice-1)",
-        "[self](#page) [web](https://example.com/missing.md) [mail](mailto:a@example.com)",
-        "[bad file](missing.md) and [bad anchor](other.md#no-such-heading) and [bad self](#nowhere)",
-        "`[in code](not-checked.md)`",
-        "```",
-        "[in a fenced block](not-checked-either.md)",
-        "# not a heading",
-        "```",
-    ]))
+    page = write(
+        tmp_path / "docs" / "page.md",
+        "\n".join(
+            [
+                "# Page",
+                "[good](other.md) [good anchor](other.md#a-section-with-punctuation) [second](other.md#twice-1)",
+                "[self](#page) [web](https://example.com/missing.md) [mail](mailto:a@example.com)",
+                "[bad file](missing.md) and [bad anchor](other.md#no-such-heading) and [bad self](#nowhere)",
+                "`[in code](not-checked.md)`",
+                "```",
+                "[in a fenced block](not-checked-either.md)",
+                "# not a heading",
+                "```",
+            ]
+        ),
+    )
     problems = link_problems(page)
     assert len(problems) == 3, problems
     assert "missing.md does not exist" in problems[0]
@@ -171,8 +197,13 @@ def test_the_checker_finds_a_missing_file_and_a_missing_anchor(tmp_path):
 
 def test_the_checker_finds_a_make_target_that_does_not_exist(tmp_path):
     makefile = write(tmp_path / "Makefile", "demo: setup ## the demo\n\t@true\nsoak: MODEL ?= digits\nX := 1\n")
-    page = write(tmp_path / "README.md", "`make demo`, `make soak MODEL=x`, `make -s nosuch` and, in prose, make sense\n"
-                                         "```bash\nmake lint   # not a target\n```\n")
+    page = write(
+        tmp_path / "README.md",
+        "`make demo`, `make soak MODEL=x`, `make -s nosuch` and, in prose, make sense\n"
+        "```bash\nmake lint   # not a target\n```\n",
+    )
     assert make_targets(makefile) == {"demo", "soak"}
     assert make_problems(page, makefile) == [
-        "README.md: `make lint` is not a target of Makefile", "README.md: `make nosuch` is not a target of Makefile"]
+        "README.md: `make lint` is not a target of Makefile",
+        "README.md: `make nosuch` is not a target of Makefile",
+    ]

@@ -25,16 +25,26 @@ class Branchy(nn.Module):
 
 def zoo_model(module, example) -> ZooModel:
     return ZooModel(
-        name="t", module=module.eval(), inputs=(TensorSpec("x", "FP32", (4,)),), outputs=(TensorSpec("y", "FP32", (4,)),),
-        example_inputs=(example,), random_inputs=lambda b, _s, g: (torch.randn(b, 4, generator=g),),
+        name="t",
+        module=module.eval(),
+        inputs=(TensorSpec("x", "FP32", (4,)),),
+        outputs=(TensorSpec("y", "FP32", (4,)),),
+        example_inputs=(example,),
+        random_inputs=lambda b, _s, g: (torch.randn(b, 4, generator=g),),
         reference_inputs=(torch.randn(16, 4),),
         tolerances={"fp32": Tolerance(atol=1e-5, rtol=1e-5), "fp16": Tolerance(atol=1e-2, rtol=1e-2)},
     )
 
 
 def spec_for(model: ZooModel, variant: Variant, max_batch_size: int = 8) -> ModelSpec:
-    return ModelSpec(name=variant.model_name(model.name), inputs=model.inputs, outputs=model.outputs,
-                     platform=variant.platform, precision=variant.precision, max_batch_size=max_batch_size)
+    return ModelSpec(
+        name=variant.model_name(model.name),
+        inputs=model.inputs,
+        outputs=model.outputs,
+        platform=variant.platform,
+        precision=variant.precision,
+        max_batch_size=max_batch_size,
+    )
 
 
 @pytest.mark.parametrize("variant", [Variant("torchscript"), Variant("torchscript", "fp16"), Variant("onnx")])
@@ -74,7 +84,9 @@ def test_untraceable_model_fails_with_the_reason_and_leaves_nothing(tmp_path):
             return x.numpy()
 
     model = zoo_model(Bad(), torch.ones(1, 4))
-    done = pipeline.export_variant(model, spec_for(model, Variant("torchscript")), Variant("torchscript"), tmp_path / "r")
+    done = pipeline.export_variant(
+        model, spec_for(model, Variant("torchscript")), Variant("torchscript"), tmp_path / "r"
+    )
     assert done.result.status == "failed" and "Tracer cannot infer type" in done.result.message
     assert not (tmp_path / "r" / "t").exists()
 

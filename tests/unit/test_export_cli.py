@@ -16,8 +16,20 @@ def export(*args, cwd=None):
 
 
 def test_user_model_exports_with_a_config(tmp_path):
-    result = export("--model-file", f"{USER_MODEL}:build", "--name", "scorer", "--input", "features:FP32:16",
-                    "--output", "scores", "--max-batch-size", "16", "--repository", str(tmp_path))
+    result = export(
+        "--model-file",
+        f"{USER_MODEL}:build",
+        "--name",
+        "scorer",
+        "--input",
+        "features:FP32:16",
+        "--output",
+        "scores",
+        "--max-batch-size",
+        "16",
+        "--repository",
+        str(tmp_path),
+    )
     assert result.returncode == 0, result.stderr
     assert "scorer" in result.stdout and "ok" in result.stdout
     config = config_io.parse(tmp_path / "scorer" / "config.pbtxt")
@@ -25,19 +37,30 @@ def test_user_model_exports_with_a_config(tmp_path):
     assert (tmp_path / "scorer" / "1" / "model.pt").is_file()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["nosuchmodel"], ["nosuchmodel", "digits"]),
-    (["--model-file", f"{USER_MODEL}:build", "--name", "m", "--input", "features:FP32", "--output", "y"],
-     ["NAME:DTYPE:DIMS"]),
-    (["--model-file", f"{USER_MODEL}:broken", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
-     ["raised RuntimeError", "weights file missing"]),
-    (["--model-file", f"{USER_MODEL}:nothing", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
-     ["no callable 'nothing'"]),
-    (["--model-file", "missing.py:build", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
-     ["no file 'missing.py'"]),
-    (["digits", "--preferred-batch-sizes", "128"], ["preferred_batch_sizes [128] exceed max_batch_size=64"]),
-    (["digits", "--format", "torch-tensorrt"], ["use --target gpu"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["nosuchmodel"], ["nosuchmodel", "digits"]),
+        (
+            ["--model-file", f"{USER_MODEL}:build", "--name", "m", "--input", "features:FP32", "--output", "y"],
+            ["NAME:DTYPE:DIMS"],
+        ),
+        (
+            ["--model-file", f"{USER_MODEL}:broken", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
+            ["raised RuntimeError", "weights file missing"],
+        ),
+        (
+            ["--model-file", f"{USER_MODEL}:nothing", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
+            ["no callable 'nothing'"],
+        ),
+        (
+            ["--model-file", "missing.py:build", "--name", "m", "--input", "features:FP32:16", "--output", "y"],
+            ["no file 'missing.py'"],
+        ),
+        (["digits", "--preferred-batch-sizes", "128"], ["preferred_batch_sizes [128] exceed max_batch_size=64"]),
+        (["digits", "--format", "torch-tensorrt"], ["use --target gpu"]),
+    ],
+)
 def test_bad_arguments_give_one_clear_line_and_exit_2(tmp_path, args, words):
     result = export(*args, "--repository", str(tmp_path))
     assert result.returncode == 2, result.stdout + result.stderr
@@ -48,8 +71,18 @@ def test_bad_arguments_give_one_clear_line_and_exit_2(tmp_path, args, words):
 
 
 def test_a_model_that_does_not_trace_fails_the_export_and_writes_nothing(tmp_path):
-    result = export("--model-file", f"{USER_MODEL}:untraceable", "--name", "m", "--input", "features:FP32:16",
-                    "--output", "y", "--repository", str(tmp_path))
+    result = export(
+        "--model-file",
+        f"{USER_MODEL}:untraceable",
+        "--name",
+        "m",
+        "--input",
+        "features:FP32:16",
+        "--output",
+        "y",
+        "--repository",
+        str(tmp_path),
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mismatch" in result.stdout and "max abs" in result.stdout
     assert "failed their checks" in result.stderr

@@ -22,6 +22,7 @@ from export.zoo import base
 
 # --- the weight cache -------------------------------------------------------------------------------
 
+
 def test_cache_leaves_a_project_it_cannot_write_for_the_users_cache(tmp_path, monkeypatch):
     project = tmp_path / "opt" / "tritonkit"
     project.mkdir(parents=True)
@@ -55,6 +56,7 @@ def test_weights_that_cannot_be_cached_are_still_returned(tmp_path, monkeypatch)
 
 # --- staging ----------------------------------------------------------------------------------------
 
+
 def test_staging_is_in_the_temp_folder_not_beside_the_repository(tmp_path, monkeypatch):
     seen = []
     convert = torchscript.convert
@@ -79,10 +81,12 @@ def test_staging_is_in_the_temp_folder_not_beside_the_repository(tmp_path, monke
 
 # --- a volume this user cannot write ----------------------------------------------------------------
 
+
 def test_a_repository_that_cannot_be_written_is_one_line_naming_the_user_and_the_storage(tmp_path, capsys):
     (tmp_path / "file").write_text("")
-    code = cli.main(["digits", "--repository", str(tmp_path / "file" / "models"),
-                     "--seed-from", str(DEFAULT_REPOSITORY)])
+    code = cli.main(
+        ["digits", "--repository", str(tmp_path / "file" / "models"), "--seed-from", str(DEFAULT_REPOSITORY)]
+    )
     err = capsys.readouterr().err
     assert code == cli.EXIT_USAGE
     (line,) = [line for line in err.splitlines() if line.strip()]
@@ -91,6 +95,7 @@ def test_a_repository_that_cannot_be_written_is_one_line_naming_the_user_and_the
 
 
 # --- required and optional variants -----------------------------------------------------------------
+
 
 def test_gpu_requires_torchscript_and_treats_accelerated_formats_as_optional():
     assert Variant("torchscript", "fp16").required_on("gpu") and Variant("torchscript").required_on("gpu")
@@ -127,8 +132,9 @@ def test_an_optional_variant_whose_toolchain_is_missing_reports_and_does_not_fai
     assert (tmp_path / "digits" / "1" / "model.pt").is_file()
 
     # The same variant named on the command line is required: the run fails and writes no marker.
-    code = cli.main(["digits", "--format", "onnx", "--repository", str(tmp_path), "--seed-from",
-                     str(DEFAULT_REPOSITORY)])
+    code = cli.main(
+        ["digits", "--format", "onnx", "--repository", str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)]
+    )
     assert code == cli.EXIT_SKIPPED
     assert not (tmp_path / COMPLETE_MARKER).exists()
     # So is every variant under --require-all.
@@ -141,8 +147,9 @@ def test_a_required_variant_without_its_toolchain_fails_the_run(tmp_path, capsys
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA: the gpu target's required variants can be exported here")
-    code = cli.main(["digits", "--target", "gpu", "--repository", str(tmp_path), "--seed-from",
-                     str(DEFAULT_REPOSITORY)])
+    code = cli.main(
+        ["digits", "--target", "gpu", "--repository", str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)]
+    )
     captured = capsys.readouterr()
     assert code == cli.EXIT_SKIPPED
     assert "a required variant was skipped" in captured.err

@@ -19,6 +19,7 @@ def _run_batcher(predict, requests: list[dict], max_batch: int, max_wait_ms: flo
             return await asyncio.gather(*(batcher.submit(r) for r in requests), return_exceptions=True), batcher
         finally:
             await batcher.stop()
+
     return asyncio.run(go())
 
 
@@ -35,8 +36,12 @@ def test_the_batcher_groups_matching_shapes_and_splits_results_back(tiny_module)
     for i in range(7):
         width = 4 if i % 3 else 3  # requests 0, 3, 6 have another shape
         rows = 1 + i % 2
-        requests.append({"x": rng.normal(size=(rows, width)).astype(np.float32),
-                         "offset": rng.integers(0, 5, size=(rows, 2)).astype(np.int64)})
+        requests.append(
+            {
+                "x": rng.normal(size=(rows, width)).astype(np.float32),
+                "offset": rng.integers(0, 5, size=(rows, 2)).astype(np.int64),
+            }
+        )
     results, batcher = _run_batcher(predict, requests, max_batch=32, max_wait_ms=50)
     for request, result in zip(requests, results, strict=True):
         expected = request["x"] * 2 + request["offset"].sum(axis=1, keepdims=True)
@@ -55,7 +60,8 @@ def test_the_batcher_respects_max_batch_rows():
         return {"y": arrays["x"] + 1}
 
     requests = [{"x": np.full((1, 2), i, dtype=np.float32)} for i in range(10)] + [
-        {"x": np.zeros((6, 2), dtype=np.float32)}]  # larger than max_batch: runs alone
+        {"x": np.zeros((6, 2), dtype=np.float32)}
+    ]  # larger than max_batch: runs alone
     results, _ = _run_batcher(predict, requests, max_batch=4, max_wait_ms=20)
     assert sizes == [4, 4, 2, 6]
     for i in range(10):

@@ -20,9 +20,10 @@ def test_the_first_request_repository_drops_only_the_warmup(tmp_path):
     (source / "config.pbtxt").write_text(
         'name: "m"\nplatform: "pytorch_libtorch"\nmax_batch_size: 4\n'
         'input { name: "x" data_type: TYPE_FP32 dims: 2 }\noutput { name: "y" data_type: TYPE_FP32 dims: 2 }\n'
-        'dynamic_batching { max_queue_delay_microseconds: 100 }\n'
+        "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
         'model_warmup { name: "w1" batch_size: 1 inputs { key: "x" value { data_type: TYPE_FP32 dims: 2 '
-        'zero_data: true } } }\n')
+        "zero_data: true } } }\n"
+    )
     assert _serving_repository(tmp_path / "src", "m", tmp_path / "on", keep_warmup=True) == {"m": 1}
     assert _serving_repository(tmp_path / "src", "m", tmp_path / "off", keep_warmup=False) == {"m": 0}
     off = tmp_path / "off" / "m"
@@ -34,8 +35,12 @@ def test_the_first_request_repository_drops_only_the_warmup(tmp_path):
 
 
 def test_an_ensemble_is_served_with_its_members_each_without_its_warmup(tmp_path):
-    assert members(DEFAULT_REPOSITORY, "image_classifier") == ["image_classifier", "preprocess", "efficientnet_lite0",
-                                                                "postprocess"]
+    assert members(DEFAULT_REPOSITORY, "image_classifier") == [
+        "image_classifier",
+        "preprocess",
+        "efficientnet_lite0",
+        "postprocess",
+    ]
     assert members(DEFAULT_REPOSITORY, "text_embedder") == ["text_embedder", "tokenize", "minilm"]
     on = _serving_repository(DEFAULT_REPOSITORY, "image_classifier", tmp_path / "on", keep_warmup=True)
     off = _serving_repository(DEFAULT_REPOSITORY, "image_classifier", tmp_path / "off", keep_warmup=False)
@@ -54,10 +59,13 @@ def _model(tmp_path, config: str):
 
 
 def test_a_payload_for_a_model_of_ones_own(tmp_path):
-    repo = _model(tmp_path, 'max_batch_size: 4\ninput { name: "x" data_type: TYPE_FP32 dims: [3, -1] }\n'
-                            'input { name: "n" data_type: TYPE_INT64 dims: 1 }\n'
-                            'input { name: "o" data_type: TYPE_FP32 dims: 1 optional: true }\n'
-                            'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
+    repo = _model(
+        tmp_path,
+        'max_batch_size: 4\ninput { name: "x" data_type: TYPE_FP32 dims: [3, -1] }\n'
+        'input { name: "n" data_type: TYPE_INT64 dims: 1 }\n'
+        'input { name: "o" data_type: TYPE_FP32 dims: 1 optional: true }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n',
+    )
     with pytest.raises(PayloadError, match=r"'x' of model 'm' has a dynamic dim .* --shape x:3,N"):
         payload_for(repo, "m")
     made = payload_for(repo, "m", PayloadOptions(shapes={"x": (3, 8)}))
@@ -70,8 +78,11 @@ def test_a_payload_for_a_model_of_ones_own(tmp_path):
 
 
 def test_a_model_without_a_payload_is_one_clear_error(tmp_path):
-    repo = _model(tmp_path, 'max_batch_size: 0\ninput { name: "TEXT" data_type: TYPE_STRING dims: 1 }\n'
-                            'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n')
+    repo = _model(
+        tmp_path,
+        'max_batch_size: 0\ninput { name: "TEXT" data_type: TYPE_STRING dims: 1 }\n'
+        'output { name: "y" data_type: TYPE_FP32 dims: 2 }\n',
+    )
     with pytest.raises(PayloadError, match="'TEXT' of model 'm' is BYTES.* --input-data FILE.json or --samples"):
         payload_for(repo, "m")
     data = tmp_path / "input.json"

@@ -15,8 +15,12 @@ def params(text: str) -> dict[str, str]:
 
 
 def test_set_parameters_renames_points_at_the_steps_and_sets_or_adds():
-    text = gb.set_parameters(COMMITTED.read_text(), "text_generator_cold", gb.steps_of(tiny=True),
-                             {"WARMUP": "false", "INTRA_OP_THREAD_COUNT": "1"})
+    text = gb.set_parameters(
+        COMMITTED.read_text(),
+        "text_generator_cold",
+        gb.steps_of(tiny=True),
+        {"WARMUP": "false", "INTRA_OP_THREAD_COUNT": "1"},
+    )
     p = params(text)
     assert 'name: "text_generator_cold"' in text
     assert (p["PREFILL_MODEL"], p["DECODE_MODEL"]) == ("smollm2_tiny_prefill", "smollm2_tiny_decode")
@@ -25,9 +29,11 @@ def test_set_parameters_renames_points_at_the_steps_and_sets_or_adds():
 
 
 def test_logged_steps_reads_the_generators_batch_runs():
-    log = ('I1201 15:32:47.6 11 model.py:304] "text_generator: 63 decode steps (inprocess), 2048 tokens, '
-           'median 224.80 ms"\nI1201 15:32:48.1 11 model.py:304] "text_generator_bls: 3 decode steps (bls), '
-           '4 tokens, median 73.04 ms"\n')
+    log = (
+        'I1201 15:32:47.6 11 model.py:304] "text_generator: 63 decode steps (inprocess), 2048 tokens, '
+        'median 224.80 ms"\nI1201 15:32:48.1 11 model.py:304] "text_generator_bls: 3 decode steps (bls), '
+        '4 tokens, median 73.04 ms"\n'
+    )
     assert gb.logged_steps(log, "text_generator") == [(63, 2048, 224.8)]
     assert gb.logged_steps(log, "text_generator_bls") == [(3, 4, 73.04)]
     assert gb.logged_steps(log, "text_generator_cold") == []

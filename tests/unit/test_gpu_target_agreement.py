@@ -30,8 +30,9 @@ NATIVE = {"pytorch_libtorch": "pytorch", "onnxruntime_onnx": "onnxruntime"}
 @functools.cache
 def gpu_repository(root: str) -> Path:
     repository = Path(root) / "models"
-    code = cli.main(["--target", "gpu", "--configs-only", "--repository", str(repository),
-                     "--seed-from", str(DEFAULT_REPOSITORY)])
+    code = cli.main(
+        ["--target", "gpu", "--configs-only", "--repository", str(repository), "--seed-from", str(DEFAULT_REPOSITORY)]
+    )
     assert code == 0
     return repository
 
@@ -67,8 +68,11 @@ def models() -> list[str]:
     """Every model folder of the GPU target's repository: exported variants and seeded models."""
     entries = catalog.load()
     gpu = {v.model_name(e.name) for e in entries.values() for v in e.variants["gpu"]}
-    seeded = {p.name for p in DEFAULT_REPOSITORY.iterdir()
-              if (p / "config.pbtxt").is_file() and p.name not in exported_names(entries)}
+    seeded = {
+        p.name
+        for p in DEFAULT_REPOSITORY.iterdir()
+        if (p / "config.pbtxt").is_file() and p.name not in exported_names(entries)
+    }
     return sorted(gpu | seeded)
 
 
@@ -106,18 +110,23 @@ def disagreements(repository: Path, name: str, torch: dict[str, str] | None = No
             problems.append(f"{name}: file traced on {device} but instances {sorted(_kinds(config))}")
     elif platform == "python":
         if "KIND_GPU" in _kinds(config) and torch["python"] != "cuda":
-            problems.append(f"{name}: KIND_GPU instances, but the Triton image's torch for Python models is "
-                            f"{torch['python']}")
+            problems.append(
+                f"{name}: KIND_GPU instances, but the Triton image's torch for Python models is {torch['python']}"
+            )
         for step in in_process_steps(config):
             step_config = config_io.parse(repository / step / "config.pbtxt")
             assert (step_config.platform or step_config.backend) in NATIVE, f"{name} loads {step}, not an export"
             device = export_device("gpu")
             if device == "cuda" and torch["python"] != "cuda":
-                problems.append(f"{name}: STEP_MODE inprocess loads {step}, traced on CUDA, into the Triton "
-                                f"image's {torch['python']} torch (deploy/docker/triton-requirements.txt)")
+                problems.append(
+                    f"{name}: STEP_MODE inprocess loads {step}, traced on CUDA, into the Triton "
+                    f"image's {torch['python']} torch (deploy/docker/triton-requirements.txt)"
+                )
             if device == "cuda" and "KIND_GPU" not in _kinds(config):
-                problems.append(f"{name}: runs {step}'s CUDA-traced file in process from {sorted(_kinds(config))} "
-                                f"instances, which Triton gives no GPU")
+                problems.append(
+                    f"{name}: runs {step}'s CUDA-traced file in process from {sorted(_kinds(config))} "
+                    f"instances, which Triton gives no GPU"
+                )
     elif platform == "ensemble":
         for step in config.ensemble_scheduling.step:
             if not (repository / step.model_name / "config.pbtxt").is_file():

@@ -33,7 +33,7 @@ def test_image_decoder_never_crashes_on_random_bytes(data):
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=0, max_value=len(PNG)), st.binary(max_size=64))
 def test_image_decoder_never_crashes_on_damaged_images(cut, noise):
-    damaged = PNG[:cut] + noise + PNG[cut + len(noise):]
+    damaged = PNG[:cut] + noise + PNG[cut + len(noise) :]
     try:
         imaging.decode(damaged)
     except imaging.ImageError as exc:

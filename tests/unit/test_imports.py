@@ -16,16 +16,41 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("backends", "deploy", "export", "loadtest")
 SINGLE_MODULES = ("tritonkit_cli",)
 
-HEAVY = frozenset({
-    "fastapi", "gevent", "geventhttpclient", "grpc", "locust", "matplotlib", "onnx", "onnxruntime", "onnxscript",
-    "sentence_transformers", "skimage", "sklearn", "starlette", "tensorrt", "tokenizers", "torch",
-    "torch_tensorrt", "transformers", "tritonclient", "uvicorn",
-})
+HEAVY = frozenset(
+    {
+        "fastapi",
+        "gevent",
+        "geventhttpclient",
+        "grpc",
+        "locust",
+        "matplotlib",
+        "onnx",
+        "onnxruntime",
+        "onnxscript",
+        "sentence_transformers",
+        "skimage",
+        "sklearn",
+        "starlette",
+        "tensorrt",
+        "tokenizers",
+        "torch",
+        "torch_tensorrt",
+        "transformers",
+        "tritonclient",
+        "uvicorn",
+    }
+)
 """Third-party packages slow or large enough to import only when used."""
 
 LAYERS = (
-    ("loadtest.campaign", 0), ("loadtest.errors", 0), ("loadtest.drive", 1), ("loadtest.measure", 2),
-    ("loadtest.tune", 3), ("loadtest.studies", 4), ("loadtest.cli", 5), ("loadtest.execution", 5),
+    ("loadtest.campaign", 0),
+    ("loadtest.errors", 0),
+    ("loadtest.drive", 1),
+    ("loadtest.measure", 2),
+    ("loadtest.tune", 3),
+    ("loadtest.studies", 4),
+    ("loadtest.cli", 5),
+    ("loadtest.execution", 5),
 )
 """loadtest's modules by layer: a module may import its own layer and those below, never one above."""
 STUDIES = "loadtest.studies"
@@ -44,6 +69,7 @@ class Import:
 
 
 # --- reading the graph ---------------------------------------------------------------------------
+
 
 def project_sources(root: Path = PROJECT_ROOT) -> dict[str, str]:
     """Module name -> source of every project module."""
@@ -75,7 +101,8 @@ def _is_package(name: str, sources: dict[str, str]) -> bool:
 def _type_checking_only(test: ast.expr) -> bool:
     """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``."""
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(name: str, source: str, sources: dict[str, str]) -> list[Import]:
@@ -120,6 +147,7 @@ def graph(sources: dict[str, str]) -> dict[str, list[Import]]:
 
 
 # --- the checks ----------------------------------------------------------------------------------
+
 
 def cycles(edges: dict[str, list[Import]]) -> list[list[str]]:
     """Each import cycle among project modules (function-level imports included), as ``[a, b, ..., a]``:
@@ -187,7 +215,7 @@ def layer_of(module: str) -> int | None:
 def study_of(module: str) -> str | None:
     if not module.startswith(STUDIES + "."):
         return None
-    name = module[len(STUDIES) + 1:].split(".")[0]
+    name = module[len(STUDIES) + 1 :].split(".")[0]
     return STUDY_PARTS.get(name, name)
 
 
@@ -238,12 +266,17 @@ def heavy_modules(edges: dict[str, list[Import]]) -> set[str]:
 def lazy_project_imports(edges: dict[str, list[Import]]) -> list[str]:
     """Function-level imports of project modules inside loadtest/ that defer nothing heavy."""
     heavy = heavy_modules(edges)
-    return [f"{module}:{imp.line} imports {imp.imported} inside a function; import it at the top of the module"
-            for module, imps in sorted(edges.items()) if module == "loadtest" or module.startswith("loadtest.")
-            for imp in imps if imp.in_function and imp.project and imp.imported not in heavy]
+    return [
+        f"{module}:{imp.line} imports {imp.imported} inside a function; import it at the top of the module"
+        for module, imps in sorted(edges.items())
+        if module == "loadtest" or module.startswith("loadtest.")
+        for imp in imps
+        if imp.in_function and imp.project and imp.imported not in heavy
+    ]
 
 
 # --- the project ---------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def project() -> dict[str, list[Import]]:
@@ -264,9 +297,11 @@ def test_loadtest_imports_project_modules_at_the_top_unless_that_defers_a_heavy_
 
 def test_tritonkit_help_imports_neither_torch_nor_matplotlib():
     """The one dynamic check here: the command line's parser (every subcommand's module) stays light."""
-    probe = ("import sys, tritonkit_cli\n"
-             "try:\n    tritonkit_cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('torch', 'matplotlib', 'locust', 'sklearn') if m in sys.modules))")
+    probe = (
+        "import sys, tritonkit_cli\n"
+        "try:\n    tritonkit_cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'matplotlib', 'locust', 'sklearn') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "[]"
 
@@ -281,9 +316,15 @@ def test_the_graph_reads_the_project(project):
 
 # --- each check can fail -------------------------------------------------------------------------
 
+
 def test_a_cycle_is_found_and_named():
-    sources = {"export": "", "export.a": "import export.b\n", "export.b": "def f():\n    from export import c\n",
-               "export.c": "from export.a import thing\n", "export.d": "import export.a\n"}
+    sources = {
+        "export": "",
+        "export.a": "import export.b\n",
+        "export.b": "def f():\n    from export import c\n",
+        "export.c": "from export.a import thing\n",
+        "export.d": "import export.a\n",
+    }
     assert cycles(graph(sources)) == [["export.a", "export.b", "export.c", "export.a"]]
     assert cycles(graph({"deploy.x": "import deploy.x\n"})) == [["deploy.x", "deploy.x"]]
     assert cycles(graph({**sources, "export.c": ""})) == []
@@ -292,24 +333,38 @@ def test_a_cycle_is_found_and_named():
 
 
 def test_a_lower_layer_importing_a_higher_one_is_named_with_both_modules():
-    sources = {"loadtest.campaign": "", "loadtest.drive.users": "from loadtest.measure.latency import Recorder\n",
-               "loadtest.measure.latency": "from loadtest.drive import users\nfrom loadtest.campaign import Slo\n"}
+    sources = {
+        "loadtest.campaign": "",
+        "loadtest.drive.users": "from loadtest.measure.latency import Recorder\n",
+        "loadtest.measure.latency": "from loadtest.drive import users\nfrom loadtest.campaign import Slo\n",
+    }
     assert layer_violations(graph(sources)) == [
-        "loadtest.drive.users:1 imports loadtest.measure.latency, a higher layer"]
-    assert layer_violations(graph({"loadtest.studies.soak": "from loadtest.studies.overload import ms_text\n",
-                                   "loadtest.studies.overload": "from loadtest.studies import overload_report\n",
-                                   "loadtest.studies.overload_report": ""})) == [
-        "loadtest.studies.soak:1 imports loadtest.studies.overload: one study imports another"]
+        "loadtest.drive.users:1 imports loadtest.measure.latency, a higher layer"
+    ]
+    assert layer_violations(
+        graph(
+            {
+                "loadtest.studies.soak": "from loadtest.studies.overload import ms_text\n",
+                "loadtest.studies.overload": "from loadtest.studies import overload_report\n",
+                "loadtest.studies.overload_report": "",
+            }
+        )
+    ) == ["loadtest.studies.soak:1 imports loadtest.studies.overload: one study imports another"]
     assert layer_violations(graph({"loadtest.helpers": "", "loadtest.cli": "import loadtest.helpers\n"})) == [
-        "loadtest.helpers is in no layer of loadtest (tests/unit/test_imports.py LAYERS)"]
+        "loadtest.helpers is in no layer of loadtest (tests/unit/test_imports.py LAYERS)"
+    ]
 
 
 def test_a_function_level_import_of_a_light_project_module_is_named():
-    sources = {"loadtest.campaign": "import tomllib\n", "export.zoo": "import torch\n",
-               "export.zoo.digits": "import numpy\n",
-               "loadtest.drive.payloads": "def f():\n    from loadtest.campaign import Slo\n"
-                                          "def g():\n    from export.zoo.digits import split\n"
-                                          "def h():\n    import torch\n"}
+    sources = {
+        "loadtest.campaign": "import tomllib\n",
+        "export.zoo": "import torch\n",
+        "export.zoo.digits": "import numpy\n",
+        "loadtest.drive.payloads": "def f():\n    from loadtest.campaign import Slo\n"
+        "def g():\n    from export.zoo.digits import split\n"
+        "def h():\n    import torch\n",
+    }
     assert lazy_project_imports(graph(sources)) == [
-        "loadtest.drive.payloads:2 imports loadtest.campaign inside a function; import it at the top of the module"]
+        "loadtest.drive.payloads:2 imports loadtest.campaign inside a function; import it at the top of the module"
+    ]
     assert heavy_modules(graph(sources)) == {"export.zoo", "export.zoo.digits"}  # its package imports torch

@@ -38,8 +38,7 @@ def reference(steps, prompt: str, tokens: int) -> list[int]:
 
 def test_streams_that_join_and_leave_get_the_tokens_they_would_get_alone(steps):
     """A joins first; B and C join two steps later (longer and shorter prompts); B leaves early, D joins."""
-    prompts = {"A": (smollm.PROMPTS[0], 9), "B": (smollm.PROMPTS[3], 3), "C": (smollm.PROMPTS[2], 8),
-               "D": ("Hello", 5)}
+    prompts = {"A": (smollm.PROMPTS[0], 9), "B": (smollm.PROMPTS[3], 3), "C": (smollm.PROMPTS[2], 8), "D": ("Hello", 5)}
     joins = {0: ["A"], 2: ["B", "C"], 5: ["D"]}
     batch, rows, got = RunningBatch(steps), [], {name: [] for name in prompts}
     for step in range(20):

@@ -34,6 +34,7 @@ from tests.k8s_manifests import (
 
 # --- rendering and schemas -------------------------------------------------------------------------
 
+
 def test_overlay_renders_the_expected_resources(overlay):
     assert {(d["kind"], d["metadata"]["name"]) for d in docs(overlay)} == EXPECTED
     namespaced = [d for d in docs(overlay) if d["kind"] != "Namespace"]
@@ -59,18 +60,34 @@ def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
     triton = one(overlay, "Deployment", "triton")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     # No schema to lean on: refuse keys the operator does not know (a typo would scrape nothing).
-    assert set(monitor["spec"]) <= {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel",
-                                    "podTargetLabels", "sampleLimit"}
+    assert set(monitor["spec"]) <= {
+        "selector",
+        "podMetricsEndpoints",
+        "namespaceSelector",
+        "jobLabel",
+        "podTargetLabels",
+        "sampleLimit",
+    }
     assert selects(monitor["spec"]["selector"], triton["spec"]["template"]["metadata"]["labels"])
     # The job label is the pods' app.kubernetes.io/name, "triton", which the shipped rules select.
     assert triton["spec"]["template"]["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "triton"
     for deployment in ("locust-master", "locust-worker"):
-        assert not selects(monitor["spec"]["selector"],
-                           one(overlay, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"])
+        assert not selects(
+            monitor["spec"]["selector"],
+            one(overlay, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"],
+        )
     ports = {p["name"]: p["containerPort"] for p in container(triton, "triton")["ports"]}
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
-    assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "scheme", "honorLabels",
-                             "relabelings", "metricRelabelings"}
+    assert set(endpoint) <= {
+        "port",
+        "path",
+        "interval",
+        "scrapeTimeout",
+        "scheme",
+        "honorLabels",
+        "relabelings",
+        "metricRelabelings",
+    }
     assert endpoint["port"] == "metrics" and ports["metrics"] == 8002
     assert endpoint.get("path", "/metrics") == "/metrics"
     interval = int(re.fullmatch(r"(\d+)s", endpoint["interval"]).group(1))
@@ -80,9 +97,12 @@ def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
 
 # --- Triton ----------------------------------------------------------------------------------------
 
+
 def test_gpu_limits_only_on_the_gpu_overlay(overlay):
-    for name, doc, cname in (("triton", one(overlay, "Deployment", "triton"), "triton"),
-                             ("export", one(overlay, "Job", "export"), "export")):
+    for name, doc, cname in (
+        ("triton", one(overlay, "Deployment", "triton"), "triton"),
+        ("export", one(overlay, "Job", "export"), "export"),
+    ):
         limits = container(doc, cname)["resources"].get("limits", {})
         tolerations = pod_spec(doc).get("tolerations", [])
         if overlay == "gpu":
@@ -121,13 +141,17 @@ def _probe_port(probe: dict, ports: dict) -> int:
 def test_triton_probes(overlay):
     triton = container(one(overlay, "Deployment", "triton"), "triton")
     ports = {p["name"]: p["containerPort"] for p in triton["ports"]}
-    for kind, path in (("startupProbe", "/v2/health/ready"), ("readinessProbe", "/v2/health/ready"),
-                       ("livenessProbe", "/v2/health/live")):
+    for kind, path in (
+        ("startupProbe", "/v2/health/ready"),
+        ("readinessProbe", "/v2/health/ready"),
+        ("livenessProbe", "/v2/health/live"),
+    ):
         assert triton[kind]["httpGet"]["path"] == path, kind
         assert _probe_port(triton[kind], ports) == 8000, kind
     startup = triton["startupProbe"]
-    budget = (startup.get("initialDelaySeconds", 0)
-              + startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3))
+    budget = startup.get("initialDelaySeconds", 0) + startup.get("periodSeconds", 10) * startup.get(
+        "failureThreshold", 3
+    )
     assert budget >= 300, f"startup probe gives model load + warmup only {budget} s"
 
 
@@ -210,6 +234,7 @@ def test_triton_service_ports(overlay):
 
 
 # --- images -----------------------------------------------------------------------------------------
+
 
 def test_images_are_pinned_to_the_release(overlay):
     pins = dotenv()

@@ -22,6 +22,7 @@ from tests.k8s_manifests import (
 
 # --- autoscaling and disruption ---------------------------------------------------------------------
 
+
 def test_hpa_scales_triton_on_the_adapter_metric(overlay):
     hpa = one(overlay, "HorizontalPodAutoscaler", "triton")
     assert hpa["apiVersion"] == "autoscaling/v2"
@@ -47,8 +48,9 @@ def test_adapter_rule_turns_triton_counters_into_a_pods_metric():
     # a busy light model hides a saturated heavy one (monitoring/tests/autoscaling_test.yml shows both).
     assert query.startswith("max by (<<.GroupBy>>) (") and query.endswith(") / 1e6")
     assert "sum by (<<.GroupBy>>, model) (rate(<<.Series>>{<<.LabelMatchers>>}[1m]))" in query
-    assert ("clamp_min(sum by (<<.GroupBy>>, model) (rate(nv_inference_request_success{<<.LabelMatchers>>}[1m])), "
-            "1e-9)") in query
+    assert (
+        "clamp_min(sum by (<<.GroupBy>>, model) (rate(nv_inference_request_success{<<.LabelMatchers>>}[1m])), 1e-9)"
+    ) in query
     assert query.count("(") == query.count(")")
     values = yaml.safe_load(ADAPTER_VALUES.read_text())
     assert values["rules"]["default"] is False
@@ -74,12 +76,15 @@ def test_network_policy_opens_ports_triton_has(overlay):
 
 # --- Locust -----------------------------------------------------------------------------------------
 
+
 def test_locust_master_and_workers(overlay):
     master = one(overlay, "Deployment", "locust-master")
     worker = one(overlay, "Deployment", "locust-worker")
     service = one(overlay, "Service", "locust-master")
-    for doc, extra in ((master, ["--master", "--class-picker"]),
-                       (worker, ["--worker", "--master-host", "locust-master"])):
+    for doc, extra in (
+        (master, ["--master", "--class-picker"]),
+        (worker, ["--worker", "--master-host", "locust-master"]),
+    ):
         (c,) = pod_spec(doc)["containers"]
         assert c["command"] == LOCUST + extra
         assert c["workingDir"] == "/app"

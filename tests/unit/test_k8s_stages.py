@@ -33,6 +33,7 @@ def _requests_gpu(doc: dict) -> bool:
 
 # --- two stages -------------------------------------------------------------------------------------
 
+
 def test_the_export_stage_holds_the_claim_and_the_job_and_the_serving_stage_the_rest(overlay):
     export = {(d["kind"], d["metadata"]["name"]) for d in stage(overlay, "export")}
     serve = {(d["kind"], d["metadata"]["name"]) for d in stage(overlay, "serve")}
@@ -62,30 +63,42 @@ def test_the_wait_for_the_export_gives_up_with_a_line_that_says_what_to_do(overl
     models.mkdir()
     run = script.replace("/models", str(models))  # the container's own script, pointed at a folder here
 
-    done = subprocess.run(["sh", "-c", run], env={**os.environ, "WAIT_TIMEOUT_SECONDS": "0"}, capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        ["sh", "-c", run], env={**os.environ, "WAIT_TIMEOUT_SECONDS": "0"}, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 1
     (line,) = done.stderr.strip().splitlines()
-    for words in ("has not finished", "kubectl -n tritonkit get job export", "overlays/<gpu|cpu>/export",
-                  "holds the GPU"):
+    for words in (
+        "has not finished",
+        "kubectl -n tritonkit get job export",
+        "overlays/<gpu|cpu>/export",
+        "holds the GPU",
+    ):
         assert words in line, line
 
     (models / COMPLETE_MARKER).write_text('{"target": "cpu"}\n')
-    done = subprocess.run(["sh", "-c", run], env={**os.environ, "WAIT_TIMEOUT_SECONDS": "0"}, capture_output=True,
-                          text=True, timeout=30)
+    done = subprocess.run(
+        ["sh", "-c", run], env={**os.environ, "WAIT_TIMEOUT_SECONDS": "0"}, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0 and '{"target": "cpu"}' in done.stdout
 
 
 # --- one GPU product --------------------------------------------------------------------------------
 
+
 def _with_component(tmp_path, overlay_stage: str, component: str):
     site = tmp_path / overlay_stage.replace("/", "-")
     site.mkdir()
-    (site / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(K8S / "overlays" / overlay_stage, site)],
-        "components": [os.path.relpath(K8S / "components" / component, site)],
-    }))
+    (site / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(K8S / "overlays" / overlay_stage, site)],
+                "components": [os.path.relpath(K8S / "components" / component, site)],
+            }
+        )
+    )
     return list(render(site))
 
 
@@ -112,6 +125,7 @@ def one_of(docs: list, kind: str, name: str) -> dict:
 
 # --- the rules for the Prometheus Operator, and the autoscaling query -------------------------------
 
+
 def test_generated_monitoring_files_are_up_to_date():
     for path, text in monitoring.render_generated().items():
         assert path.read_text() == text, f"{path} is stale: run python -m deploy.monitoring"
@@ -124,7 +138,11 @@ def test_the_prometheus_rule_ships_the_compose_rules_for_the_podmonitors_job(ove
     # Its selectors name the job the PodMonitor produces (its jobLabel's value on the Triton pods).
     monitor = one(overlay, "PodMonitor", "triton")
     pods = one(overlay, "Deployment", "triton")["spec"]["template"]["metadata"]["labels"]
-    job = pods[monitor["spec"]["jobLabel"]] if "jobLabel" in monitor["spec"] else f"tritonkit/{monitor['metadata']['name']}"
+    job = (
+        pods[monitor["spec"]["jobLabel"]]
+        if "jobLabel" in monitor["spec"]
+        else f"tritonkit/{monitor['metadata']['name']}"
+    )
     exprs = " ".join(r["expr"] for g in groups for r in g["rules"])
     assert f'job="{job}"' in exprs and exprs.count('job="') == exprs.count(f'job="{job}"')
     rules_file = tmp_path / "rules.yml"

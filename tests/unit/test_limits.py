@@ -40,6 +40,7 @@ class CountingTokenizer:
 
         class Encoding:
             ids = list(range(len(text.split())))
+
         return Encoding()
 
 
@@ -50,14 +51,18 @@ def one(value, dtype=object):
 # -- images ---------------------------------------------------------------------------------------------
 def test_an_image_over_the_byte_limit_is_refused_before_it_is_opened(monkeypatch):
     monkeypatch.setattr(imaging.Image, "open", lambda *a, **k: pytest.fail("opened an oversized image"))
-    with pytest.raises(imaging.ImageError, match=r"IMAGE is 1001 bytes, over the limit of 1000 bytes \(MAX_IMAGE_BYTES\)"):
+    with pytest.raises(
+        imaging.ImageError, match=r"IMAGE is 1001 bytes, over the limit of 1000 bytes \(MAX_IMAGE_BYTES\)"
+    ):
         imaging.decode(b"\x89PNG" + bytes(997), max_bytes=1000)
 
 
 def test_an_image_over_the_pixel_limit_is_refused_from_its_header(monkeypatch):
     data = png(2000, 1000)
     monkeypatch.setattr(imaging.Image.Image, "load", lambda self: pytest.fail("decoded pixels"))
-    with pytest.raises(imaging.ImageError, match=r"2000x1000 pixels, over the limit of 1999999 pixels \(MAX_IMAGE_PIXELS\)"):
+    with pytest.raises(
+        imaging.ImageError, match=r"2000x1000 pixels, over the limit of 1999999 pixels \(MAX_IMAGE_PIXELS\)"
+    ):
         imaging.decode(data, max_pixels=1_999_999)
 
 
@@ -93,8 +98,9 @@ def test_the_default_text_limit():
 # -- prompts --------------------------------------------------------------------------------------------
 def test_a_prompt_over_the_byte_limit_is_refused_before_decoding_or_tokenising():
     limits = Limits(max_prompt_bytes=100)
-    with pytest.raises(GenerationInputError,
-                       match=r"PROMPT is too long: 101 bytes, over the limit of 100 bytes \(MAX_PROMPT_BYTES\)"):
+    with pytest.raises(
+        GenerationInputError, match=r"PROMPT is too long: 101 bytes, over the limit of 100 bytes \(MAX_PROMPT_BYTES\)"
+    ):
         parse_request(NoTokenizer(), one(b"\xff" * 101), one(4, np.int32), limits=limits)
 
 
@@ -105,14 +111,19 @@ def test_a_prompt_at_the_byte_limit_is_tokenised():
 
 
 def test_a_prompt_over_the_token_limit_is_refused_after_tokenising():
-    with pytest.raises(GenerationInputError, match=r"PROMPT is too long: 11 tokens, the limit is 10 \(MAX_PROMPT_TOKENS\)"):
+    with pytest.raises(
+        GenerationInputError, match=r"PROMPT is too long: 11 tokens, the limit is 10 \(MAX_PROMPT_TOKENS\)"
+    ):
         parse_request(CountingTokenizer(), one(b"w " * 11), one(4, np.int32), limits=Limits(max_prompt_tokens=10))
 
 
 def test_a_stop_over_its_limit_is_refused_before_tokenising():
-    with pytest.raises(GenerationInputError, match=r"STOP is too long: 9 bytes, over the limit of 8 bytes \(MAX_STOP_BYTES\)"):
-        parse_request(NoTokenizer(), one(b"Hello"), one(4, np.int32), stop=one(b"s" * 9),
-                      limits=Limits(max_stop_bytes=8))
+    with pytest.raises(
+        GenerationInputError, match=r"STOP is too long: 9 bytes, over the limit of 8 bytes \(MAX_STOP_BYTES\)"
+    ):
+        parse_request(
+            NoTokenizer(), one(b"Hello"), one(4, np.int32), stop=one(b"s" * 9), limits=Limits(max_stop_bytes=8)
+        )
 
 
 def test_max_tokens_over_the_limit_names_the_parameter():
@@ -128,8 +139,9 @@ def test_a_non_finite_or_negative_temperature_is_refused(value):
 
 def test_limits_from_config_parameters():
     assert Limits.from_parameters({}) == Limits()
-    assert Limits() == Limits(generation.MAX_PROMPT_TOKENS, generation.MAX_NEW_TOKENS, generation.MAX_PROMPT_BYTES,
-                              generation.MAX_STOP_BYTES)
+    assert Limits() == Limits(
+        generation.MAX_PROMPT_TOKENS, generation.MAX_NEW_TOKENS, generation.MAX_PROMPT_BYTES, generation.MAX_STOP_BYTES
+    )
     limits = Limits.from_parameters({"MAX_PROMPT_BYTES": "2048", "MAX_NEW_TOKENS": " 16 ", "STEP_MODE": "bls"})
     assert limits.max_prompt_bytes == 2048 and limits.max_new_tokens == 16
     assert limits.max_prompt_tokens == generation.MAX_PROMPT_TOKENS
@@ -156,8 +168,13 @@ def test_the_committed_configs_set_the_code_defaults():
 
 def test_the_limits_document_states_the_configured_values():
     doc = (REPOSITORY.parent / "docs" / "limits.md").read_text()
-    for name, value in [("MAX_IMAGE_BYTES", imaging.MAX_IMAGE_BYTES), ("MAX_IMAGE_PIXELS", imaging.MAX_IMAGE_PIXELS),
-                        ("MAX_TEXT_BYTES", text.MAX_TEXT_BYTES), ("MAX_PROMPT_BYTES", generation.MAX_PROMPT_BYTES),
-                        ("MAX_PROMPT_TOKENS", generation.MAX_PROMPT_TOKENS),
-                        ("MAX_NEW_TOKENS", generation.MAX_NEW_TOKENS), ("MAX_STOP_BYTES", generation.MAX_STOP_BYTES)]:
+    for name, value in [
+        ("MAX_IMAGE_BYTES", imaging.MAX_IMAGE_BYTES),
+        ("MAX_IMAGE_PIXELS", imaging.MAX_IMAGE_PIXELS),
+        ("MAX_TEXT_BYTES", text.MAX_TEXT_BYTES),
+        ("MAX_PROMPT_BYTES", generation.MAX_PROMPT_BYTES),
+        ("MAX_PROMPT_TOKENS", generation.MAX_PROMPT_TOKENS),
+        ("MAX_NEW_TOKENS", generation.MAX_NEW_TOKENS),
+        ("MAX_STOP_BYTES", generation.MAX_STOP_BYTES),
+    ]:
         assert f"`{name}`" in doc and f"{value:,}" in doc, name

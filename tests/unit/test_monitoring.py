@@ -65,8 +65,13 @@ def test_recording_rules_are_named_and_read_only_known_series():
 
 def test_alerts_have_severity_summary_description_and_known_series():
     rules = monitoring.recording_rules()
-    alerts = [r for path in monitoring.RULE_FILES for g in monitoring.load_rule_groups(path) for r in g["rules"]
-              if "alert" in r]
+    alerts = [
+        r
+        for path in monitoring.RULE_FILES
+        for g in monitoring.load_rule_groups(path)
+        for r in g["rules"]
+        if "alert" in r
+    ]
     assert len(alerts) == len(monitoring.alert_names()) >= 6
     for alert in alerts:
         assert alert["labels"]["severity"] in ("warning", "critical"), alert["alert"]
@@ -107,9 +112,18 @@ def test_dashboard_panels_query_prometheus_by_uid():
             assert target["datasource"] == {"type": "prometheus", "uid": monitoring.DATASOURCE_UID}, panel["title"]
             assert target["expr"].strip(), panel["title"]
     titles = {p["title"] for p in panels}
-    assert {"Throughput", "Request latency p50 / p99", "Queue vs compute time per request", "Average batch size",
-            "Failures by reason", "Pending requests", "GPU utilisation", "GPU memory", "CPU utilisation",
-            "CPU memory"} <= titles
+    assert {
+        "Throughput",
+        "Request latency p50 / p99",
+        "Queue vs compute time per request",
+        "Average batch size",
+        "Failures by reason",
+        "Pending requests",
+        "GPU utilisation",
+        "GPU memory",
+        "CPU utilisation",
+        "CPU memory",
+    } <= titles
 
 
 def test_dashboard_has_a_model_variable_used_by_the_model_panels():
@@ -157,14 +171,17 @@ def test_no_password_under_grafana():
     assert GRAFANA_FILES
     for path in GRAFANA_FILES:
         text = path.read_text()
-        assert not re.search(r"passw|secret|admin_user|GF_SECURITY", text, re.IGNORECASE), \
+        assert not re.search(r"passw|secret|admin_user|GF_SECURITY", text, re.IGNORECASE), (
             f"{path} mentions a credential; the admin password comes from the environment in compose"
+        )
 
 
 # -- the helpers ----------------------------------------------------------------------------------
 def test_metric_names_skips_functions_labels_keywords_and_numbers():
-    expr = ('sum by (model, version) (rate(nv_inference_count{job="triton",le="1e6"}[1m])) '
-            '/ on (model) group_left tritonkit:model:requests:rate1m / 1e6 > bool 0.5')
+    expr = (
+        'sum by (model, version) (rate(nv_inference_count{job="triton",le="1e6"}[1m])) '
+        "/ on (model) group_left tritonkit:model:requests:rate1m / 1e6 > bool 0.5"
+    )
     assert monitoring.metric_names(expr) == {"nv_inference_count", "tritonkit:model:requests:rate1m"}
 
 

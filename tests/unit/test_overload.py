@@ -27,13 +27,14 @@ CONFIG["dynamic_batching"].update(max_queue_delay_microseconds=0, preferred_batc
 
 
 def parse(scenario_extra: str = "", variant: str = "") -> campaign.Campaign:
-    text = BASE.replace('shape = {', scenario_extra + '\nshape = {')
+    text = BASE.replace("shape = {", scenario_extra + "\nshape = {")
     if variant:
         text += '[[variants]]\nname = "v"\nmodels = ["digits"]\n' + variant
     return campaign.parse(text)
 
 
 # --- campaign keys -------------------------------------------------------------------------------
+
 
 def test_queue_policy_keys_parse_and_change_the_config():
     (variant,) = parse(variant='max_queue_size = 16\ndefault_timeout_us = 8000\ntimeout_action = "REJECT"\n').variants
@@ -42,15 +43,18 @@ def test_queue_policy_keys_parse_and_change_the_config():
     assert variant.changes_config and variant.has_queue_policy_change
 
 
-@pytest.mark.parametrize("variant, message", [
-    ("max_queue_size = -1\n", "max_queue_size=-1 is out of range"),
-    ("max_queue_size = 2.5\n", "max_queue_size=2.5 is out of range"),
-    ("max_queue_size = true\n", "max_queue_size=True is out of range"),
-    ("default_timeout_us = -5\n", "default_timeout_us=-5 is out of range"),
-    ('timeout_action = "DROP"\n', "timeout_action='DROP' is not one of"),
-    ("dynamic_batching = false\nmax_queue_size = 4\n", "change the dynamic batcher, but dynamic_batching=False"),
-    ("priority_levels = 2\n", "unknown keys ['priority_levels']"),
-])
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ("max_queue_size = -1\n", "max_queue_size=-1 is out of range"),
+        ("max_queue_size = 2.5\n", "max_queue_size=2.5 is out of range"),
+        ("max_queue_size = true\n", "max_queue_size=True is out of range"),
+        ("default_timeout_us = -5\n", "default_timeout_us=-5 is out of range"),
+        ('timeout_action = "DROP"\n', "timeout_action='DROP' is not one of"),
+        ("dynamic_batching = false\nmax_queue_size = 4\n", "change the dynamic batcher, but dynamic_batching=False"),
+        ("priority_levels = 2\n", "unknown keys ['priority_levels']"),
+    ],
+)
 def test_bad_queue_policy_values_name_the_value(variant, message):
     with pytest.raises(CampaignError, match=message.replace("[", r"\[").replace("(", r"\(")):
         parse(variant=variant)
@@ -65,21 +69,25 @@ def test_retry_is_parsed_and_passed_to_locust(tmp_path):
     assert plain.retry is None and "retry" not in load_settings(plain, "digits", "u", tmp_path / "o.json")
 
 
-@pytest.mark.parametrize("retry, message", [
-    ("retry = 3", "retry=3 must be a table"),
-    ("retry = { attempts = 3 }", "missing ['backoff_ms']"),
-    ("retry = { attempts = 3, backoff_ms = 5, jitter = 1 }", "unknown ['jitter']"),
-    ("retry = { attempts = 0, backoff_ms = 5 }", "retry.attempts=0 must be an integer >= 1"),
-    ("retry = { attempts = 1.5, backoff_ms = 5 }", "retry.attempts=1.5 must be an integer >= 1"),
-    ("retry = { attempts = 2, backoff_ms = -1 }", "retry.backoff_ms=-1 must be a number"),
-    ('retry = { attempts = 2, backoff_ms = "5" }', "retry.backoff_ms='5' must be a number"),
-])
+@pytest.mark.parametrize(
+    "retry, message",
+    [
+        ("retry = 3", "retry=3 must be a table"),
+        ("retry = { attempts = 3 }", "missing ['backoff_ms']"),
+        ("retry = { attempts = 3, backoff_ms = 5, jitter = 1 }", "unknown ['jitter']"),
+        ("retry = { attempts = 0, backoff_ms = 5 }", "retry.attempts=0 must be an integer >= 1"),
+        ("retry = { attempts = 1.5, backoff_ms = 5 }", "retry.attempts=1.5 must be an integer >= 1"),
+        ("retry = { attempts = 2, backoff_ms = -1 }", "retry.backoff_ms=-1 must be a number"),
+        ('retry = { attempts = 2, backoff_ms = "5" }', "retry.backoff_ms='5' must be a number"),
+    ],
+)
 def test_bad_retry_names_the_value(retry, message):
     with pytest.raises(CampaignError, match=message.replace("[", r"\[")):
         parse(retry)
 
 
 # --- applying the queue policy -------------------------------------------------------------------
+
 
 def test_override_writes_and_removes_the_queue_policy():
     with_policy = apply.override(CONFIG, campaign.Candidate.of("p", max_queue_size=16, default_timeout_us=8000))
@@ -89,8 +97,17 @@ def test_override_writes_and_removes_the_queue_policy():
     only_size = apply.override(with_policy, campaign.Candidate.of("q", max_queue_size=4))
     assert overload.policy_of(only_size) == QueuePolicy(4, 8000)
     # Triton's JSON may carry the uint64 timeout as a string
-    served = {**with_policy, "dynamic_batching": {**with_policy["dynamic_batching"], "default_queue_policy": {
-        "max_queue_size": 16, "default_timeout_microseconds": "8000", "timeout_action": "REJECT"}}}
+    served = {
+        **with_policy,
+        "dynamic_batching": {
+            **with_policy["dynamic_batching"],
+            "default_queue_policy": {
+                "max_queue_size": 16,
+                "default_timeout_microseconds": "8000",
+                "timeout_action": "REJECT",
+            },
+        },
+    }
     assert overload.policy_of(served) == QueuePolicy(16, 8000)
     none = apply.override(served, campaign.Candidate.of("n", max_queue_size=0, default_timeout_us=0))
     assert "default_queue_policy" not in none["dynamic_batching"]
@@ -108,8 +125,7 @@ def test_a_queue_policy_without_a_batcher_gets_one_or_is_refused():
 def test_each_policy_flag_replaces_only_its_own_field():
     served = QueuePolicy(128, 200000)
     assert overload.with_overrides(served, {"max_queue_size": None, "default_timeout_us": 0}) == QueuePolicy(128, 0)
-    assert overload.with_overrides(served, {"max_queue_size": 4, "default_timeout_us": None}) == \
-        QueuePolicy(4, 200000)
+    assert overload.with_overrides(served, {"max_queue_size": 4, "default_timeout_us": None}) == QueuePolicy(4, 200000)
     assert overload.with_overrides(served, None) == served
     assert overload.main(["--timeout-us", "-1"]) == 2
 
@@ -135,8 +151,20 @@ def test_server_cpus_must_be_this_machines(tmp_path):
 
 
 def test_server_cpus_need_a_local_server():
-    code = overload.main(["--server-cpus", "0", "--http-url", "h:1", "--grpc-url", "h:2", "--metrics-url", "http://h:3",
-                          "--saturation-rps", "1"])
+    code = overload.main(
+        [
+            "--server-cpus",
+            "0",
+            "--http-url",
+            "h:1",
+            "--grpc-url",
+            "h:2",
+            "--metrics-url",
+            "http://h:3",
+            "--saturation-rps",
+            "1",
+        ]
+    )
     assert code == 2
 
 
@@ -150,14 +178,18 @@ def test_the_overload_variants_keep_the_policy_and_drop_it():
 
 # --- refusals in the client's counts -------------------------------------------------------------
 
-@pytest.mark.parametrize("message, status", [
-    ("InferenceServerException: [503] Exceeds maximum queue size", "503"),
-    ("InferenceServerException: [StatusCode.UNAVAILABLE] Request timeout expired", "StatusCode.UNAVAILABLE"),
-    ("InferenceServerException: [400] bad input", "400"),
-    ("RuntimeError: HTTP 503: busy", "503"),
-    ("dropped: every in-flight slot busy (client saturated)", "dropped"),
-    ("TimeoutError: timed out", "TimeoutError"),
-])
+
+@pytest.mark.parametrize(
+    "message, status",
+    [
+        ("InferenceServerException: [503] Exceeds maximum queue size", "503"),
+        ("InferenceServerException: [StatusCode.UNAVAILABLE] Request timeout expired", "StatusCode.UNAVAILABLE"),
+        ("InferenceServerException: [400] bad input", "400"),
+        ("RuntimeError: HTTP 503: busy", "503"),
+        ("dropped: every in-flight slot busy (client saturated)", "dropped"),
+        ("TimeoutError: timed out", "TimeoutError"),
+    ],
+)
 def test_failure_status(message, status):
     assert failure_status(message) == status
 
@@ -177,45 +209,81 @@ def test_refusals_are_counted_apart_from_drops_and_errors():
     assert [p.refused for p in stats.timeline] == [1, 1]
     assert stats.refusal_latency_ms["max"] == pytest.approx(0.4, rel=0.02)
     assert stats.refusal_rate == pytest.approx(2 / 5)
-    assert stats.windows == [{"t": 0, "length_s": 60, "requests": 5, "failures": 4, "p50_ms": pytest.approx(2, rel=0.02),
-                              "p99_ms": pytest.approx(2, rel=0.02)}]
+    assert stats.windows == [
+        {
+            "t": 0,
+            "length_s": 60,
+            "requests": 5,
+            "failures": 4,
+            "p50_ms": pytest.approx(2, rel=0.02),
+            "p99_ms": pytest.approx(2, rel=0.02),
+        }
+    ]
 
 
 def test_old_results_without_the_new_fields_still_load():
     from loadtest.measure.results import from_dict
 
-    raw = {"campaign": "c", "started": "", "slo": {}, "runs": [{
-        "scenario": "s", "variant": "v", "model": "digits", "served_model": "digits", "protocol": "grpc",
-        "shape": {"kind": "users", "users": 1},
-        "client": {"requests": 3, "failures": 1, "duration_s": 1.0, "latency_ms": {"p99": 1.0},
-                   "timeline": [{"t": 0.0, "requests": 3, "failures": 1, "p50_ms": 1.0, "p99_ms": 1.0}]}}]}
+    raw = {
+        "campaign": "c",
+        "started": "",
+        "slo": {},
+        "runs": [
+            {
+                "scenario": "s",
+                "variant": "v",
+                "model": "digits",
+                "served_model": "digits",
+                "protocol": "grpc",
+                "shape": {"kind": "users", "users": 1},
+                "client": {
+                    "requests": 3,
+                    "failures": 1,
+                    "duration_s": 1.0,
+                    "latency_ms": {"p99": 1.0},
+                    "timeline": [{"t": 0.0, "requests": 3, "failures": 1, "p50_ms": 1.0, "p99_ms": 1.0}],
+                },
+            }
+        ],
+    }
     run = from_dict(raw).runs[0]
     assert run.client.refused == 0 and run.client.timeline[0].refused == 0 and run.client.windows == []
 
 
 # --- the overload table --------------------------------------------------------------------------
 
-def recorded_run(variant: str, *, offered: int, accepted: int, refused: int, dropped: int, p99: float,
-                 warmup_failures: int = 0) -> RunResult:
+
+def recorded_run(
+    variant: str, *, offered: int, accepted: int, refused: int, dropped: int, p99: float, warmup_failures: int = 0
+) -> RunResult:
     """A 10 s open-loop run, 2 s of warm-up: the counts of the measured 8 s spread over its seconds."""
     failures = offered - accepted
     timeline = [TimelinePoint(0.0, warmup_failures, warmup_failures, None, None, warmup_failures)]
     for second in range(2, 10):
+
         def share(n: int, second: int = second) -> int:
             return n // 8 + (1 if second - 2 < n % 8 else 0)
 
         timeline.append(TimelinePoint(float(second), share(offered), share(failures), 1.0, p99, share(refused)))
     statuses = {"503": refused + warmup_failures, **({"dropped": dropped} if dropped else {})}
-    client = ClientStats(requests=offered + warmup_failures, failures=failures + warmup_failures, duration_s=8.0,
-                         latency_ms={"p50": 1.0, "p99": p99}, timeline=timeline, dropped=dropped,
-                         refused=refused + warmup_failures, failure_statuses=statuses)
+    client = ClientStats(
+        requests=offered + warmup_failures,
+        failures=failures + warmup_failures,
+        duration_s=8.0,
+        latency_ms={"p50": 1.0, "p99": p99},
+        timeline=timeline,
+        dropped=dropped,
+        refused=refused + warmup_failures,
+        failure_statuses=statuses,
+    )
     server = ServerStats(accepted, refused, accepted, accepted // 4, {"queue": 0.5})
     return RunResult("s", variant, "digits", "digits", "http", {"kind": "open", "rate": offered / 8}, client, server)
 
 
 def test_the_table_from_a_recorded_result():
-    run = recorded_run(overload.WITH_POLICY, offered=8000, accepted=6000, refused=2000, dropped=0, p99=7.5,
-                       warmup_failures=40)
+    run = recorded_run(
+        overload.WITH_POLICY, offered=8000, accepted=6000, refused=2000, dropped=0, p99=7.5, warmup_failures=40
+    )
     r = overload.row(run, overload.WITH_POLICY, 2.0, 1000.0, 10.0, warmup_s=2.0)
     # warm-up failures (second 0) are left out like warm-up successes are
     assert (r["offered"], r["accepted"], r["refused"], r["dropped"], r["other_errors"]) == (8000, 6000, 2000, 0, 0)
@@ -227,8 +295,14 @@ def test_the_table_from_a_recorded_result():
     assert (b["refused"], b["dropped"], b["drop_rate"], b["meets_budget"]) == (0, 4000, 0.5, False)
     v = overload.verdict([r, b])
     assert v["passed"] and v["baseline_over_budget"] == [2.0]
-    slow = overload.row(recorded_run(overload.WITH_POLICY, offered=4000, accepted=4000, refused=0, dropped=0,
-                                     p99=12.0), overload.WITH_POLICY, 1.0, 1000.0, 10.0, warmup_s=2.0)
+    slow = overload.row(
+        recorded_run(overload.WITH_POLICY, offered=4000, accepted=4000, refused=0, dropped=0, p99=12.0),
+        overload.WITH_POLICY,
+        1.0,
+        1000.0,
+        10.0,
+        warmup_s=2.0,
+    )
     assert not slow["client_kept_up"]  # offered 500/s of 1000/s
     problems = overload.verdict([slow])["problems"]
     assert any("over the 10 ms budget" in p for p in problems) and any("client-bound" in p for p in problems)
@@ -237,14 +311,30 @@ def test_the_table_from_a_recorded_result():
 def test_overload_outputs_round_trip(tmp_path):
     import dataclasses
 
-    runs = [recorded_run(overload.WITH_POLICY, offered=800, accepted=700, refused=100, dropped=0, p99=5.0),
-            recorded_run(overload.WITHOUT_POLICY, offered=800, accepted=800, refused=0, dropped=0, p99=50.0)]
+    runs = [
+        recorded_run(overload.WITH_POLICY, offered=800, accepted=700, refused=100, dropped=0, p99=5.0),
+        recorded_run(overload.WITHOUT_POLICY, offered=800, accepted=800, refused=0, dropped=0, p99=50.0),
+    ]
     rows = [overload.row(run, run.variant, 1.0, 100.0, 10.0, 2.0) for run in runs]
-    data = {"model": "digits", "served_model": "digits", "protocol": "grpc", "budget_ms": 10.0, "started": "now",
-            "policy": "max_queue_size=16", "saturation": {"rps": 100.0, "users": 8, "steps": [
-                {"users": 8, "throughput_rps": 100.0, "p99_ms": 3.0, "failures": 0}]},
-            "duration_s": 10.0, "warmup_s": 2.0, "max_inflight": 4096, "rows": rows, "verdict": overload.verdict(rows),
-            "runs": [dataclasses.asdict(r) for r in runs]}
+    data = {
+        "model": "digits",
+        "served_model": "digits",
+        "protocol": "grpc",
+        "budget_ms": 10.0,
+        "started": "now",
+        "policy": "max_queue_size=16",
+        "saturation": {
+            "rps": 100.0,
+            "users": 8,
+            "steps": [{"users": 8, "throughput_rps": 100.0, "p99_ms": 3.0, "failures": 0}],
+        },
+        "duration_s": 10.0,
+        "warmup_s": 2.0,
+        "max_inflight": 4096,
+        "rows": rows,
+        "verdict": overload.verdict(rows),
+        "runs": [dataclasses.asdict(r) for r in runs],
+    }
     paths = overload_report.write_outputs(data, tmp_path)
     assert all(p.stat().st_size > 0 for p in paths)
     text = (tmp_path / "summary.md").read_text()
@@ -261,10 +351,15 @@ def test_the_budget_defaults_to_the_models_campaign():
 
 # --- soak checks ---------------------------------------------------------------------------------
 
+
 def test_soak_checks():
     assert soak.check_errors(0, 0, {})["passed"] and not soak.check_errors(1, 0, {"503": 1})["passed"]
-    windows = [{"t": 0, "length_s": 10, "p99_ms": 10.0}, {"t": 10, "length_s": 10, "p99_ms": 30.0},
-               {"t": 20, "length_s": 10, "p99_ms": 11.5}, {"t": 30, "length_s": 10, "p99_ms": 99.0}]
+    windows = [
+        {"t": 0, "length_s": 10, "p99_ms": 10.0},
+        {"t": 10, "length_s": 10, "p99_ms": 30.0},
+        {"t": 20, "length_s": 10, "p99_ms": 11.5},
+        {"t": 30, "length_s": 10, "p99_ms": 99.0},
+    ]
     full = soak.full_windows(windows, 35.0)  # the last one runs past the end
     assert [w["t"] for w in full] == [0, 10, 20]
     p99 = soak.check_p99(full)
@@ -285,18 +380,19 @@ def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(m
         rate = scenario.shape["rate"]
         offered.append(rate)
         done = min(rate, capacity)
-        return ClientStats(requests=int(done * 10), failures=0, duration_s=10.0,
-                           latency_ms={"p99": 5.0 if rate <= capacity else 500.0}), None
+        return ClientStats(
+            requests=int(done * 10), failures=0, duration_s=10.0, latency_ms={"p99": 5.0 if rate <= capacity else 500.0}
+        ), None
 
     monkeypatch.setattr(saturation, "measure_run", fake_run)
     monkeypatch.setattr(saturation, "settle", lambda *_: None)
-    found = saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0,
-                                           log=lambda *_: None)
+    found = saturation.find_sustained_rate(
+        "digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None
+    )
     assert offered == [50.0, 60.0, 72.0, 86.4, 103.7, 124.4, 149.3]  # 1.2x steps until it fell behind
     assert found.rps == 124.4 and [s["rate"] for s in found.steps] == offered
     with pytest.raises(ValueError, match="did not keep up with 200.0"):
-        saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0,
-                                       log=lambda *_: None)
+        saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=200.0, log=lambda *_: None)
 
 
 def test_the_sustained_rate_stops_at_the_knee_where_p99_passes_3x_the_lowest_step_p99(monkeypatch, tmp_path):
@@ -310,8 +406,9 @@ def test_the_sustained_rate_stops_at_the_knee_where_p99_passes_3x_the_lowest_ste
 
     monkeypatch.setattr(saturation, "measure_run", fake_run)
     monkeypatch.setattr(saturation, "settle", lambda *_: None)
-    found = saturation.find_sustained_rate("digits", "digits", "grpc", None, tmp_path, start_rps=50.0,
-                                           log=lambda *_: None)
+    found = saturation.find_sustained_rate(
+        "digits", "digits", "grpc", None, tmp_path, start_rps=50.0, log=lambda *_: None
+    )
     assert [s["rate"] for s in found.steps] == [50.0, 60.0, 72.0, 86.4, 103.7] and found.rps == 86.4
     assert saturation.KNEE == 3.0 and saturation.START_FRACTION == 1 / 8
 

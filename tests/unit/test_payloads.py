@@ -27,9 +27,17 @@ DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "IN
 
 def config(inputs, max_batch_size=8, **extra) -> dict:
     """A served config in Triton's JSON form (as get_model_config over HTTP answers)."""
-    return {"name": "m", "max_batch_size": max_batch_size, "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1]}],
-            "input": [{"name": n, "data_type": f"TYPE_{t}", "dims": list(d), **o} for n, t, d, *rest in inputs
-                      for o in [rest[0] if rest else {}]], **extra}
+    return {
+        "name": "m",
+        "max_batch_size": max_batch_size,
+        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [1]}],
+        "input": [
+            {"name": n, "data_type": f"TYPE_{t}", "dims": list(d), **o}
+            for n, t, d, *rest in inputs
+            for o in [rest[0] if rest else {}]
+        ],
+        **extra,
+    }
 
 
 @pytest.mark.parametrize("datatype", DATATYPES)
@@ -38,8 +46,9 @@ def test_random_values_for_every_datatype_with_the_batch_dim(datatype):
     assert len(got) == 5
     for sample in got:
         array = sample["x"]
-        assert array.shape == (1, 3, 4) and array.dtype == np.dtype(datatype.lower().replace("fp", "float")
-                                                                      .replace("bool", "bool_"))
+        assert array.shape == (1, 3, 4) and array.dtype == np.dtype(
+            datatype.lower().replace("fp", "float").replace("bool", "bool_")
+        )
         if array.dtype.kind == "f":
             assert 0.0 <= array.min() and array.max() < 1.0
         elif array.dtype.kind in "iu":
@@ -53,8 +62,10 @@ def test_random_values_for_every_datatype_with_the_batch_dim(datatype):
 
 
 def test_int_range_and_an_unbatched_model_without_the_batch_dim():
-    got = payloads(config([("ids", "INT64", (6,)), ("flag", "BOOL", (2,))], max_batch_size=0),
-                   PayloadOptions(int_range=(1000, 1003), count=20))
+    got = payloads(
+        config([("ids", "INT64", (6,)), ("flag", "BOOL", (2,))], max_batch_size=0),
+        PayloadOptions(int_range=(1000, 1003), count=20),
+    )
     ids = np.stack([s["ids"] for s in got])
     assert ids.shape == (20, 6) and ids.min() >= 1000 and ids.max() <= 1002 and len(np.unique(ids)) == 3
     assert got[0]["flag"].dtype == np.bool_ and {True, False} <= set(np.concatenate([s["flag"] for s in got]).tolist())
@@ -66,8 +77,9 @@ def test_a_dynamic_dim_needs_shape_naming_the_input_and_the_flag():
     cfg = config([("input_ids", "INT64", (-1,)), ("image", "FP32", (3, -1, -1))])
     with pytest.raises(PayloadError) as info:
         payloads(cfg)
-    assert str(info.value) == ("input 'input_ids' of model 'm' has a dynamic dim (dims [-1]): give its size with "
-                               "--shape input_ids:N")
+    assert str(info.value) == (
+        "input 'input_ids' of model 'm' has a dynamic dim (dims [-1]): give its size with --shape input_ids:N"
+    )
     with pytest.raises(PayloadError, match=r"--shape image:3,N,N"):
         payloads(cfg, PayloadOptions(shapes={"input_ids": (16,)}))
     got = payloads(cfg, PayloadOptions(shapes={"input_ids": (16,), "image": (3, 8, 10)}, count=2))
@@ -81,8 +93,10 @@ def test_a_dynamic_dim_needs_shape_naming_the_input_and_the_flag():
 def test_bytes_inputs_need_real_data():
     with pytest.raises(PayloadError) as info:
         payloads(config([("TEXT", "STRING", (1,))]))
-    assert str(info.value) == ("input 'TEXT' of model 'm' is BYTES: random values cannot stand in for it; give real "
-                               "data with --input-data FILE.json or --samples FILE.py:FUNC")
+    assert str(info.value) == (
+        "input 'TEXT' of model 'm' is BYTES: random values cannot stand in for it; give real "
+        "data with --input-data FILE.json or --samples FILE.py:FUNC"
+    )
 
 
 def test_optional_inputs_are_left_out_of_random_payloads():
@@ -93,12 +107,19 @@ def test_optional_inputs_are_left_out_of_random_payloads():
 def test_configs_in_every_form_read_alike():
     from tritonclient.grpc import model_config_pb2 as mc
 
-    proto = mc.ModelConfig(name="m", max_batch_size=4, input=[mc.ModelInput(name="x", data_type=mc.TYPE_INT32, dims=[-1, 3])])
+    proto = mc.ModelConfig(
+        name="m", max_batch_size=4, input=[mc.ModelInput(name="x", data_type=mc.TYPE_INT32, dims=[-1, 3])]
+    )
     proto.model_transaction_policy.decoupled = True
     model = served_model(proto)
     assert model.inputs[0].datatype == "INT32" and model.inputs[0].dims == (-1, 3) and model.decoupled
-    grpc_json = {"config": {"name": "m", "max_batch_size": 4, "input": [{"name": "x", "data_type": "TYPE_INT32",
-                                                                        "dims": ["-1", "3"]}]}}
+    grpc_json = {
+        "config": {
+            "name": "m",
+            "max_batch_size": 4,
+            "input": [{"name": "x", "data_type": "TYPE_INT32", "dims": ["-1", "3"]}],
+        }
+    }
     assert served_model(grpc_json).inputs == model.inputs and not is_decoupled(grpc_json)
     assert is_decoupled(config([("x", "FP32", (1,))], model_transaction_policy={"decoupled": True}))
     from export.spec import ModelSpec, TensorSpec
@@ -112,8 +133,9 @@ def test_configs_in_every_form_read_alike():
 def test_options_from_flags_and_from_a_campaign_table(tmp_path):
     parser = argparse.ArgumentParser()
     add_payload_arguments(parser)
-    args = parser.parse_args(["--shape", "input_ids:32", "--shape", "IMAGE:3,224,224", "--int-range", "0:1000",
-                              "--payload-seed", "3"])
+    args = parser.parse_args(
+        ["--shape", "input_ids:32", "--shape", "IMAGE:3,224,224", "--int-range", "0:1000", "--payload-seed", "3"]
+    )
     options = payload_options(args)
     assert options.shapes == {"input_ids": (32,), "IMAGE": (3, 224, 224)} and options.int_range == (0, 1000)
     assert PayloadOptions.from_table(options.to_table()) == options
@@ -130,7 +152,7 @@ def test_options_from_flags_and_from_a_campaign_table(tmp_path):
         PayloadOptions(input_data=tmp_path / "a.json", samples="f.py:g")
 
 
-SAMPLES = '''
+SAMPLES = """
 import numpy as np
 
 def good():
@@ -153,7 +175,7 @@ def not_a_list():
 
 def raises():
     raise RuntimeError("no data today")
-'''
+"""
 
 
 def test_a_samples_function_is_checked_against_the_config(tmp_path):
@@ -167,12 +189,14 @@ def test_a_samples_function_is_checked_against_the_config(tmp_path):
     assert len(got) == 3 and got[2]["x"].dtype == np.float32 and got[2]["n"].dtype == np.int64
     assert got[0]["x"].shape == (1, 2)
     assert run("without_batch_dim")[0]["n"].shape == (1, 1)  # the batch dim is added
-    for func, message in (("wrong_shape", r"sample 0: input 'x' has shape \[1, 3\]; the config takes \[1\]\[2\]"),
-                          ("floats_for_ints", r"sample 0: input 'n': is INT64, got float64 values"),
-                          ("missing", r"sample 0: input 'n' is missing"),
-                          ("not_a_list", r"returned dict: it must return a non-empty list of dicts"),
-                          ("raises", r"raised RuntimeError: no data today"),
-                          ("nope", r"has no function 'nope'")):
+    for func, message in (
+        ("wrong_shape", r"sample 0: input 'x' has shape \[1, 3\]; the config takes \[1\]\[2\]"),
+        ("floats_for_ints", r"sample 0: input 'n': is INT64, got float64 values"),
+        ("missing", r"sample 0: input 'n' is missing"),
+        ("not_a_list", r"returned dict: it must return a non-empty list of dicts"),
+        ("raises", r"raised RuntimeError: no data today"),
+        ("nope", r"has no function 'nope'"),
+    ):
         with pytest.raises(PayloadError, match=message):
             run(func)
     with pytest.raises(PayloadError, match="no file"):
@@ -182,8 +206,11 @@ def test_a_samples_function_is_checked_against_the_config(tmp_path):
 
 
 def test_the_catalog_names_the_built_in_models_real_data_for_every_variant():
-    assert catalog.default_samples("digits") == catalog.default_samples("digits_onnx") == \
-        "export/zoo/digits.py:load_samples"
+    assert (
+        catalog.default_samples("digits")
+        == catalog.default_samples("digits_onnx")
+        == "export/zoo/digits.py:load_samples"
+    )
     assert catalog.default_samples("minilm_fp16") == "export/zoo/minilm.py:load_samples"
     assert catalog.default_samples("scorer") is None
     assert default_options("digits_fp16").samples == "export/zoo/digits.py:load_samples"

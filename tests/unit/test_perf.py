@@ -63,14 +63,15 @@ def test_write_input_data_is_perf_analyzers_format(tmp_path):
     assert data["data"][1]["attention_mask"] == {"content": [1, 1, 1, 1], "shape": [4]}
     assert all(isinstance(v, int) for v in data["data"][0]["input_ids"]["content"])
 
-    pixels = (np.arange(64, dtype=np.float32).reshape(1, 8, 8) / 4)
+    pixels = np.arange(64, dtype=np.float32).reshape(1, 8, 8) / 4
     data = json.loads(perf.write_input_data(tmp_path / "px.json", [{"PIXELS": pixels}]).read_text())
     assert data["data"][0]["PIXELS"]["shape"] == [8, 8]
     assert data["data"][0]["PIXELS"]["content"][:3] == [0.0, 0.25, 0.5]
     # an unbatched model's samples keep every dim; BYTES go as strings
     unbatched = {"name": "g", "max_batch_size": 0, "input": [{"name": "TEXT", "data_type": "TYPE_STRING", "dims": [1]}]}
-    data = json.loads(perf.write_input_data(tmp_path / "t.json", [{"TEXT": np.array([b"hi"], dtype=object)}],
-                                            unbatched).read_text())
+    data = json.loads(
+        perf.write_input_data(tmp_path / "t.json", [{"TEXT": np.array([b"hi"], dtype=object)}], unbatched).read_text()
+    )
     assert data["data"][0]["TEXT"] == {"content": ["hi"], "shape": [1]}
     with pytest.raises(ValueError):
         perf.write_input_data(tmp_path / "x.json", [])
@@ -87,12 +88,22 @@ def test_run_builds_the_command_and_parses_what_perf_analyzer_writes(tmp_path):
     csv_text = (PERF_DATA / "digits_grpc_b1_c1-4.csv").read_text()
     (tmp_path / "recorded.csv").write_text(csv_text)
     # Copies the recorded CSV to the -f argument and records its arguments.
-    binary = _fake_binary(tmp_path, f'echo "$@" > {tmp_path}/args\n'
-                                    'while [ $# -gt 0 ]; do if [ "$1" = -f ]; then '
-                                    f'cp {tmp_path}/recorded.csv "$2"; fi; shift; done\n')
-    result = perf.run("digits", "127.0.0.1:8001", concurrency=(1, 4, 3), batch_size=2,
-                      input_data=tmp_path / "in.json", shapes={"input_ids": [32]}, measurement_ms=1500,
-                      binary=binary)
+    binary = _fake_binary(
+        tmp_path,
+        f'echo "$@" > {tmp_path}/args\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = -f ]; then '
+        f'cp {tmp_path}/recorded.csv "$2"; fi; shift; done\n',
+    )
+    result = perf.run(
+        "digits",
+        "127.0.0.1:8001",
+        concurrency=(1, 4, 3),
+        batch_size=2,
+        input_data=tmp_path / "in.json",
+        shapes={"input_ids": [32]},
+        measurement_ms=1500,
+        binary=binary,
+    )
     args = (tmp_path / "args").read_text().split()
     assert args[:8] == ["-m", "digits", "-u", "127.0.0.1:8001", "-i", "grpc", "-b", "2"]
     assert "--concurrency-range" in args and args[args.index("--concurrency-range") + 1] == "1:4:3"
@@ -104,8 +115,9 @@ def test_run_builds_the_command_and_parses_what_perf_analyzer_writes(tmp_path):
 
 
 def test_a_failed_run_raises_with_the_output_tail(tmp_path):
-    binary = _fake_binary(tmp_path, 'echo "Request concurrency: 2"\n'
-                                    'echo "Failed to obtain stable measurement." >&2\nexit 2\n')
+    binary = _fake_binary(
+        tmp_path, 'echo "Request concurrency: 2"\necho "Failed to obtain stable measurement." >&2\nexit 2\n'
+    )
     with pytest.raises(perf.PerfAnalyzerError) as info:
         perf.run("minilm", "127.0.0.1:1", concurrency=2, binary=binary)
     assert "exited with code 2" in str(info.value) and "Failed to obtain stable measurement." in str(info.value)

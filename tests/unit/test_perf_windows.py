@@ -29,9 +29,17 @@ def test_each_pass_becomes_a_window_with_its_p99():
 def test_the_command_asks_for_poisson_arrivals_at_the_rate_and_one_pass_per_window(tmp_path):
     cmd = perf_windows.command("digits", "127.0.0.1:8001", "grpc", 918.4, 10, 60.0, tmp_path / "in.json")
     text = " ".join(cmd)
-    for part in ("-m digits", "-u 127.0.0.1:8001", "-i grpc", "--request-rate-range 918.4",
-                 "--request-distribution poisson", "--measurement-interval 60000", "--percentile 99",
-                 "--max-trials 10", f"--input-data {tmp_path / 'in.json'}"):
+    for part in (
+        "-m digits",
+        "-u 127.0.0.1:8001",
+        "-i grpc",
+        "--request-rate-range 918.4",
+        "--request-distribution poisson",
+        "--measurement-interval 60000",
+        "--percentile 99",
+        "--max-trials 10",
+        f"--input-data {tmp_path / 'in.json'}",
+    ):
         assert part in text, part
     assert float(cmd[cmd.index("--stability-percentage") + 1]) < 0.01  # never stable: every trial is run
 

@@ -46,10 +46,16 @@ def test_tensor_models_get_perf_analyzer_and_pipelines_and_streams_locust():
     assert probe.generator_for("pytorch_libtorch", False, ["BYTES"]) == "locust"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({}, "either users"), ({"users": 4, "rate": 10.0}, "either users"), ({"users": 0}, "users=0"),
-    ({"users": True}, "users=True"), ({"rate": -1.0}, "rate=-1.0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, "either users"),
+        ({"users": 4, "rate": 10.0}, "either users"),
+        ({"users": 0}, "users=0"),
+        ({"users": True}, "users=True"),
+        ({"rate": -1.0}, "rate=-1.0"),
+    ],
+)
 def test_a_load_needs_exactly_one_of_users_or_rate(kwargs, message):
     with pytest.raises(LoadTestError, match=message.replace("(", r"\(")):
         Load(**kwargs)
@@ -72,13 +78,15 @@ def test_perf_analyzer_runs_report_their_cpu_time_sent_rate_and_delays(tmp_path)
     csv_text = "Request Rate,Inferences/Second,p99 latency\n3000,1298.97,9638\n"
     binary = tmp_path / "perf_analyzer"
     # Burns CPU for a moment (so its rusage is > 0), prints perf_analyzer's summary and writes the -f CSV.
-    binary.write_text(f"#!{sys.executable}\n"
-                      "import sys, time\n"
-                      "end = time.process_time() + 0.2\n"
-                      "while time.process_time() < end: pass\n"
-                      f"print({SENT!r})\n"
-                      "args = sys.argv\n"
-                      f"open(args[args.index('-f') + 1], 'w').write({csv_text!r})\n")
+    binary.write_text(
+        f"#!{sys.executable}\n"
+        "import sys, time\n"
+        "end = time.process_time() + 0.2\n"
+        "while time.process_time() < end: pass\n"
+        f"print({SENT!r})\n"
+        "args = sys.argv\n"
+        f"open(args[args.index('-f') + 1], 'w').write({csv_text!r})\n"
+    )
     binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
     result = perf.run("digits", "127.0.0.1:1", request_rate=3000, binary=binary)
     assert "--request-rate-range" in result.command and "3000" in result.command

@@ -19,9 +19,15 @@ def export(*args):
 
 
 def test_settings_round_trip_through_a_catalog_entry():
-    spec = ModelSpec("m", (TensorSpec("x", "FP32", (4,)),), (TensorSpec("y", "FP32", (2,)),), max_batch_size=16,
-                     dynamic_batching=DynamicBatching(0, (4, 8), queue_policy=QueuePolicy(32, 5000)),
-                     instance_groups=(InstanceGroup(3),), warmup=False)
+    spec = ModelSpec(
+        "m",
+        (TensorSpec("x", "FP32", (4,)),),
+        (TensorSpec("y", "FP32", (2,)),),
+        max_batch_size=16,
+        dynamic_batching=DynamicBatching(0, (4, 8), queue_policy=QueuePolicy(32, 5000)),
+        instance_groups=(InstanceGroup(3),),
+        warmup=False,
+    )
     settings = recorded.settings_of(spec)
     assert json.loads(json.dumps(settings)) == settings  # what a manifest holds
     entry = catalog.CatalogEntry("m", "m.py:build", {"cpu": (), "gpu": ()}, settings)
@@ -30,15 +36,31 @@ def test_settings_round_trip_through_a_catalog_entry():
         inputs, outputs, description, labels, real_data_check = spec.inputs, spec.outputs, "", (), ""
 
     again = entry.spec(Zoo())
-    assert (again.max_batch_size, again.dynamic_batching, again.instance_groups, again.warmup) == \
-        (16, spec.dynamic_batching, spec.instance_groups, False)
+    assert (again.max_batch_size, again.dynamic_batching, again.instance_groups, again.warmup) == (
+        16,
+        spec.dynamic_batching,
+        spec.instance_groups,
+        False,
+    )
     plain = recorded.settings_of(spec.replace(dynamic_batching=None))
     assert "dynamic_batching" not in plain
 
 
 def test_a_model_file_export_records_its_arguments_and_a_re_export_keeps_tuned_settings(tmp_path):
-    first = export("--model-file", f"{USER_MODEL}:build", "--name", "scorer", "--input", "features:FP32:16",
-                   "--output", "scores", "--max-batch-size", "16", "--repository", str(tmp_path))
+    first = export(
+        "--model-file",
+        f"{USER_MODEL}:build",
+        "--name",
+        "scorer",
+        "--input",
+        "features:FP32:16",
+        "--output",
+        "scores",
+        "--max-batch-size",
+        "16",
+        "--repository",
+        str(tmp_path),
+    )
     assert first.returncode == 0, first.stderr
     folder = tmp_path / "scorer"
     args = recorded.read(folder)
@@ -59,8 +81,20 @@ def test_a_model_file_export_records_its_arguments_and_a_re_export_keeps_tuned_s
     assert recorded.read(folder)["tuned"] == "tuned: 3 instances, no delay"
 
     # The original command again: a flag given wins, what it does not say stays tuned.
-    third = export("--model-file", f"{USER_MODEL}:build", "--name", "scorer", "--input", "features:FP32:16",
-                   "--output", "scores", "--max-batch-size", "8", "--repository", str(tmp_path))
+    third = export(
+        "--model-file",
+        f"{USER_MODEL}:build",
+        "--name",
+        "scorer",
+        "--input",
+        "features:FP32:16",
+        "--output",
+        "scores",
+        "--max-batch-size",
+        "8",
+        "--repository",
+        str(tmp_path),
+    )
     assert third.returncode == 0, third.stderr
     spec = config_io.read(folder)
     assert spec.max_batch_size == 8 and spec.instance_groups == (InstanceGroup(3),)

@@ -23,8 +23,16 @@ FIXED_PLOTS = ["latency_vs_throughput.png", "percentiles.png", "batch_sizes.png"
 
 
 def latency(p50: float) -> dict[str, float]:
-    return {"p50": p50, "p90": p50 * 1.6, "p95": p50 * 1.9, "p99": p50 * 2.5, "p99.9": p50 * 4.1,
-            "mean": p50 * 1.1, "min": p50 * 0.3, "max": p50 * 6.0}
+    return {
+        "p50": p50,
+        "p90": p50 * 1.6,
+        "p95": p50 * 1.9,
+        "p99": p50 * 2.5,
+        "p99.9": p50 * 4.1,
+        "mean": p50 * 1.1,
+        "min": p50 * 0.3,
+        "max": p50 * 6.0,
+    }
 
 
 def timeline(seconds: int, rps: int, p50: float) -> list[TimelinePoint]:
@@ -32,43 +40,96 @@ def timeline(seconds: int, rps: int, p50: float) -> list[TimelinePoint]:
 
 
 def server(avg_batch: int, executions: int) -> ServerStats:
-    return ServerStats(requests=executions * avg_batch, failures=0, inferences=executions * avg_batch,
-                       executions=executions,
-                       breakdown_ms={"request": 3.2, "queue": 0.8, "compute_input": 0.1, "compute_infer": 2.0,
-                                     "compute_output": 0.05, "client_network": 1.1},
-                       batch_histogram={1: executions // 4, avg_batch: executions - executions // 4},
-                       summary_ms={"p99": 7.5})
+    return ServerStats(
+        requests=executions * avg_batch,
+        failures=0,
+        inferences=executions * avg_batch,
+        executions=executions,
+        breakdown_ms={
+            "request": 3.2,
+            "queue": 0.8,
+            "compute_input": 0.1,
+            "compute_infer": 2.0,
+            "compute_output": 0.05,
+            "client_network": 1.1,
+        },
+        batch_histogram={1: executions // 4, avg_batch: executions - executions // 4},
+        summary_ms={"p99": 7.5},
+    )
 
 
 def triton_run(scenario: str, variant: str, p50: float, rps: int, violations: list[str] = ()) -> RunResult:
-    return RunResult(scenario=scenario, variant=variant, model="digits", served_model=f"digits_{variant}",
-                     protocol="http", shape={"kind": "closed", "users": 16},
-                     client=ClientStats(requests=rps * 10, failures=1, duration_s=10.0, latency_ms=latency(p50),
-                                        timeline=timeline(10, rps, p50), errors={"HTTP 503": 1}),
-                     server=server(4 if variant == "default" else 16, 100), slo_violations=list(violations))
+    return RunResult(
+        scenario=scenario,
+        variant=variant,
+        model="digits",
+        served_model=f"digits_{variant}",
+        protocol="http",
+        shape={"kind": "closed", "users": 16},
+        client=ClientStats(
+            requests=rps * 10,
+            failures=1,
+            duration_s=10.0,
+            latency_ms=latency(p50),
+            timeline=timeline(10, rps, p50),
+            errors={"HTTP 503": 1},
+        ),
+        server=server(4 if variant == "default" else 16, 100),
+        slo_violations=list(violations),
+    )
 
 
 def campaign() -> CampaignResult:
-    runs = [triton_run("digits_closed", "default", 4.0, 300),
-            triton_run("digits_closed", "batch16", 3.0, 520),
-            triton_run("digits_open", "default", 6.0, 280),
-            triton_run("digits_open", "batch16", 12.5, 500, [P99_SENTENCE])]
-    runs.append(RunResult(scenario="digits_closed", variant="fastapi", model="digits", served_model="digits",
-                          protocol="fastapi", shape={"kind": "closed", "users": 16},
-                          client=ClientStats(requests=900, failures=0, duration_s=10.0, latency_ms=latency(9.0),
-                                             timeline=timeline(10, 90, 9.0))))
+    runs = [
+        triton_run("digits_closed", "default", 4.0, 300),
+        triton_run("digits_closed", "batch16", 3.0, 520),
+        triton_run("digits_open", "default", 6.0, 280),
+        triton_run("digits_open", "batch16", 12.5, 500, [P99_SENTENCE]),
+    ]
+    runs.append(
+        RunResult(
+            scenario="digits_closed",
+            variant="fastapi",
+            model="digits",
+            served_model="digits",
+            protocol="fastapi",
+            shape={"kind": "closed", "users": 16},
+            client=ClientStats(
+                requests=900, failures=0, duration_s=10.0, latency_ms=latency(9.0), timeline=timeline(10, 90, 9.0)
+            ),
+        )
+    )
     # Every request failed: percentiles are NaN or absent, no timeline latencies, no batches.
-    runs.append(RunResult(scenario="image_burst", variant="default", model="image_classifier",
-                          served_model="image_classifier", protocol="grpc", shape={"kind": "open", "rate": 50},
-                          client=ClientStats(requests=50, failures=50, duration_s=5.0,
-                                             latency_ms={"p50": math.nan, "p99": math.nan},
-                                             errors={"UNAVAILABLE: model not ready": 50}),
-                          server=ServerStats(0, 50, 0, 0, breakdown_ms={}),
-                          slo_violations=[FAILED_SENTENCE]))
-    tuning = {"digits": {"pick": "batch16", "reason": "highest req/s within the <SLO> & 25 ms p99",
-                         "analyzer": {"pick": "digits_config_3", "max_batch_size": 16},
-                         "comparison": [{"variant": "default", "rps": 300.0, "p99_ms": 10.0},
-                                        {"variant": "batch16", "rps": 520.0, "p99_ms": 7.5}]}}
+    runs.append(
+        RunResult(
+            scenario="image_burst",
+            variant="default",
+            model="image_classifier",
+            served_model="image_classifier",
+            protocol="grpc",
+            shape={"kind": "open", "rate": 50},
+            client=ClientStats(
+                requests=50,
+                failures=50,
+                duration_s=5.0,
+                latency_ms={"p50": math.nan, "p99": math.nan},
+                errors={"UNAVAILABLE: model not ready": 50},
+            ),
+            server=ServerStats(0, 50, 0, 0, breakdown_ms={}),
+            slo_violations=[FAILED_SENTENCE],
+        )
+    )
+    tuning = {
+        "digits": {
+            "pick": "batch16",
+            "reason": "highest req/s within the <SLO> & 25 ms p99",
+            "analyzer": {"pick": "digits_config_3", "max_batch_size": 16},
+            "comparison": [
+                {"variant": "default", "rps": 300.0, "p99_ms": 10.0},
+                {"variant": "batch16", "rps": 520.0, "p99_ms": 7.5},
+            ],
+        }
+    }
     return CampaignResult("nightly <cpu>", "2026-11-29T17:00:00Z", dict(SLO), runs, tuning)
 
 
@@ -158,8 +219,9 @@ def test_results_json_round_trips(report):
     result, out, _ = report
     loaded = CampaignResult.load(out / "results.json")
     # NaN != NaN, so compare the JSON text of both.
-    assert json.dumps(dataclasses.asdict(loaded), sort_keys=True) == \
-        json.dumps(dataclasses.asdict(result), sort_keys=True)
+    assert json.dumps(dataclasses.asdict(loaded), sort_keys=True) == json.dumps(
+        dataclasses.asdict(result), sort_keys=True
+    )
     assert loaded.runs[0].server.batch_histogram == result.runs[0].server.batch_histogram
 
 
@@ -175,7 +237,8 @@ def test_main_regenerates_from_json(report, tmp_path, capsys):
 
 def test_main_defaults_to_the_json_folder(tmp_path, capsys):
     CampaignResult("c", "2026-01-01T00:00:00Z", dict(SLO), [triton_run("s", "default", 2.0, 100)]).save(
-        tmp_path / "results.json")
+        tmp_path / "results.json"
+    )
     assert main([str(tmp_path / "results.json")]) == 0
     assert str(tmp_path / "index.html") in capsys.readouterr().out
     assert (tmp_path / "plots" / "timeline_0.png").is_file()
@@ -187,11 +250,16 @@ def test_main_refuses_a_missing_file(tmp_path):
     assert exit_info.value.code == 2
 
 
-@pytest.mark.parametrize("runs", [
-    pytest.param([], id="no runs"),
-    pytest.param([RunResult("only", "fastapi", "m", "m", "fastapi", {"kind": "closed"},
-                            ClientStats(10, 10, 1.0, {}))], id="one failed fastapi run, no timeline"),
-])
+@pytest.mark.parametrize(
+    "runs",
+    [
+        pytest.param([], id="no runs"),
+        pytest.param(
+            [RunResult("only", "fastapi", "m", "m", "fastapi", {"kind": "closed"}, ClientStats(10, 10, 1.0, {}))],
+            id="one failed fastapi run, no timeline",
+        ),
+    ],
+)
 def test_degenerate_campaigns_still_render(tmp_path, runs):
     result = CampaignResult("empty", "2026-01-01T00:00:00Z", {}, runs)
     written = write_report(result, tmp_path)

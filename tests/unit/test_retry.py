@@ -8,21 +8,24 @@ from tritonclient.utils import InferenceServerException
 from deploy.retry import RetryPolicy, call_with_retry, retryable
 
 
-@pytest.mark.parametrize("exc, expected", [
-    (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="500"), True),
-    (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="StatusCode.INTERNAL"), True),
-    (InferenceServerException("Exceeds maximum queue size", status="503"), True),
-    (InferenceServerException("too many", status="429"), True),
-    (InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), True),
-    (InferenceServerException("Request for unknown model: 'digits' is not ready", status="400"), True),
-    (InferenceServerException("unexpected shape for input 'PIXELS'", status="400"), False),
-    (InferenceServerException("[StatusCode.INVALID_ARGUMENT] bad", status="StatusCode.INVALID_ARGUMENT"), False),
-    (InferenceServerException("model crashed", status="500"), False),
-    (RuntimeError("HTTP 503: busy"), True),
-    (RuntimeError("HTTP 400: empty prompt"), False),
-    (ConnectionRefusedError(111, "Connection refused"), True),
-    (TimeoutError("timed out"), False),
-])
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="500"), True),
+        (InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="StatusCode.INTERNAL"), True),
+        (InferenceServerException("Exceeds maximum queue size", status="503"), True),
+        (InferenceServerException("too many", status="429"), True),
+        (InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"), True),
+        (InferenceServerException("Request for unknown model: 'digits' is not ready", status="400"), True),
+        (InferenceServerException("unexpected shape for input 'PIXELS'", status="400"), False),
+        (InferenceServerException("[StatusCode.INVALID_ARGUMENT] bad", status="StatusCode.INVALID_ARGUMENT"), False),
+        (InferenceServerException("model crashed", status="500"), False),
+        (RuntimeError("HTTP 503: busy"), True),
+        (RuntimeError("HTTP 400: empty prompt"), False),
+        (ConnectionRefusedError(111, "Connection refused"), True),
+        (TimeoutError("timed out"), False),
+    ],
+)
 def test_retryable(exc, expected):
     assert retryable(exc) is expected
 
@@ -55,6 +58,7 @@ def _flaky(errors):
         if errors:
             raise errors.pop(0)
         return "answer"
+
     return send, calls
 
 
@@ -62,8 +66,7 @@ def test_call_with_retry_succeeds_after_retryable_failures_and_counts_them():
     unhealthy = InferenceServerException("Stub process 'digits_0_1' is not healthy.", status="500")
     send, calls = _flaky([unhealthy, unhealthy])
     slept, retried = [], []
-    result = call_with_retry(send, RetryPolicy(attempts=3, backoff_ms=10), sleep=slept.append,
-                             on_retry=retried.append)
+    result = call_with_retry(send, RetryPolicy(attempts=3, backoff_ms=10), sleep=slept.append, on_retry=retried.append)
     assert result == ("answer", 2) and len(calls) == 3 and len(slept) == 2 and len(retried) == 2
 
 

@@ -125,8 +125,17 @@ def test_confirm_re_measures_the_leaders_and_takes_the_median():
 def recorded():
     raw = json.loads(RECORDED.read_text())
     # Each point as the grid run ranked it: the median throughput and worst p99 of its measurements.
-    table = {t.point: Measurement(t.throughput, t.measurements[0].p50_ms, t.p99_ms, t.error_rate, "perf_analyzer",
-                                  t.measurements[0].generator_cpu) for t in report.load_trials(raw)}
+    table = {
+        t.point: Measurement(
+            t.throughput,
+            t.measurements[0].p50_ms,
+            t.p99_ms,
+            t.error_rate,
+            "perf_analyzer",
+            t.measurements[0].generator_cpu,
+        )
+        for t in report.load_trials(raw)
+    }
     values = {axis: tuple(tuple(v) if isinstance(v, list) else v for v in vs) for axis, vs in raw["space"].items()}
     space = SearchSpace(values)
     # The served config (1 ms delay, sizes 8-64, 2 instances) is outside the recorded axes: start the replay at

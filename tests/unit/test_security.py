@@ -24,6 +24,7 @@ SHELLS = re.compile(r"jupyter|notebook|sshd|openssh|ttyd|code-server", re.I)
 
 # -- deploy/security.py ------------------------------------------------------------------------------
 
+
 def test_loopback_needs_no_key_and_is_the_default():
     assert ServerConfig.__dataclass_fields__["address"].default == "127.0.0.1"
     for address in ("127.0.0.1", "::1", "localhost"):
@@ -47,6 +48,7 @@ def test_weak_or_unparsable_keys_are_refused(key):
 
 # -- docker-compose.yml ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def compose_services() -> dict:
     result = compose("config", admin_key=KEY)
@@ -65,13 +67,15 @@ def test_compose_restricts_the_admin_apis_with_the_key_from_the_environment(comp
 
 def test_compose_opens_no_shell_or_notebook(compose_services):
     for name, service in compose_services.items():
-        text = " ".join([service["image"], *map(str, service.get("command") or []),
-                         *map(str, service.get("entrypoint") or [])])
+        text = " ".join(
+            [service["image"], *map(str, service.get("command") or []), *map(str, service.get("entrypoint") or [])]
+        )
         assert not SHELLS.search(text), f"{name}: {text}"
         assert not {22, 8888} & {p["target"] for p in service.get("ports", [])}, name
 
 
 # -- deploy/k8s --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_k8s_restricts_the_admin_apis_with_the_key_from_a_secret(overlay):
@@ -98,11 +102,15 @@ def test_k8s_opens_no_shell_or_notebook(overlay):
 
 # -- the repository ----------------------------------------------------------------------------------
 
+
 def test_no_secret_is_committed():
     files = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout.split()
     assert ".env" in files
-    keys = {line.split("=")[0] for line in (PROJECT_ROOT / ".env").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    keys = {
+        line.split("=")[0]
+        for line in (PROJECT_ROOT / ".env").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert keys == {"NGC_RELEASE", "TRITONKIT_VERSION", "COMPOSE_PROFILES"}, ".env holds release pins only"
     leaks = []
     for name in files:
@@ -110,13 +118,16 @@ def test_no_secret_is_committed():
         if path.suffix not in (".yml", ".yaml", ".json", ".env", ".toml", ".sh", ".Dockerfile") and name != ".env":
             continue
         for line in path.read_text(errors="replace").splitlines():
-            if re.search(r"(PASSWORD|admin-key)\s*[:=]\s*(?![\s\"']*\$)(?!\s*$)['\"]?[\w-]{6,}", line) \
-                    and "secretKeyRef" not in line:
+            if (
+                re.search(r"(PASSWORD|admin-key)\s*[:=]\s*(?![\s\"']*\$)(?!\s*$)['\"]?[\w-]{6,}", line)
+                and "secretKeyRef" not in line
+            ):
                 leaks.append(f"{name}: {line.strip()}")
     assert leaks == []
 
 
 # -- the local server --------------------------------------------------------------------------------
+
 
 def test_local_server_beyond_loopback_needs_the_key(monkeypatch, tmp_path):
     from deploy.server import DEFAULT_REPOSITORY, LocalServer
@@ -125,8 +136,9 @@ def test_local_server_beyond_loopback_needs_the_key(monkeypatch, tmp_path):
     with pytest.raises(security.InsecureServerError):
         ServerConfig(model_repository=DEFAULT_REPOSITORY, address="0.0.0.0")
     monkeypatch.setenv(security.KEY_ENV, KEY)
-    command = LocalServer(ServerConfig(model_repository=DEFAULT_REPOSITORY, address="0.0.0.0"),
-                          workdir=tmp_path).command()
+    command = LocalServer(
+        ServerConfig(model_repository=DEFAULT_REPOSITORY, address="0.0.0.0"), workdir=tmp_path
+    ).command()
     assert security.restricted_flags(KEY) == [a for a in command if "restricted" in a]
     loopback = LocalServer(ServerConfig(model_repository=DEFAULT_REPOSITORY), workdir=tmp_path / "l").command()
     assert not any("restricted" in a for a in loopback)
@@ -134,7 +146,13 @@ def test_local_server_beyond_loopback_needs_the_key(monkeypatch, tmp_path):
 
 def test_serve_refuses_an_open_address_without_a_key():
     env = {k: v for k, v in os.environ.items() if k != security.KEY_ENV}
-    result = subprocess.run([sys.executable, "-m", "tritonkit_cli", "serve", "--address", "0.0.0.0"],
-                            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", "serve", "--address", "0.0.0.0"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert security.KEY_ENV in result.stderr and "serve: error" in result.stderr

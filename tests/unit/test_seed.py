@@ -20,7 +20,9 @@ def test_seed_copies_the_committed_models_and_no_weights(tmp_path):
         assert (tmp_path / name / "1" / "model.py").is_file()
     for name in copied:
         config_io.parse(tmp_path / name / "config.pbtxt")  # a real ModelConfig
-    left = [p for p in tmp_path.rglob("*") if p.suffix in (".pt", ".onnx", ".plan", ".pyc") or p.name == "manifest.json"]
+    left = [
+        p for p in tmp_path.rglob("*") if p.suffix in (".pt", ".onnx", ".plan", ".pyc") or p.name == "manifest.json"
+    ]
     assert left == []
 
 
@@ -33,8 +35,22 @@ def test_seed_overwrites_an_older_copy(tmp_path):
 
 
 def test_export_cli_seeds_then_exports(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "export", "digits", "--format", "onnx", "--repository", str(tmp_path),
-                             "--seed-from", str(DEFAULT_REPOSITORY)], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            "digits",
+            "--format",
+            "onnx",
+            "--repository",
+            str(tmp_path),
+            "--seed-from",
+            str(DEFAULT_REPOSITORY),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "seeded" in result.stdout and "preprocess" in result.stdout
     assert (tmp_path / "digits_onnx" / "1" / "model.onnx").is_file()
@@ -45,14 +61,40 @@ def test_export_cli_seeds_then_exports(tmp_path):
 
 def test_a_failed_export_leaves_no_completion_marker(tmp_path):
     (tmp_path / COMPLETE_MARKER).write_text("{}")  # from an earlier run
-    result = subprocess.run([sys.executable, "-m", "export", "digits", "--format", "torch-tensorrt", "--repository",
-                             str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            "digits",
+            "--format",
+            "torch-tensorrt",
+            "--repository",
+            str(tmp_path),
+            "--seed-from",
+            str(DEFAULT_REPOSITORY),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert not (tmp_path / COMPLETE_MARKER).exists()
 
 
 def test_seed_from_a_missing_folder_is_one_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "export", "digits", "--repository", str(tmp_path / "r"),
-                             "--seed-from", str(tmp_path / "nope")], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            "digits",
+            "--repository",
+            str(tmp_path / "r"),
+            "--seed-from",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "--seed-from" in result.stderr and "not a directory" in result.stderr

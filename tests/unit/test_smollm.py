@@ -34,8 +34,9 @@ def test_traced_greedy_equals_transformers_generate(traced_steps, hf_model):
     ids, mask = smollm.encode_batch([prompt])
     ours = smollm.greedy(*traced_steps, ids, mask, max_new_tokens=12)[0]
     with torch.no_grad():
-        theirs = hf_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=12, do_sample=False,
-                                   eos_token_id=None)[0, ids.shape[1]:].tolist()
+        theirs = hf_model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=12, do_sample=False, eos_token_id=None
+        )[0, ids.shape[1] :].tolist()
     assert ours == theirs, (smollm.tokenizer().decode(ours), smollm.tokenizer().decode(theirs))
 
 
@@ -61,8 +62,13 @@ def test_chat_greedy_equals_transformers_generate_and_ends_at_the_end_of_turn(tr
     from backends.generation import parse_request
 
     template = ChatTemplate.from_gguf(smollm.gguf_path())
-    parsed = parse_request(smollm.tokenizer(), np.array([b"What is the capital of France?"], dtype=np.object_),
-                           np.array([48], dtype=np.int32), chat=np.array([True]), template=template)
+    parsed = parse_request(
+        smollm.tokenizer(),
+        np.array([b"What is the capital of France?"], dtype=np.object_),
+        np.array([48], dtype=np.int32),
+        chat=np.array([True]),
+        template=template,
+    )
     ids = torch.tensor([parsed.prompt_ids])
     mask = torch.ones_like(ids)
     stop = sorted(parsed.stop_ids)
@@ -70,9 +76,10 @@ def test_chat_greedy_equals_transformers_generate_and_ends_at_the_end_of_turn(tr
     ended = [i for i, t in enumerate(ours) if t in stop]
     assert ended, f"no end of turn in {parsed.max_tokens} tokens: {smollm.tokenizer().decode(ours)!r}"
     with torch.no_grad():
-        theirs = hf_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=parsed.max_tokens,
-                                   do_sample=False, eos_token_id=stop)[0, ids.shape[1]:].tolist()
-    answer = smollm.tokenizer().decode(ours[:ended[0]])
+        theirs = hf_model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=parsed.max_tokens, do_sample=False, eos_token_id=stop
+        )[0, ids.shape[1] :].tolist()
+    answer = smollm.tokenizer().decode(ours[: ended[0]])
     print(f"\nCHAT answer ({ended[0]} tokens, then {template.end_of_turn_token}): {answer!r}")
-    assert ours[:ended[0] + 1] == theirs, (answer, smollm.tokenizer().decode(theirs))
+    assert ours[: ended[0] + 1] == theirs, (answer, smollm.tokenizer().decode(theirs))
     assert "Paris" in answer

@@ -15,8 +15,14 @@ DIGITS = config_io.from_json(served_config("digits"))
 
 
 def scorer(**changes) -> ModelSpec:
-    spec = ModelSpec("scorer", (TensorSpec("user", "FP32", (16,)),), (TensorSpec("probs", "FP32", (1,)),),
-                     max_batch_size=32, dynamic_batching=DynamicBatching(500), instance_groups=(InstanceGroup(1),))
+    spec = ModelSpec(
+        "scorer",
+        (TensorSpec("user", "FP32", (16,)),),
+        (TensorSpec("probs", "FP32", (1,)),),
+        max_batch_size=32,
+        dynamic_batching=DynamicBatching(500),
+        instance_groups=(InstanceGroup(1),),
+    )
     return spec.replace(**changes)
 
 
@@ -35,8 +41,9 @@ def test_the_space_of_digits_spans_every_setting_within_the_checked_limit():
 
 
 def test_max_batch_size_never_exceeds_what_the_export_was_checked_for():
-    grid, _ = space.space_for(DIGITS.replace(max_batch_size=16,
-                                             dynamic_batching=DynamicBatching(1000, (8, 16))), 16, ["torchscript/fp32"])
+    grid, _ = space.space_for(
+        DIGITS.replace(max_batch_size=16, dynamic_batching=DynamicBatching(1000, (8, 16))), 16, ["torchscript/fp32"]
+    )
     assert max(grid.values["max_batch_size"]) == 16
     assert all(p.max_batch_size <= 16 for p in grid.points())
     assert all(max(p.preferred, default=0) <= p.max_batch_size for p in grid.points())
@@ -75,8 +82,9 @@ def test_a_model_that_does_not_batch_varies_formats_and_instances_only():
 
 
 def test_points_become_serving_changes():
-    assert Point("onnx/fp32", OFF, (), 3, 16).changes() == ServingChanges(dynamic_batching=False, instances=3,
-                                                                         max_batch_size=16)
+    assert Point("onnx/fp32", OFF, (), 3, 16).changes() == ServingChanges(
+        dynamic_batching=False, instances=3, max_batch_size=16
+    )
     changed = Point("torchscript/fp32", 0, (8,), 2, 32).changes().apply(scorer())
     assert changed.dynamic_batching == DynamicBatching(0, (8,)) and changed.instance_groups == (InstanceGroup(2),)
     assert Point("onnx/fp32", 0, (), 1, 8).served_model("digits") == "digits_onnx"

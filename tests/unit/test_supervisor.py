@@ -9,14 +9,26 @@ from deploy.server import ServerConfig
 from deploy.supervisor import RecoveryEvent, StubInfo, StubWatch, Supervisor, parse_stub
 
 # A real 2.51 stub command line (digits served by backends/pytorch), as psutil read it.
-CMDLINE = ("/tmp/tritonkit-server-x/backends/python/triton_python_backend_stub", "/tmp/repo/digits/1/model.pt",
-           "triton_pytorch_backend_shm_region_3989ccbf", "1048576", "1048576", "18132",
-           "/tmp/tritonkit-server-x/backends/python", "336", "digits_0_1", "/tmp/tritonkit-server-x/backends/pytorch")
+CMDLINE = (
+    "/tmp/tritonkit-server-x/backends/python/triton_python_backend_stub",
+    "/tmp/repo/digits/1/model.pt",
+    "triton_pytorch_backend_shm_region_3989ccbf",
+    "1048576",
+    "1048576",
+    "18132",
+    "/tmp/tritonkit-server-x/backends/python",
+    "336",
+    "digits_0_1",
+    "/tmp/tritonkit-server-x/backends/pytorch",
+)
 
 
 def stub(pid, instance="digits_0_1", status="sleeping", created=100.0, model="digits"):
-    cmdline = () if status == "zombie" else (*CMDLINE[:1], f"/tmp/repo/{model}/1/model.pt", *CMDLINE[2:8],
-                                              instance, CMDLINE[9])
+    cmdline = (
+        ()
+        if status == "zombie"
+        else (*CMDLINE[:1], f"/tmp/repo/{model}/1/model.pt", *CMDLINE[2:8], instance, CMDLINE[9])
+    )
     return StubInfo(pid, status, created, cmdline)
 
 
@@ -151,8 +163,11 @@ def _supervisor(monkeypatch, snapshots, control, after=FRESH):
 
 def test_two_dead_stubs_of_one_model_cost_one_reload(monkeypatch):
     control = FakeControl()
-    s = _supervisor(monkeypatch, [[stub(1), stub(2, "digits_0_0")],
-                                  [stub(1, status="zombie"), stub(2, "digits_0_0", status="zombie")]], control)
+    s = _supervisor(
+        monkeypatch,
+        [[stub(1), stub(2, "digits_0_0")], [stub(1, status="zombie"), stub(2, "digits_0_0", status="zombie")]],
+        control,
+    )
     assert s.poll() == []
     (event,) = s.poll()
     assert control.reloads == ["digits"]
@@ -204,8 +219,11 @@ def _recovered(monkeypatch):
     healthy sibling."""
     FakeProcess.killed = []
     monkeypatch.setattr(sup.psutil, "Process", FakeProcess)
-    s = _supervisor(monkeypatch, [[stub(1), stub(2, "digits_0_0")],
-                                  [stub(1, status="zombie"), stub(2, "digits_0_0")]], FakeControl())
+    s = _supervisor(
+        monkeypatch,
+        [[stub(1), stub(2, "digits_0_0")], [stub(1, status="zombie"), stub(2, "digits_0_0")]],
+        FakeControl(),
+    )
     s.poll()
     (event,) = s.poll()
     assert event.ok and event.settled_at is None
@@ -234,11 +252,12 @@ def test_replaced_stubs_stopping_on_their_own_are_left_alone(monkeypatch):
 
 def test_only_replaced_stubs_of_the_crashed_generation_are_ended(monkeypatch):
     s, event = _recovered(monkeypatch)
-    others = [stub(3, "digits_0_2"),  # no newer stub of its instance: still serving
-              stub(4, "text_generator_0_0", model="text_generator", created=100.0),  # another model
-              stub(5, "text_generator_0_0", model="text_generator", created=999.0)]
-    monkeypatch.setattr(sup, "snapshot", lambda pid: [stub(1, status="zombie"), stub(2, "digits_0_0"), *FRESH,
-                                                      *others])
+    others = [
+        stub(3, "digits_0_2"),  # no newer stub of its instance: still serving
+        stub(4, "text_generator_0_0", model="text_generator", created=100.0),  # another model
+        stub(5, "text_generator_0_0", model="text_generator", created=999.0),
+    ]
+    monkeypatch.setattr(sup, "snapshot", lambda pid: [stub(1, status="zombie"), stub(2, "digits_0_0"), *FRESH, *others])
     assert s.settle(event.reloaded_at + s.orphan_grace_s) == [2]
 
 
@@ -259,8 +278,14 @@ def test_the_thread_stops_promptly(monkeypatch):
 
 def test_supervise_needs_explicit_mode(tmp_path):
     with pytest.raises(ValueError, match="explicit"):
-        ServerConfig(model_repository=tmp_path, http_port=1, grpc_port=2, metrics_port=3, model_control_mode="poll",
-                     supervise=True)
+        ServerConfig(
+            model_repository=tmp_path,
+            http_port=1,
+            grpc_port=2,
+            metrics_port=3,
+            model_control_mode="poll",
+            supervise=True,
+        )
     assert not ServerConfig(model_repository=tmp_path, http_port=1, grpc_port=2, metrics_port=3).supervise
 
 

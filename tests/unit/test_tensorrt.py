@@ -35,8 +35,11 @@ class TorchTensorRTFrontEnd:
 
     def compile(self, module, ir, inputs, enabled_precisions, **settings):
         assert ir == "ts"
-        scripted = module if isinstance(module, (torch.jit.ScriptModule, torch.jit.ScriptFunction)) \
+        scripted = (
+            module
+            if isinstance(module, (torch.jit.ScriptModule, torch.jit.ScriptFunction))
             else torch.jit.script(module)
+        )
         self.compiled.append((scripted, inputs, enabled_precisions, settings))
         return scripted
 
@@ -82,8 +85,10 @@ def test_onnx_tensorrt_accelerator_caches_engines_with_one_profile_for_the_serve
         assert accelerator.name == "tensorrt" and params["precision_mode"] == spec.precision.upper()
         assert params["trt_engine_cache_enable"] == "1" and params["trt_timing_cache_enable"] == "1"
         assert params["trt_engine_cache_path"] == params["trt_timing_cache_path"] == config_io.TRT_CACHE_DIR
-        profiles = {which: dict(item.split(":") for item in params[f"trt_profile_{which}_shapes"].split(","))
-                    for which in ("min", "opt", "max")}
+        profiles = {
+            which: dict(item.split(":") for item in params[f"trt_profile_{which}_shapes"].split(","))
+            for which in ("min", "opt", "max")
+        }
         for tensor in spec.inputs:
             low, opt, high = ([int(d) for d in profiles[w][tensor.name].split("x")] for w in ("min", "opt", "max"))
             assert low[0] == 1 and high[0] == spec.max_batch_size and low[0] <= opt[0] <= high[0], spec.name
@@ -99,13 +104,15 @@ def test_the_engine_cache_is_a_folder_the_served_container_can_write():
     path = config_io.TRT_CACHE_DIR
     for overlay in ("gpu", "cpu"):
         triton = one(overlay, "Deployment", "triton")
-        mounts = {m["mountPath"]: m["name"] for m in container(triton, "triton")["volumeMounts"]
-                  if not m.get("readOnly")}
+        mounts = {
+            m["mountPath"]: m["name"] for m in container(triton, "triton")["volumeMounts"] if not m.get("readOnly")
+        }
         volumes = {v["name"]: v for v in pod_spec(triton)["volumes"]}
         writable = [m for m in mounts if path == m or path.startswith(m.rstrip("/") + "/")]
         assert writable and "emptyDir" in volumes[mounts[writable[0]]], f"{overlay}: {path} is not an emptyDir"
     services = yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())["services"]
     for name in ("triton", "triton-cpu"):
         service = services[name]
-        assert not service.get("read_only") or path in service.get("tmpfs", []), \
+        assert not service.get("read_only") or path in service.get("tmpfs", []), (
             f"compose {name}: a read-only root needs a tmpfs at {path}"
+        )

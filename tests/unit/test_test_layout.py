@@ -18,6 +18,7 @@ CROSS_CUTTING = {
     "k8s_scaling": "deploy/k8s, continued: autoscaling, disruption budget, the Locust pods",
     "k8s_stages": "deploy/k8s, continued: the export stage, the GPU pin, the monitoring objects",
     "imports": "the import graph of every project module",
+    "docs": "README.md and docs/: their links, anchors, make targets and length, not Python",
     "test_layout": "this file: the layout of tests/ itself",
     "limits": "the size limits of backends/generation.py, imaging.py and text.py against the committed configs",
     "gpu_target_agreement": "export's GPU target (catalog, pipeline, config) against the images that load it",
@@ -28,6 +29,7 @@ CROSS_CUTTING = {
 
 
 # --- no test module imports another ---------------------------------------------------------------
+
 
 def _is_test_module(dotted: str) -> bool:
     return dotted.rpartition(".")[2].startswith("test_")
@@ -53,12 +55,16 @@ def imports_of_test_modules(root: Path = PROJECT_ROOT) -> list[str]:
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join(anchor + ([base] if base else []))
                 targets = [base] if _is_test_module(base) else [f"{base}.{alias.name}" for alias in node.names]
-            found += [f"{path.relative_to(root)}:{node.lineno} imports {target}"
-                      for target in targets if _is_test_module(target)]
+            found += [
+                f"{path.relative_to(root)}:{node.lineno} imports {target}"
+                for target in targets
+                if _is_test_module(target)
+            ]
     return found
 
 
 # --- unit test files are named after a module ----------------------------------------------------
+
 
 def module_names(root: Path = PROJECT_ROOT) -> set[str]:
     """The names a unit test file may take after ``test_``: each project module's name (a package's folder
@@ -80,11 +86,13 @@ def misnamed(root: Path = PROJECT_ROOT, allowed: dict[str, str] = CROSS_CUTTING)
     """Unit test files named after no module and not allowed; allow-list entries that name no file."""
     names = module_names(root)
     stems = {path.stem.removeprefix("test_") for path in (root / "tests" / "unit").glob("test_*.py")}
-    return ([f"tests/unit/test_{stem}.py names no project module" for stem in sorted(stems - names - set(allowed))]
-            + [f"allow-list entry {stem!r}: no tests/unit/test_{stem}.py" for stem in sorted(set(allowed) - stems)])
+    return [f"tests/unit/test_{stem}.py names no project module" for stem in sorted(stems - names - set(allowed))] + [
+        f"allow-list entry {stem!r}: no tests/unit/test_{stem}.py" for stem in sorted(set(allowed) - stems)
+    ]
 
 
 # --- the project ---------------------------------------------------------------------------------
+
 
 def test_no_test_module_imports_another():
     assert imports_of_test_modules() == []
@@ -101,6 +109,7 @@ def test_the_checks_read_the_project():
 
 # --- each check can fail -------------------------------------------------------------------------
 
+
 def _tree(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name
@@ -110,13 +119,18 @@ def _tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_an_import_of_a_test_module_is_named_in_each_form(tmp_path):
-    root = _tree(tmp_path, {
-        "tests/__init__.py": "", "tests/helpers.py": "X = 1\n", "tests/unit/conftest.py": "",
-        "tests/unit/test_a.py": "from tests.unit.test_b import X\nfrom .test_c import y\nfrom . import test_d\n"
-                                "import tests.functional.test_e\nfrom tests.helpers import X\nfrom . import conftest\n",
-        "tests/functional/test_f.py": "def f():\n    from ..unit.test_a import g\n",
-        "tests/helpers2.py": "from tests.unit import test_a, conftest\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "tests/__init__.py": "",
+            "tests/helpers.py": "X = 1\n",
+            "tests/unit/conftest.py": "",
+            "tests/unit/test_a.py": "from tests.unit.test_b import X\nfrom .test_c import y\nfrom . import test_d\n"
+            "import tests.functional.test_e\nfrom tests.helpers import X\nfrom . import conftest\n",
+            "tests/functional/test_f.py": "def f():\n    from ..unit.test_a import g\n",
+            "tests/helpers2.py": "from tests.unit import test_a, conftest\n",
+        },
+    )
     assert imports_of_test_modules(root) == [
         "tests/functional/test_f.py:2 imports tests.unit.test_a",
         "tests/helpers2.py:1 imports tests.unit.test_a",
@@ -125,18 +139,36 @@ def test_an_import_of_a_test_module_is_named_in_each_form(tmp_path):
         "tests/unit/test_a.py:3 imports tests.unit.test_d",
         "tests/unit/test_a.py:4 imports tests.functional.test_e",
     ]
-    assert imports_of_test_modules(_tree(tmp_path / "clean", {"tests/unit/test_a.py": "from tests.helpers import X\n"})) == []
+    assert (
+        imports_of_test_modules(_tree(tmp_path / "clean", {"tests/unit/test_a.py": "from tests.helpers import X\n"}))
+        == []
+    )
 
 
 def test_a_unit_test_file_named_after_no_module_is_named(tmp_path):
-    root = _tree(tmp_path, {
-        "tool.py": "", "export/__init__.py": "", "export/cli.py": "", "export/zoo/__init__.py": "",
-        "loadtest/tune/command.py": "", "deploy/__main__.py": "",
-        "tests/unit/test_tool.py": "", "tests/unit/test_export_cli.py": "", "tests/unit/test_tune_command.py": "",
-        "tests/unit/test_zoo.py": "", "tests/unit/test_export.py": "", "tests/unit/test_pieces.py": "",
-        "tests/unit/test_main.py": "", "tests/unit/test_k8s.py": "",
-    })
-    assert misnamed(root, {"k8s": "manifests"}) == ["tests/unit/test_main.py names no project module",
-                                                    "tests/unit/test_pieces.py names no project module"]
+    root = _tree(
+        tmp_path,
+        {
+            "tool.py": "",
+            "export/__init__.py": "",
+            "export/cli.py": "",
+            "export/zoo/__init__.py": "",
+            "loadtest/tune/command.py": "",
+            "deploy/__main__.py": "",
+            "tests/unit/test_tool.py": "",
+            "tests/unit/test_export_cli.py": "",
+            "tests/unit/test_tune_command.py": "",
+            "tests/unit/test_zoo.py": "",
+            "tests/unit/test_export.py": "",
+            "tests/unit/test_pieces.py": "",
+            "tests/unit/test_main.py": "",
+            "tests/unit/test_k8s.py": "",
+        },
+    )
+    assert misnamed(root, {"k8s": "manifests"}) == [
+        "tests/unit/test_main.py names no project module",
+        "tests/unit/test_pieces.py names no project module",
+    ]
     assert misnamed(root, {"k8s": "manifests", "main": "x", "pieces": "y", "gone": "z"}) == [
-        "allow-list entry 'gone': no tests/unit/test_gone.py"]
+        "allow-list entry 'gone': no tests/unit/test_gone.py"
+    ]

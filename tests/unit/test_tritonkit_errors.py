@@ -16,8 +16,11 @@ def test_each_folder_has_one_base_under_the_root_and_its_errors_under_it(folder,
     module = importlib.import_module(f"{folder}.errors")
     root = getattr(module, base)
     assert root.__bases__ == (TritonkitError,)
-    errors = [c for _, c in inspect.getmembers(module, inspect.isclass)
-              if issubclass(c, Exception) and c.__module__ == module.__name__]
+    errors = [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if issubclass(c, Exception) and c.__module__ == module.__name__
+    ]
     assert len(errors) >= 2
     for error in errors:
         assert issubclass(error, root), f"{error.__name__} is not a {base}"

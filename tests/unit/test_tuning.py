@@ -62,14 +62,17 @@ def test_tuned_settings_round_trip_through_the_catalog(tmp_path):
     base = catalog.load(catalog.CATALOG, None)["minilm"]
     changes = ServingChanges(max_queue_delay_us=0, preferred_batch_sizes=(4, 16), instances=1, max_batch_size=16)
     settings = autotune.tuned_settings(changes, base)
-    text = autotune.render_tuned({"minilm": {"note": "why \"this\"", **settings}})
+    text = autotune.render_tuned({"minilm": {"note": 'why "this"', **settings}})
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(text)
     assert tomllib.loads(text)["minilm"]["note"] == 'why "this"'
     entry = catalog.load(catalog.CATALOG, tuned)["minilm"]
     # The variant's batching values replace the catalog's; the rest (the queue policy) is kept.
-    assert entry.settings["dynamic_batching"] == {**base.settings["dynamic_batching"], "max_queue_delay_us": 0,
-                                                  "preferred_batch_sizes": [4, 16]}
+    assert entry.settings["dynamic_batching"] == {
+        **base.settings["dynamic_batching"],
+        "max_queue_delay_us": 0,
+        "preferred_batch_sizes": [4, 16],
+    }
     assert entry.settings["dynamic_batching"]["max_queue_size"] == base.settings["dynamic_batching"]["max_queue_size"]
     assert entry.settings["instance_groups"] == [{"count": 1, "kind": "KIND_CPU"}]
     assert entry.settings["max_batch_size"] == 16
@@ -84,7 +87,11 @@ def test_a_tuned_queue_policy_reaches_the_catalog(tmp_path):
     tuned = tmp_path / "tuned.toml"
     tuned.write_text(autotune.render_tuned({"digits": autotune.tuned_settings(changes, base)}))
     batching = catalog.load(catalog.CATALOG, tuned)["digits"].settings["dynamic_batching"]
-    assert (batching["max_queue_size"], batching["default_timeout_us"], batching["timeout_action"]) == (48, 9000, "REJECT")
+    assert (batching["max_queue_size"], batching["default_timeout_us"], batching["timeout_action"]) == (
+        48,
+        9000,
+        "REJECT",
+    )
     assert batching["max_queue_delay_us"] == base.settings["dynamic_batching"]["max_queue_delay_us"]
 
 
@@ -122,8 +129,9 @@ def test_override_changes_only_what_the_variant_says():
     plain = apply.override(config, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
     assert "dynamic_batching" not in plain and "model_warmup" not in plain
     assert plain["instance_group"][0]["count"] == 1 and plain["input"] == config["input"]
-    tuned = apply.override(config, Candidate.of("t", max_queue_delay_us=300, preferred_batch_sizes=(8,),
-                                                max_batch_size=16))
+    tuned = apply.override(
+        config, Candidate.of("t", max_queue_delay_us=300, preferred_batch_sizes=(8,), max_batch_size=16)
+    )
     assert int(tuned["dynamic_batching"]["max_queue_delay_microseconds"]) == 300
     assert tuned["dynamic_batching"]["preferred_batch_size"] == [8]
     assert [w["batch_size"] for w in tuned["model_warmup"]] == [1, 16]  # the batch-64 warmup would fail the load

@@ -42,9 +42,27 @@ def snapshot(*roots: Path) -> dict[Path, bytes]:
 @pytest.fixture(scope="module")
 def user_repository(tmp_path_factory) -> Path:
     repository = tmp_path_factory.mktemp("repo")
-    done = subprocess.run([sys.executable, "-m", "export", "--model-file", f"{USER_MODEL}:build", "--name", "scorer",
-                           "--input", "features:FP32:16", "--output", "scores", "--max-batch-size", "16",
-                           "--repository", str(repository)], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "export",
+            "--model-file",
+            f"{USER_MODEL}:build",
+            "--name",
+            "scorer",
+            "--input",
+            "features:FP32:16",
+            "--output",
+            "scores",
+            "--max-batch-size",
+            "16",
+            "--repository",
+            str(repository),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     return repository
 
@@ -58,8 +76,14 @@ def test_a_catalog_models_dry_run_diffs_tuned_toml_and_every_format_and_writes_n
     assert snapshot(tuned, catalog.TUNED, *REPOSITORY.glob("digits*/")) == before
     assert written.kind == "catalog" and written.dry_run and written.clients_call == "digits_onnx"
     assert str(tuned) in written.files and str(REPOSITORY / "digits_onnx" / "config.pbtxt") in written.files
-    for text in ("+max_batch_size = 32", "-  max_queue_delay_microseconds: 1000", "-  count: 2", "+  count: 3",
-                 "digits_fp16/config.pbtxt", "clients call digits_onnx"):
+    for text in (
+        "+max_batch_size = 32",
+        "-  max_queue_delay_microseconds: 1000",
+        "-  count: 2",
+        "+  count: 3",
+        "digits_fp16/config.pbtxt",
+        "clients call digits_onnx",
+    ):
         assert text in written.diff, text
     assert "dry run: nothing written" in written.text()
 
@@ -69,13 +93,15 @@ def test_a_catalog_pick_goes_into_tuned_toml_and_is_re_exported(tmp_path):
     shutil.copytree(REPOSITORY / "digits", repository / "digits")  # the public format only: faster to re-export
     catalog_path = tmp_path / "models.toml"
     text = catalog.CATALOG.read_text()
-    catalog_path.write_text(text.replace('cpu = ["torchscript/fp32", "torchscript/fp16", "onnx/fp32"]',
-                                         'cpu = ["torchscript/fp32"]', 1))
+    catalog_path.write_text(
+        text.replace('cpu = ["torchscript/fp32", "torchscript/fp16", "onnx/fp32"]', 'cpu = ["torchscript/fp32"]', 1)
+    )
     tuned = tmp_path / "tuned.toml"
     reloaded = []
     picked = outcome_for("digits", repository, Point("torchscript/fp32", 0, (), 3, 32))
-    written = writer.write_pick(picked, dry_run=False, reload=reloaded.append, tuned_path=tuned,
-                               catalog_path=catalog_path)
+    written = writer.write_pick(
+        picked, dry_run=False, reload=reloaded.append, tuned_path=tuned, catalog_path=catalog_path
+    )
     table = tomllib.loads(tuned.read_text())["digits"]
     assert table["max_batch_size"] == 32 and table["instance_groups"] == [{"count": 3, "kind": "KIND_CPU"}]
     assert table["dynamic_batching"]["max_queue_delay_us"] == 0 and "tritonkit tune" in table["note"]
@@ -107,8 +133,9 @@ def test_a_user_model_pick_goes_into_its_config_and_manifest(user_repository, tm
     assert args["settings"] == recorded.settings_of(spec) and args["tuned"].startswith("tritonkit tune")
     assert reloaded == ["scorer"]
     # Nothing of the model's weights or the other files moved.
-    assert (repository / "scorer" / "1" / "model.pt").read_bytes() == \
-        (user_repository / "scorer" / "1" / "model.pt").read_bytes()
+    assert (repository / "scorer" / "1" / "model.pt").read_bytes() == (
+        user_repository / "scorer" / "1" / "model.pt"
+    ).read_bytes()
 
 
 def test_no_pick_is_nothing_to_write(user_repository):

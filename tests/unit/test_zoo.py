@@ -19,8 +19,9 @@ from export.zoo import efficientnet, minilm, resnet
 NAMES = ("efficientnet_lite0", "minilm", "resnet50")
 DTYPES = {"FP32": torch.float32, "INT64": torch.int64}
 
-pytestmark = pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning", "ignore::DeprecationWarning",
-                                        "ignore::FutureWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::torch.jit.TracerWarning", "ignore::DeprecationWarning", "ignore::FutureWarning"
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +91,10 @@ def test_interface_matches_the_spec(built, name):
 def test_trace_equals_eager_at_other_batch_sizes(built, name):
     model = built(name)
     module = traced(model)
-    cases = [model.reference_inputs, model.random_inputs(1, model.seq_lengths[0] if model.seq_lengths else None,
-                                                         torch.Generator().manual_seed(7))]
+    cases = [
+        model.reference_inputs,
+        model.random_inputs(1, model.seq_lengths[0] if model.seq_lengths else None, torch.Generator().manual_seed(7)),
+    ]
     for inputs in cases:
         with torch.no_grad():
             torch.testing.assert_close(module(*inputs), eager(model, *inputs), atol=1e-6, rtol=1e-6)
@@ -159,7 +162,9 @@ def test_minilm_random_inputs_are_valid():
     for row, length in enumerate(lengths.tolist()):
         assert ids[row, length - 1] == minilm.SEP and mask[row, :length].all()
         assert (ids[row, length:] == 0).all() and (mask[row, length:] == 0).all()
-        assert ((ids[row, 1:length - 1] >= minilm.FIRST_WORD_ID) & (ids[row, 1:length - 1] < minilm.VOCAB_SIZE)).all()
+        assert (
+            (ids[row, 1 : length - 1] >= minilm.FIRST_WORD_ID) & (ids[row, 1 : length - 1] < minilm.VOCAB_SIZE)
+        ).all()
 
 
 def test_minilm_matches_sentence_transformers(built):

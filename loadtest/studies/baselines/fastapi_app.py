@@ -262,8 +262,9 @@ class MicroBatcher:
 
     def _forward(self, batch: list[_Pending]) -> list[dict[str, np.ndarray]]:
         names = list(batch[0].arrays)
-        joined = {n: batch[0].arrays[n] if len(batch) == 1 else np.concatenate([b.arrays[n] for b in batch])
-                  for n in names}
+        joined = {
+            n: batch[0].arrays[n] if len(batch) == 1 else np.concatenate([b.arrays[n] for b in batch]) for n in names
+        }
         total = sum(b.rows for b in batch)
         outputs = self.predict(joined)
         for name, out in outputs.items():
@@ -274,7 +275,7 @@ class MicroBatcher:
         self.rows += total
         split, start = [], 0
         for item in batch:
-            split.append({n: out[start:start + item.rows] for n, out in outputs.items()})
+            split.append({n: out[start : start + item.rows] for n, out in outputs.items()})
             start += item.rows
         return split
 
@@ -289,9 +290,17 @@ def _settle(future: asyncio.Future, result=None, exc: Exception | None = None) -
 
 
 # -- the app --------------------------------------------------------------------------------------
-def create_app(model_path: Path, input_names: list[str], output_names: list[str], *, batcher: bool = False,
-               max_batch: int = 32, max_wait_ms: float = 2.0, threads: int | None = None,
-               input_dtypes: dict[str, Any] | None = None) -> FastAPI:
+def create_app(
+    model_path: Path,
+    input_names: list[str],
+    output_names: list[str],
+    *,
+    batcher: bool = False,
+    max_batch: int = 32,
+    max_wait_ms: float = 2.0,
+    threads: int | None = None,
+    input_dtypes: dict[str, Any] | None = None,
+) -> FastAPI:
     """The FastAPI app serving ``model_path`` (TorchScript or ONNX) on ``POST /infer``; see the module doc."""
     predictor = Predictor(Path(model_path), input_names, output_names, threads)
     decode = InputDecoder(input_names, input_dtypes)
@@ -319,6 +328,7 @@ def create_app(model_path: Path, input_names: list[str], output_names: list[str]
         return JSONResponse({"outputs": {name: out.tolist() for name, out in outputs.items()}})
 
     if micro is None:
+
         @app.post("/infer")
         def infer(request: InferRequest):  # plain def: FastAPI runs it in its thread pool
             try:
@@ -332,6 +342,7 @@ def create_app(model_path: Path, input_names: list[str], output_names: list[str]
             count()
             return respond(outputs)
     else:
+
         @app.post("/infer")
         async def infer(request: InferRequest):
             try:
@@ -353,26 +364,47 @@ def create_app(model_path: Path, input_names: list[str], output_names: list[str]
     def get_stats():
         if micro is None:
             return {"mode": "per-request", "requests": stats["requests"], "forwards": stats["requests"]}
-        return {"mode": "batcher", "requests": stats["requests"], "forwards": micro.batches,
-                "rows": micro.rows, "mean_batch_rows": round(micro.mean_batch_rows, 3),
-                "max_batch": micro.max_batch, "max_wait_ms": micro.max_wait_s * 1000}
+        return {
+            "mode": "batcher",
+            "requests": stats["requests"],
+            "forwards": micro.batches,
+            "rows": micro.rows,
+            "mean_batch_rows": round(micro.mean_batch_rows, 3),
+            "max_batch": micro.max_batch,
+            "max_wait_ms": micro.max_wait_s * 1000,
+        }
 
     return app
 
 
-def app_for_model(model: str, repository: Path = DEFAULT_REPOSITORY, *, batcher: bool = False,
-                  max_batch: int | None = None, max_wait_ms: float = 2.0, threads: int | None = None) -> FastAPI:
+def app_for_model(
+    model: str,
+    repository: Path = DEFAULT_REPOSITORY,
+    *,
+    batcher: bool = False,
+    max_batch: int | None = None,
+    max_wait_ms: float = 2.0,
+    threads: int | None = None,
+) -> FastAPI:
     spec = model_file(model, repository)
-    return create_app(spec.model_path, spec.input_names, spec.output_names, batcher=batcher,
-                      max_batch=max_batch or spec.max_batch_size or 32, max_wait_ms=max_wait_ms,
-                      threads=threads, input_dtypes=spec.input_dtypes)
+    return create_app(
+        spec.model_path,
+        spec.input_names,
+        spec.output_names,
+        batcher=batcher,
+        max_batch=max_batch or spec.max_batch_size or 32,
+        max_wait_ms=max_wait_ms,
+        threads=threads,
+        input_dtypes=spec.input_dtypes,
+    )
 
 
 def app_from_env() -> FastAPI:
     """uvicorn factory for ``--workers N`` (each worker process builds its own app from the env)."""
     env = os.environ
     return app_for_model(
-        env[_ENV_PREFIX + "MODEL"], Path(env[_ENV_PREFIX + "REPOSITORY"]),
+        env[_ENV_PREFIX + "MODEL"],
+        Path(env[_ENV_PREFIX + "REPOSITORY"]),
         batcher=env.get(_ENV_PREFIX + "BATCHER") == "1",
         max_batch=int(env.get(_ENV_PREFIX + "MAX_BATCH") or 0) or None,
         max_wait_ms=float(env.get(_ENV_PREFIX + "MAX_WAIT_MS") or 2.0),
@@ -383,39 +415,69 @@ def app_from_env() -> FastAPI:
 def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
-    parser = argparse.ArgumentParser(prog="python -m loadtest.studies.baselines.fastapi_app", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtest.studies.baselines.fastapi_app", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--model", required=True)
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--batcher", action="store_true", help="use the asyncio micro-batcher")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    parser.add_argument("--max-batch", type=int, default=None, help="batcher rows per forward (default: the config's max_batch_size)")
+    parser.add_argument(
+        "--max-batch", type=int, default=None, help="batcher rows per forward (default: the config's max_batch_size)"
+    )
     parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batcher wait after the first request")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
     args = parser.parse_args(argv)
 
     if args.workers > 1:  # uvicorn needs an import string to fork workers; they read the env
-        os.environ.update({
-            _ENV_PREFIX + "MODEL": args.model, _ENV_PREFIX + "REPOSITORY": str(args.repository.resolve()),
-            _ENV_PREFIX + "BATCHER": "1" if args.batcher else "0",
-            _ENV_PREFIX + "MAX_BATCH": str(args.max_batch or ""), _ENV_PREFIX + "MAX_WAIT_MS": str(args.max_wait_ms),
-            _ENV_PREFIX + "THREADS": str(args.threads or ""),
-        })
+        os.environ.update(
+            {
+                _ENV_PREFIX + "MODEL": args.model,
+                _ENV_PREFIX + "REPOSITORY": str(args.repository.resolve()),
+                _ENV_PREFIX + "BATCHER": "1" if args.batcher else "0",
+                _ENV_PREFIX + "MAX_BATCH": str(args.max_batch or ""),
+                _ENV_PREFIX + "MAX_WAIT_MS": str(args.max_wait_ms),
+                _ENV_PREFIX + "THREADS": str(args.threads or ""),
+            }
+        )
         model_file(args.model, args.repository)  # fail here, not in each worker
-        uvicorn.run("loadtest.studies.baselines.fastapi_app:app_from_env", factory=True, host="127.0.0.1",
-                    port=args.port, workers=args.workers, log_level="warning", access_log=False)
+        uvicorn.run(
+            "loadtest.studies.baselines.fastapi_app:app_from_env",
+            factory=True,
+            host="127.0.0.1",
+            port=args.port,
+            workers=args.workers,
+            log_level="warning",
+            access_log=False,
+        )
         return 0
-    app = app_for_model(args.model, args.repository, batcher=args.batcher, max_batch=args.max_batch,
-                        max_wait_ms=args.max_wait_ms, threads=args.threads)
+    app = app_for_model(
+        args.model,
+        args.repository,
+        batcher=args.batcher,
+        max_batch=args.max_batch,
+        max_wait_ms=args.max_wait_ms,
+        threads=args.threads,
+    )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
     return 0
 
 
 # -- running it in a subprocess -------------------------------------------------------------------
-def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository: Path = DEFAULT_REPOSITORY, *,
-                        workers: int = 1, threads: int | None = None, max_batch: int | None = None,
-                        max_wait_ms: float = 2.0, timeout_s: float = 90.0,
-                        cpus: frozenset[int] | None = None) -> subprocess.Popen:
+def serve_in_subprocess(
+    model: str,
+    port: int,
+    batcher: bool = False,
+    repository: Path = DEFAULT_REPOSITORY,
+    *,
+    workers: int = 1,
+    threads: int | None = None,
+    max_batch: int | None = None,
+    max_wait_ms: float = 2.0,
+    timeout_s: float = 90.0,
+    cpus: frozenset[int] | None = None,
+) -> subprocess.Popen:
     """Start the baseline on 127.0.0.1:``port`` (pinned to ``cpus`` when given) and return once ``GET /health``
     answers 200.
 
@@ -423,9 +485,21 @@ def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository
     Its output goes to ``proc.log_path``. If it exits or is not healthy within ``timeout_s``, it is
     stopped and a RuntimeError carries the tail of its output.
     """
-    cmd = [sys.executable, "-m", "loadtest.studies.baselines.fastapi_app", "--model", model, "--port", str(port),
-           "--repository", str(Path(repository).resolve()), "--workers", str(workers),
-           "--max-wait-ms", str(max_wait_ms)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadtest.studies.baselines.fastapi_app",
+        "--model",
+        model,
+        "--port",
+        str(port),
+        "--repository",
+        str(Path(repository).resolve()),
+        "--workers",
+        str(workers),
+        "--max-wait-ms",
+        str(max_wait_ms),
+    ]
     if batcher:
         cmd.append("--batcher")
     if threads:
@@ -434,21 +508,30 @@ def serve_in_subprocess(model: str, port: int, batcher: bool = False, repository
         cmd += ["--max-batch", str(max_batch)]
     fd, log_name = tempfile.mkstemp(prefix=f"baseline-{model}-", suffix=".log")
     with os.fdopen(fd, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=PROJECT_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
     proc.log_path = Path(log_name)
     url = f"http://127.0.0.1:{port}/health"
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"the baseline exited with code {proc.returncode} before it was healthy:\n"
-                               f"{_tail(proc.log_path)}")
+            raise RuntimeError(
+                f"the baseline exited with code {proc.returncode} before it was healthy:\n{_tail(proc.log_path)}"
+            )
         if _healthy(url):
             return proc
         if time.monotonic() > deadline:
             stop_subprocess(proc)
-            raise RuntimeError(f"the baseline was not healthy at {url} within {timeout_s:.0f} s:\n{_tail(proc.log_path)}")
+            raise RuntimeError(
+                f"the baseline was not healthy at {url} within {timeout_s:.0f} s:\n{_tail(proc.log_path)}"
+            )
         time.sleep(0.2)
 
 

@@ -36,8 +36,13 @@ class TritonPythonModel:
             ids = np.argsort(-probabilities, axis=-1, kind="stable")[:, :k]
             scores = np.take_along_axis(probabilities, ids, axis=-1).astype(np.float32)
             names = np.vectorize(lambda i: self.labels[i].encode("utf-8"), otypes=[object])(ids)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("LABELS", names), pb_utils.Tensor("CLASS_IDS", ids.astype(np.int64)),
-                pb_utils.Tensor("SCORES", scores),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("LABELS", names),
+                        pb_utils.Tensor("CLASS_IDS", ids.astype(np.int64)),
+                        pb_utils.Tensor("SCORES", scores),
+                    ]
+                )
+            )
         return responses

@@ -21,9 +21,11 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses, crops, owners = gather(
-            requests, "IMAGE",
+            requests,
+            "IMAGE",
             lambda data: imaging.resize_crop(imaging.decode(data, self.max_bytes, self.max_pixels)),
-            (imaging.ImageError,))
+            (imaging.ImageError,),
+        )
         if crops:
             batch = imaging.normalise(np.stack(crops))  # every accepted image scaled in one pass
             for i, part in scatter(owners):

@@ -100,9 +100,12 @@ class Stream:
         self.done, self.reason = True, reason
         try:
             if reason == "cancelled":
-                self.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "request cancelled", pb_utils.TritonError.CANCELLED)),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                self.sender.send(
+                    pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError("request cancelled", pb_utils.TritonError.CANCELLED)
+                    ),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 return
             if reason != "stop":
                 self.send_text(self.stop.push(self.streamer.flush()) + self.stop.flush())
@@ -115,8 +118,10 @@ class Stream:
             return
         self.done = True
         try:
-            self.sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
-                             flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            self.sender.send(
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
+                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+            )
         except Exception:  # noqa: BLE001
             pass
 
@@ -131,25 +136,31 @@ class BlsSteps:
         self.prefill_model, self.decode_model, self.device = prefill, decode, device
         self.memory = {}
         if device.type == "cuda":
-            self.memory["preferred_memory"] = pb_utils.PreferredMemory(pb_utils.TRITONSERVER_MEMORY_GPU,
-                                                                       device.index or 0)
+            self.memory["preferred_memory"] = pb_utils.PreferredMemory(
+                pb_utils.TRITONSERVER_MEMORY_GPU, device.index or 0
+            )
 
     def _call(self, model, named):
-        inputs = [pb_utils.Tensor.from_dlpack(name, torch.utils.dlpack.to_dlpack(t.contiguous()))
-                  for name, t in named.items()]
-        response = pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=self.OUTPUTS,
-                                             **self.memory).exec()
+        inputs = [
+            pb_utils.Tensor.from_dlpack(name, torch.utils.dlpack.to_dlpack(t.contiguous())) for name, t in named.items()
+        ]
+        response = pb_utils.InferenceRequest(
+            model_name=model, inputs=inputs, requested_output_names=self.OUTPUTS, **self.memory
+        ).exec()
         if response.has_error():
             raise RuntimeError(f"{model}: {response.error().message()}")
-        return tuple(torch.from_dlpack(pb_utils.get_output_tensor_by_name(response, n).to_dlpack())
-                     .to(self.device).clone() for n in self.OUTPUTS)
+        return tuple(
+            torch.from_dlpack(pb_utils.get_output_tensor_by_name(response, n).to_dlpack()).to(self.device).clone()
+            for n in self.OUTPUTS
+        )
 
     def prefill(self, ids, mask):
         return self._call(self.prefill_model, {"input_ids": ids, "attention_mask": mask})
 
     def decode(self, ids, mask, keys, values):
-        return self._call(self.decode_model, {"input_ids": ids, "attention_mask": mask, "past_keys": keys,
-                                              "past_values": values})
+        return self._call(
+            self.decode_model, {"input_ids": ids, "attention_mask": mask, "past_keys": keys, "past_values": values}
+        )
 
 
 class TritonPythonModel:
@@ -176,8 +187,12 @@ class TritonPythonModel:
         torch.set_num_threads(threads)
         optimized = not flag(params.get("DISABLE_OPTIMIZED_EXECUTION", "false"))
         if self.mode == "inprocess":
-            steps = TorchScriptSteps(repository / self.prefill_name / "1" / "model.pt",
-                                     repository / self.decode_name / "1" / "model.pt", self.device, optimized)
+            steps = TorchScriptSteps(
+                repository / self.prefill_name / "1" / "model.pt",
+                repository / self.decode_name / "1" / "model.pt",
+                self.device,
+                optimized,
+            )
         elif self.mode == "bls":
             steps = BlsSteps(self.prefill_name, self.decode_name, self.device)
         else:
@@ -199,8 +214,9 @@ class TritonPythonModel:
         self.generator = torch.Generator(device=self.device).manual_seed(0)
         if flag(params.get("WARMUP", "true")):
             if self.mode == "bls":  # Triton allows BLS requests only once initialize has returned
-                pb_utils.Logger.log_info(f"{self.name}: no warmup with STEP_MODE bls: the step models warm "
-                                         "through their own model_warmup")
+                pb_utils.Logger.log_info(
+                    f"{self.name}: no warmup with STEP_MODE bls: the step models warm through their own model_warmup"
+                )
             else:
                 self._warm()
         self.incoming: queue.Queue = queue.Queue()
@@ -245,23 +261,35 @@ class TritonPythonModel:
         streamer = TokenStreamer(self.token_bytes)
         streamer.push(ids[0])
         choose_tokens(torch.zeros(1, 4, device=self.device), [1.0], self.generator)
-        pb_utils.Logger.log_info(f"{self.name}: warmed up in {time.perf_counter() - started:.2f} s: prefill at "
-                                 f"{lengths} tokens, decode at batch {sizes} ({self.mode}, {self.device})")
+        pb_utils.Logger.log_info(
+            f"{self.name}: warmed up in {time.perf_counter() - started:.2f} s: prefill at "
+            f"{lengths} tokens, decode at batch {sizes} ({self.mode}, {self.device})"
+        )
 
     # -- requests ----------------------------------------------------------------------------------
     def execute(self, requests):
         for request in requests:
+
             def raw(name, request=request):
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 return None if tensor is None else tensor.as_numpy()
 
             try:
-                parsed = parse_request(self.tokenizer, raw("PROMPT"), raw("MAX_TOKENS"), raw("TEMPERATURE"),
-                                       raw("STOP"), self.limits, chat=raw("CHAT"), template=self.chat)
+                parsed = parse_request(
+                    self.tokenizer,
+                    raw("PROMPT"),
+                    raw("MAX_TOKENS"),
+                    raw("TEMPERATURE"),
+                    raw("STOP"),
+                    self.limits,
+                    chat=raw("CHAT"),
+                    template=self.chat,
+                )
             except GenerationInputError as exc:
                 request.get_response_sender().send(
                     pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 continue
             self.incoming.put(Stream(request, parsed, TokenStreamer(self.token_bytes)))
         return None
@@ -352,7 +380,8 @@ class TritonPythonModel:
             times = sorted(self.step_times)
             pb_utils.Logger.log_info(
                 f"{self.name}: {len(times)} decode steps ({self.mode}), {self.tokens_out} tokens, "
-                f"median {1000 * times[len(times) // 2]:.2f} ms")
+                f"median {1000 * times[len(times) // 2]:.2f} ms"
+            )
         self.step_times, self.tokens_out = [], 0
 
     def finalize(self):

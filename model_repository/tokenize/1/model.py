@@ -22,13 +22,17 @@ class TritonPythonModel:
 
     def execute(self, requests):
         responses, texts, owners = gather(
-            requests, "TEXT", lambda raw: text.decode_text(raw, "TEXT", self.max_bytes), (text.TextError,))
+            requests, "TEXT", lambda raw: text.decode_text(raw, "TEXT", self.max_bytes), (text.TextError,)
+        )
         if texts:
             ids, mask, truncated = text.tokenize(texts)  # one padding length for the whole batch
             flags = np.array(truncated, dtype=bool).reshape(-1, 1)
             for i, part in scatter(owners):
                 responses[i] = pb_utils.InferenceResponse(
-                    output_tensors=[pb_utils.Tensor("input_ids", ids[part]),
-                                    pb_utils.Tensor("attention_mask", mask[part]),
-                                    pb_utils.Tensor("TRUNCATED", flags[part])])
+                    output_tensors=[
+                        pb_utils.Tensor("input_ids", ids[part]),
+                        pb_utils.Tensor("attention_mask", mask[part]),
+                        pb_utils.Tensor("TRUNCATED", flags[part]),
+                    ]
+                )
         return responses
