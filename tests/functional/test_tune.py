@@ -13,9 +13,9 @@ from deploy.client import connect
 from export import config as config_io
 from export import recorded
 from tests.conftest import server_config, start_or_fail
+from tests.user_models import scorer_export_args
 
 PROJECT = Path(__file__).resolve().parents[2]
-USER_MODEL = PROJECT / "tests" / "data" / "user_model.py"
 # Generous: this checks the flow on a shared 2-core machine, not its speed.
 TUNE = ["--slo-p99-ms", "1000", "--users", "4", "--budget-s", "20", "--max-instances", "2", "--measurement-ms", "500"]
 
@@ -35,18 +35,7 @@ def user_repository(tmp_path_factory) -> Path:
     repository = tmp_path_factory.mktemp("repository")
     done = tritonkit(
         "export",
-        "--model-file",
-        f"{USER_MODEL}:build",
-        "--name",
-        "scorer",
-        "--input",
-        "features:FP32:16",
-        "--output",
-        "scores",
-        "--max-batch-size",
-        "16",
-        "--repository",
-        str(repository),
+        *scorer_export_args(repository),
     )
     assert done.returncode == 0, done.stderr
     return repository

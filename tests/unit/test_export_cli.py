@@ -2,13 +2,11 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from export import config as config_io
-
-USER_MODEL = Path(__file__).resolve().parents[1] / "data" / "user_model.py"
+from tests.user_models import USER_MODEL, scorer_export_args
 
 
 def export(*args, cwd=None):
@@ -17,18 +15,7 @@ def export(*args, cwd=None):
 
 def test_user_model_exports_with_a_config(tmp_path):
     result = export(
-        "--model-file",
-        f"{USER_MODEL}:build",
-        "--name",
-        "scorer",
-        "--input",
-        "features:FP32:16",
-        "--output",
-        "scores",
-        "--max-batch-size",
-        "16",
-        "--repository",
-        str(tmp_path),
+        *scorer_export_args(tmp_path),
     )
     assert result.returncode == 0, result.stderr
     assert "scorer" in result.stdout and "ok" in result.stdout

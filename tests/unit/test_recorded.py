@@ -4,14 +4,12 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from export import catalog, recorded
 from export import config as config_io
 from export.changes import ServingChanges
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, TensorSpec
-
-USER_MODEL = Path(__file__).resolve().parents[1] / "data" / "user_model.py"
+from tests.user_models import USER_MODEL, scorer_export_args
 
 
 def export(*args):
@@ -48,18 +46,7 @@ def test_settings_round_trip_through_a_catalog_entry():
 
 def test_a_model_file_export_records_its_arguments_and_a_re_export_keeps_tuned_settings(tmp_path):
     first = export(
-        "--model-file",
-        f"{USER_MODEL}:build",
-        "--name",
-        "scorer",
-        "--input",
-        "features:FP32:16",
-        "--output",
-        "scores",
-        "--max-batch-size",
-        "16",
-        "--repository",
-        str(tmp_path),
+        *scorer_export_args(tmp_path),
     )
     assert first.returncode == 0, first.stderr
     folder = tmp_path / "scorer"

@@ -19,9 +19,9 @@ from loadtest.tune import writer
 from loadtest.tune.search import SearchResult, Trial
 from loadtest.tune.space import Point, SearchSpace
 from loadtest.tune.tuner import Outcome, TuneOptions
+from tests.user_models import scorer_export_args
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
-USER_MODEL = Path(__file__).resolve().parents[1] / "data" / "user_model.py"
 
 
 def outcome_for(model: str, repository: Path, point: Point) -> Outcome:
@@ -47,18 +47,7 @@ def user_repository(tmp_path_factory) -> Path:
             sys.executable,
             "-m",
             "export",
-            "--model-file",
-            f"{USER_MODEL}:build",
-            "--name",
-            "scorer",
-            "--input",
-            "features:FP32:16",
-            "--output",
-            "scores",
-            "--max-batch-size",
-            "16",
-            "--repository",
-            str(repository),
+            *scorer_export_args(repository),
         ],
         capture_output=True,
         text=True,
