@@ -89,6 +89,10 @@ class Container:
                 lines.append(self._bind(host, f"/{name}", True, inside))
         for name in ("dev", "proc", "sys"):
             lines += [f"mkdir -p {inside('/' + name)}", f"mount --rbind /{name} {inside('/' + name)}"]
+        # The empty folders first: a bind below one of them (a checkout under /tmp, as in a fresh clone there)
+        # then lands on top of the tmpfs instead of being hidden by it.
+        for path in self.tmpfs:
+            lines += [f"mkdir -p {inside(path)}", f"mount -t tmpfs -o mode=1777 tmpfs {inside(path)}"]
         binds = [(VENV, str(VENV), True)] + self.binds
         if not BASE_PREFIX.is_relative_to("/usr"):
             binds.append((BASE_PREFIX, str(BASE_PREFIX), True))
@@ -99,8 +103,6 @@ class Container:
                 f"mount --bind {q(str(pth))} {inside(str(path))}",
                 f"mount -o remount,bind,ro {inside(str(path))}",
             ]
-        for path in self.tmpfs:
-            lines += [f"mkdir -p {inside(path)}", f"mount -t tmpfs -o mode=1777 tmpfs {inside(path)}"]
         for source, target in self.files:
             lines += [f"cp {q(str(source))} {inside(target)}", f"chmod 0644 {inside(target)}"]
         lines += [f"mkdir -p {inside(self.workdir)}", f"mount -o remount,ro {q(str(root))}"]
