@@ -178,10 +178,14 @@ def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
     lines, family = [], []
     try:
         lines = read_until(proc, "soak digits over", 240)
-        time.sleep(3)  # Locust is running
-        family = psutil.Process(proc.pid).children(recursive=True)
-        names = " ".join(" ".join(p.cmdline()) for p in family)
+        # Locust starts once the payloads are made (the digits samples import torch): wait until it runs.
+        deadline, names = time.monotonic() + 120, ""
+        while "locust" not in names and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            family = psutil.Process(proc.pid).children(recursive=True)
+            names = " ".join(" ".join(_cmdline(p)) for p in family)
         assert "tritonserver" in names and "locust" in names, "".join(lines)
+        time.sleep(2)  # Locust is sending
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
@@ -189,3 +193,10 @@ def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
             proc.kill()
     assert proc.returncode == 128 + signal.SIGTERM, "".join(lines) + proc.stdout.read()
     assert psutil.wait_procs(family, timeout=15)[1] == []  # every one of them has exited
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # it exited between the listing and the read
+        return []
