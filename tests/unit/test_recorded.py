@@ -68,20 +68,7 @@ def test_a_model_file_export_records_its_arguments_and_a_re_export_keeps_tuned_s
     assert recorded.read(folder)["tuned"] == "tuned: 3 instances, no delay"
 
     # The original command again: a flag given wins, what it does not say stays tuned.
-    third = export(
-        "--model-file",
-        f"{USER_MODEL}:build",
-        "--name",
-        "scorer",
-        "--input",
-        "features:FP32:16",
-        "--output",
-        "scores",
-        "--max-batch-size",
-        "8",
-        "--repository",
-        str(tmp_path),
-    )
+    third = export(*scorer_export_args(tmp_path, max_batch_size=8))
     assert third.returncode == 0, third.stderr
     spec = config_io.read(folder)
     assert spec.max_batch_size == 8 and spec.instance_groups == (InstanceGroup(3),)
