@@ -1,8 +1,9 @@
 """Closed-loop gRPC load: ``processes x threads`` clients each send one request after another.
 
 Runs in worker processes started with ``spawn`` (the parent may hold a CUDA context and gRPC does
-not survive ``fork``), so this module imports only numpy and tritonclient. Every client starts at
-the same wall-clock instant; a response counts when it completes inside the measuring window.
+not survive ``fork``), so this module imports only numpy, tritonclient and the project's (light)
+percentile rule. Every client starts at the same wall-clock instant; a response counts when it
+completes inside the measuring window.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import threading
 import time
 
 import numpy as np
+
+from loadtest.drive.client_stats import percentiles
 
 
 def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: float, out: list) -> None:
@@ -85,12 +88,9 @@ def run(
         p.join(timeout=30)
     done = sum(c[0] for c in collected)
     errors = sum(c[1] for c in collected)
-    latencies = sorted(x for c in collected for x in c[2])
+    latencies = [x for c in collected for x in c[2]]
     batch = int(next(iter(inputs.values())).shape[0])
-
-    def pct(q):
-        return latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1e3 if latencies else None
-
+    p50, p99 = percentiles(latencies, (50.0, 99.0)) if latencies else (None, None)
     return {
         "concurrency": concurrency,
         "processes": processes,
@@ -99,6 +99,6 @@ def run(
         "errors": errors,
         "requests_per_s": done / seconds,
         "items_per_s": done * batch / seconds,
-        "p50_ms": pct(0.5),
-        "p99_ms": pct(0.99),
+        "p50_ms": p50 * 1e3 if latencies else None,
+        "p99_ms": p99 * 1e3 if latencies else None,
     }

@@ -7,7 +7,6 @@ running ``Check`` and returns ``(status, detail)``.
 from __future__ import annotations
 
 import shutil
-import statistics
 import time
 from typing import TYPE_CHECKING
 
@@ -119,6 +118,7 @@ def first_request(check: Check):
     import torch
 
     from deploy.client import connect, infer
+    from loadtest.drive.client_stats import percentile  # numpy: kept out of the check's stdlib-only start
 
     client = connect("grpc", check.server.config.grpc_url)
     try:
@@ -145,7 +145,7 @@ def first_request(check: Check):
                 t0 = time.perf_counter()
                 infer(client, warm, payload)
                 steady.append((time.perf_counter() - t0) * 1e3)
-            p50 = statistics.median(steady)
+            p50 = percentile(steady, 50.0)
             check.figure("first_request_warmup", name, "ms", firsts[warm], FIRST_REQUEST_VARIANT)
             check.figure("first_request_no_warmup", name, "ms", firsts[warm + NOWARM_SUFFIX], FIRST_REQUEST_VARIANT)
             check.figure("steady_p50", name, "ms", p50, FIRST_REQUEST_VARIANT, requests=len(steady))

@@ -1,5 +1,6 @@
 """What the load generator saw: ``ClientStats`` (one run, client side), its per-second ``TimelinePoint``,
-and how a failure's status is read (refusals, drops).
+how a failure's status is read (refusals, drops), and the project's one percentile rule (nearest rank), for
+plain sequences here and for HDR histograms in ``loadtest.drive.latency``.
 
 The Locust users and the perf_analyzer runners produce these; ``loadtest.measure.results`` keeps them
 beside the server's counters in a run's ``RunResult``.
@@ -8,8 +9,11 @@ beside the server's counters in a run's ``RunResult``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
+
+import numpy as np
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0, 99.9)
 """Client-side percentiles every report shows."""
@@ -46,6 +50,29 @@ def is_refusal(status: str) -> bool:
 def percentile_key(p: float) -> str:
     """50 -> ``p50``, 99.9 -> ``p99.9``."""
     return f"p{p:g}"
+
+
+def nearest_rank(p: float, total: int) -> int:
+    """The project's one percentile rule: the 1-based rank of the pth percentile of ``total`` samples, the
+    smallest rank with at least p% of the samples at or below it (p0 is the minimum, p100 the maximum)."""
+    if not 0 <= p <= 100:
+        raise ValueError(f"percentile {p} is not between 0 and 100")
+    rank = max(1, math.ceil(round(p * total / 100, 9)))  # round() first: 99.9 * 41000 / 100 is 40959.00000000001
+    return min(rank, total)
+
+
+def percentiles(values, ps: tuple[float, ...]) -> list[float]:
+    """Nearest-rank percentiles of a plain sequence of latencies (any unit), the same rule as
+    ``loadtest.drive.latency.value_at`` on an HDR histogram."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64), axis=None)
+    if ordered.size == 0:
+        raise ValueError("no values to take a percentile of")
+    return [float(ordered[nearest_rank(p, ordered.size) - 1]) for p in ps]
+
+
+def percentile(values, p: float) -> float:
+    """The pth nearest-rank percentile of ``values``: ``percentile(range(1, 101), 99) == 99``."""
+    return percentiles(values, (p,))[0]
 
 
 @dataclasses.dataclass

@@ -25,6 +25,7 @@ from loadtest.drive.client_stats import (
     TimelinePoint,
     failure_status,
     is_refusal,
+    nearest_rank,
     percentile_key,
 )
 
@@ -55,15 +56,14 @@ def to_us(seconds: float) -> int:
 
 
 def value_at(hist: HdrHistogram, percentiles: tuple[float, ...]) -> list[int]:
-    """Nearest-rank percentiles (the smallest recorded value with at least p% of samples at or below it),
-    in one vectorised pass; hdrh's own loop is pure Python and rounds the rank to nearest instead."""
+    """Nearest-rank percentiles (``nearest_rank``) of a histogram, in one vectorised pass; hdrh's own loop is
+    pure Python and rounds the rank to nearest instead."""
     counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
     cumulative = np.cumsum(counts, dtype=np.int64)
     total = int(cumulative[-1])
     out = []
     for p in percentiles:
-        rank = max(1, math.ceil(round(p * total / 100, 9)))  # round() first: 99.9 * 20000 / 100 is 19980.000000000004
-        index = int(np.searchsorted(cumulative, min(rank, total)))
+        index = int(np.searchsorted(cumulative, nearest_rank(p, total)))
         out.append(hist.get_highest_equivalent_value(hist.get_value_from_index(index)))
     return out
 

@@ -30,7 +30,6 @@ import argparse
 import dataclasses
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ import numpy as np
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import config as config_io
+from loadtest.drive.client_stats import percentiles
 from loadtest.drive.payloads import (
     PayloadOptions,
     add_payload_arguments,
@@ -65,6 +65,7 @@ class FirstRequest:
     first_ms: float
     """Latency of the first inference request, sent as soon as the server was ready."""
     steady_p50_ms: float
+    """Nearest-rank percentiles of the steady requests (``loadtest.drive.client_stats.percentiles``)."""
     steady_p90_ms: float
     steady_requests: int
     ratio: float
@@ -130,8 +131,7 @@ def measure(
             raise RuntimeError(f"stopping the server left behind: {left}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # symlinks are removed, never followed
-    ordered = sorted(times)
-    p50 = statistics.median(times)
+    p50, p90 = percentiles(times, (50.0, 90.0))
     return FirstRequest(
         model=model,
         warmup=warmup,
@@ -140,7 +140,7 @@ def measure(
         ready_s=ready_s,
         first_ms=first_ms,
         steady_p50_ms=p50,
-        steady_p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        steady_p90_ms=p90,
         steady_requests=steady_requests,
         ratio=first_ms / p50 if p50 > 0 else float("inf"),
         served=served,

@@ -26,7 +26,6 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ import numpy as np
 
 from deploy.server import DEFAULT_REPOSITORY
 from export.config import parse
+from loadtest.drive.client_stats import percentiles
 from loadtest.drive.input_data import NUMPY_DTYPES
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads, stack
 from loadtest.drive.target import parse_cpus
@@ -54,7 +54,7 @@ class SizeResult:
     seconds: float
     items_per_s: float
     median_ms: float
-    """Median latency of one call at this batch size."""
+    """Median latency of one call at this batch size: its nearest-rank p50, as every p50 of the project."""
     p90_ms: float
     items_per_s_at_median: float
     """batch / median call time: less sensitive than ``items_per_s`` to stalls from other work."""
@@ -183,16 +183,16 @@ def limit(
                 if t1 >= deadline and len(times) >= 3:
                     break
             elapsed = time.perf_counter() - start
-            ordered = sorted(times)
+            median, p90 = percentiles(times, (50.0, 90.0))
             table.append(
                 SizeResult(
                     batch=batch,
                     calls=len(times),
                     seconds=round(elapsed, 3),
                     items_per_s=batch * len(times) / elapsed,
-                    median_ms=statistics.median(times) * 1000,
-                    p90_ms=ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))] * 1000,
-                    items_per_s_at_median=batch / max(statistics.median(times), 1e-12),
+                    median_ms=median * 1000,
+                    p90_ms=p90 * 1000,
+                    items_per_s_at_median=batch / max(median, 1e-12),
                 )
             )
     finally:

@@ -1,4 +1,5 @@
-"""Exact percentiles: HDR histograms against numpy on the raw samples, and merging across processes."""
+"""Exact percentiles: HDR histograms against the nearest-rank rule on the raw samples, and merging across
+processes."""
 
 import math
 
@@ -7,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.drive.client_stats import PERCENTILES, percentile_key
-from loadtest.drive.latency import Merger, Recorder, percentiles_ms
+from loadtest.drive.client_stats import PERCENTILES, percentile_key, percentiles
+from loadtest.drive.latency import Merger, Recorder, new_histogram, percentiles_ms, value_at
 
 
 def merged(*recorders: Recorder, duration_s: float = 1.0):
@@ -19,10 +20,30 @@ def merged(*recorders: Recorder, duration_s: float = 1.0):
 
 
 def exact_ms(samples_us: np.ndarray) -> dict[str, float]:
-    # Nearest rank: the smallest sample with at least p% of the samples at or below it.
-    ordered = np.sort(samples_us)
-    ranks = [max(1, math.ceil(round(p * len(ordered) / 100, 9))) for p in PERCENTILES]
-    return {percentile_key(p): ordered[r - 1] / 1000 for p, r in zip(PERCENTILES, ranks, strict=True)}
+    return {percentile_key(p): v / 1000 for p, v in zip(PERCENTILES, percentiles(samples_us, PERCENTILES), strict=True)}
+
+
+ALL_PS = (0.0, 1.0, 25.0, 50.0, 90.0, 95.0, 99.0, 99.9, 99.99, 100.0)
+
+
+def histogram_of(samples_us) -> object:
+    hist = new_histogram()
+    for us in samples_us:
+        hist.record_value(int(us))
+    return hist
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 100, 1000, 41000])
+def test_the_sequence_rule_and_the_histogram_rule_agree_on_sub_16ms_samples(n):
+    # At n = 41000, 99.9 * n / 100 is 40959.00000000001 in floating point: both must still take rank 40959.
+    samples = np.random.default_rng(n).integers(1, 16000, size=n)
+    assert value_at(histogram_of(samples), ALL_PS) == percentiles(samples, ALL_PS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=16_000), min_size=1, max_size=200))
+def test_the_sequence_rule_and_the_histogram_rule_agree_on_any_sub_16ms_samples(samples):
+    assert value_at(histogram_of(samples), ALL_PS) == percentiles(samples, ALL_PS)
 
 
 def test_sub_16ms_latencies_are_exact_to_the_microsecond():
