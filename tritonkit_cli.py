@@ -9,18 +9,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tritonkit_errors import TritonkitError
+from tritonkit_errors import ExitStatus, TritonkitError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN, EXIT_INCONCLUSIVE = (int(s) for s in ExitStatus)
 EXIT_STATUS = """\
 exit status:
-  0  done
+  0  done: the SLO holds (its interval is within every limit); compare: no regression
   1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
-     scenario named), tune (no candidate met the SLO), serve and demo (the server failed or left a process or
-     /dev/shm region behind)
+     scenario named), tune (no candidate met the SLO), capacity (no rate met the budget), compare (B is worse
+     than A beyond the minimum effect), serve and demo (the server failed or left a process or /dev/shm
+     region behind)
   2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
   3  export: a format's toolchain is missing here (the other formats were exported);
-     loadtest, tune: the server, Locust or perf_analyzer failed
+     loadtest, tune, capacity, compare: the server, Locust or perf_analyzer failed
+  4  inconclusive: the interval straddles a limit (loadtest, capacity) or the minimum effect (compare);
+     a line says how many more trials would likely settle it
 """
 MAKE_TARGETS = (
     ("help", "grep -E '^[a-z-]+:.*## '", "list the make targets (their `## ` lines)"),

@@ -24,6 +24,10 @@ whose model it does not name runs as deployed). Example, with every key::
     # payload = { samples = "my_data.py:load" }    # a function returning [{name: numpy array (batch 1)}, ...]
     shape = { kind = "users", users = 32 }
     # shape = { kind = "open", rate = 800, max_inflight = 256 }
+    # open-loop arrivals (loadtest/drive/arrivals.py; default "poisson"):
+    # shape = { kind = "open", rate = 800, arrival = "gamma", burstiness = 0.5 }   # < 1 burstier, > 1 more regular
+    # shape = { kind = "open", rate = 200, arrival = "ramp", rate_end = 1600 }    # linear over duration_s
+    # shape = { kind = "open", arrival = "replay", schedule = "trace.jsonl" }     # optional speed, or a rate
     # shape = { kind = "step", start = 4, step = 4, every_s = 5, max = 32 }
     # shape = { kind = "spike", base = 4, peak = 48, at_s = 8, hold_s = 4 }
 
@@ -48,6 +52,7 @@ whose model it does not name runs as deployed). Example, with every key::
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -65,7 +70,16 @@ SHAPE_KEYS = {
     "step": {"start", "step", "every_s", "max"},
     "spike": {"base", "peak", "at_s", "hold_s"},
 }
-OPTIONAL_SHAPE_KEYS = {"open": {"max_inflight"}}
+ARRIVAL_KEYS = {
+    "poisson": (set(), set()),
+    "gamma": ({"burstiness"}, set()),
+    "ramp": ({"rate_end"}, set()),
+    "replay": ({"schedule"}, {"speed"}),
+}
+"""An open shape's ``arrival`` -> (its required keys, its optional keys); see loadtest/drive/arrivals.py."""
+_ARRIVAL_SHAPE_KEYS = {"arrival"}.union(*(need | extra for need, extra in ARRIVAL_KEYS.values()))
+OPTIONAL_SHAPE_KEYS = {"open": {"max_inflight"} | _ARRIVAL_SHAPE_KEYS}
+TEXT_SHAPE_KEYS = {"arrival", "schedule"}
 RETRY_KEYS = {"attempts", "backoff_ms"}
 GATES = ("every-run", "best-variant")
 
@@ -78,6 +92,8 @@ class Slo:
     """Largest acceptable failures / requests."""
     gate: str = "every-run"
     """``every-run`` or ``best-variant`` (tuning campaigns, where some variants are expected to miss)."""
+    min_goodput: float | None = None
+    """Smallest share of requests answered without error within ``p99_ms`` (0.99: 99%); None: not a limit."""
 
     def __post_init__(self) -> None:
         if self.p99_ms <= 0:
@@ -86,6 +102,8 @@ class Slo:
             raise CampaignError(f"slo.max_error_rate={self.max_error_rate} must be in [0, 1)")
         if self.gate not in GATES:
             raise CampaignError(f"slo.gate={self.gate!r} is not one of {GATES}")
+        if self.min_goodput is not None and not 0 < self.min_goodput <= 1:
+            raise CampaignError(f"slo.min_goodput={self.min_goodput} must be a share in (0, 1]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +138,8 @@ class Scenario:
         if kind not in SHAPE_KEYS:
             raise CampaignError(f"{where}: shape kind {kind!r} is not one of {sorted(SHAPE_KEYS)}")
         keys = set(self.shape) - {"kind"}
-        missing = SHAPE_KEYS[kind] - keys
+        # A replay brings its own rate (its recorded one); a rate given scales it.
+        missing = SHAPE_KEYS[kind] - keys - ({"rate"} if self.shape.get("arrival") == "replay" else set())
         unknown = keys - SHAPE_KEYS[kind] - OPTIONAL_SHAPE_KEYS.get(kind, set())
         if missing or unknown:
             raise CampaignError(
@@ -128,14 +147,34 @@ class Scenario:
                 + (f", missing {sorted(missing)}" if missing else "")
                 + (f", unknown {sorted(unknown)}" if unknown else "")
             )
-        for key in keys:
+        for key in keys - TEXT_SHAPE_KEYS:
             value = self.shape[key]
-            if not isinstance(value, (int, float)) or value <= 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise CampaignError(f"{where}: shape.{key}={value!r} must be a number > 0")
+        if kind == "open":
+            self._check_arrival(where)
         if self.duration_s <= self.warmup_s or self.warmup_s < 0:
             raise CampaignError(f"{where}: duration_s={self.duration_s} must exceed warmup_s={self.warmup_s} >= 0")
         if self.processes < 1:
             raise CampaignError(f"{where}: processes={self.processes} must be >= 1")
+
+    def _check_arrival(self, where: str) -> None:
+        arrival = self.shape.get("arrival", "poisson")
+        if arrival not in ARRIVAL_KEYS:
+            raise CampaignError(f"{where}: shape.arrival={arrival!r} is not one of {sorted(ARRIVAL_KEYS)}")
+        needed, extra = ARRIVAL_KEYS[arrival]
+        present = set(self.shape) & (_ARRIVAL_SHAPE_KEYS - {"arrival"})
+        if needed - present:
+            raise CampaignError(f"{where}: shape.arrival={arrival!r} needs shape.{sorted(needed - present)[0]}")
+        for key in sorted(present - needed - extra):
+            owner = next(name for name, (n, e) in ARRIVAL_KEYS.items() if key in n | e)
+            raise CampaignError(f"{where}: shape.{key} is for arrival = {owner!r}, not {arrival!r}")
+        if arrival == "replay":
+            schedule = self.shape["schedule"]
+            if not isinstance(schedule, str) or not Path(schedule).is_file():
+                raise CampaignError(f"{where}: shape.schedule={schedule!r}: no such file")
+            if "rate" in self.shape and "speed" in self.shape:
+                raise CampaignError(f"{where}: shape.rate and shape.speed both scale a replay: give one")
 
     def _check_retry(self, where: str) -> None:
         retry = self.retry
@@ -269,6 +308,17 @@ def _variant(where: str, table: dict[str, Any]) -> Candidate:
         raise CampaignError(f"{where}: {exc}") from None
 
 
+def _schedule_beside(table: dict[str, Any], folder: Path | None) -> dict[str, Any]:
+    """A replay's schedule file is found beside the campaign first (then from the working directory)."""
+    shape = table.get("shape") if isinstance(table, dict) else None
+    schedule = shape.get("schedule") if isinstance(shape, dict) else None
+    if folder is None or not isinstance(schedule, str) or Path(schedule).is_absolute():
+        return table
+    if not (folder / schedule).is_file():
+        return table
+    return {**table, "shape": {**shape, "schedule": str((folder / schedule).resolve())}}
+
+
 def parse(text: str, path: Path | None = None) -> Campaign:
     where = str(path) if path else "campaign"
     try:
@@ -281,7 +331,10 @@ def parse(text: str, path: Path | None = None) -> Campaign:
     if "slo" not in raw or not raw.get("scenarios"):
         raise CampaignError(f"{where}: needs an [slo] table and at least one [[scenarios]]")
     slo = _build(Slo, f"{where}: [slo]", raw["slo"])
-    scenarios = tuple(_build(Scenario, f"{where}: scenario {i}", s) for i, s in enumerate(raw["scenarios"]))
+    folder = path.parent if path else None
+    scenarios = tuple(
+        _build(Scenario, f"{where}: scenario {i}", _schedule_beside(s, folder)) for i, s in enumerate(raw["scenarios"])
+    )
     variants = tuple(_variant(f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) or (
         AS_DEPLOYED,
     )

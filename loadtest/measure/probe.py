@@ -25,7 +25,7 @@ from loadtest.campaign import Scenario
 from loadtest.drive import perf
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import server_metrics
+from loadtest.measure import evidence, server_metrics
 from loadtest.measure.run import measure_run
 
 CPU_LIMIT = 0.9
@@ -86,6 +86,11 @@ class Measurement:
     """The measurement failed (the config did not load, the generator failed): the first line of why."""
     server: dict[str, float] = dataclasses.field(default_factory=dict)
     """Triton's view over the run: ``queue_ms``, ``compute_ms`` (mean per request), ``avg_batch``, ``requests``."""
+    goodput_share: float = math.nan
+    """Requests answered without error within the latency budget, over all requests (``evidence.goodput``);
+    NaN when the generator gives no per-request latencies or no budget was set."""
+    goodput_rps: float = math.nan
+    """The same requests per second."""
 
     @property
     def usable(self) -> bool:
@@ -242,10 +247,12 @@ def with_locust(
     duration_s: float = 10.0,
     processes: int | None = None,
     payload: dict | None = None,
+    budget_ms: float = math.inf,
     log=print,
 ) -> Measurement:
     """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise; ``payload``: a
-    campaign scenario's payload table (``PayloadOptions.to_table``)."""
+    campaign scenario's payload table (``PayloadOptions.to_table``); ``budget_ms``: the latency budget goodput
+    counts against (infinite: every success counts)."""
     processes = processes or max(1, len(client_cpus()))
     scenario = Scenario(
         name=label,
@@ -269,6 +276,7 @@ def with_locust(
     # Each Locust process is one Python thread of work: it saturates at one core.
     cpu = cpu_s / wall / min(processes, len(client_cpus())) if wall > 0 else math.nan
     sent = client.requests / client.duration_s if load.rate is not None and client.duration_s > 0 else None
+    share, rate = evidence.goodput(evidence.count_within(client.hdr, budget_ms), client.requests, client.duration_s)
     return Measurement(
         throughput=client.throughput_rps,
         p50_ms=client.latency_ms.get("p50", math.nan),
@@ -280,4 +288,6 @@ def with_locust(
         sent_rate=sent,
         saturated=saturation(cpu, load, sent),
         server=_server_view(stats),
+        goodput_share=share,
+        goodput_rps=rate,
     )

@@ -1,11 +1,55 @@
-"""The SLO gate: which runs missed the latency budget or the error limit, and by how much."""
+"""The SLO rule, in one place: the three-way verdict of a figure's interval against its limit (``verdict``),
+and the gate over a campaign's runs.
+
+A limit *passes* when the interval's worst end is within it (p99: the upper bound <= the budget), *fails* when
+its best end is beyond it (p99: the lower bound > the budget), and is *inconclusive* otherwise. One trial has
+no interval: its value is both ends, so the verdict is pass or fail and says it rests on one trial.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from loadtest.campaign import Slo
+from loadtest.measure import evidence
+from loadtest.measure.evidence import Limit, SloVerdict
 from loadtest.measure.results import CampaignResult, RunResult
+
+
+def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
+    """The SLO's limits on the trials' values (``evidence.METRICS`` keys): the p99 budget (when finite), the
+    error-rate limit, and the goodput floor (when set)."""
+    out = []
+    if math.isfinite(slo.p99_ms):
+        out.append(Limit("p99", evidence.interval(samples["p99_ms"], lower_bound=0.0), slo.p99_ms, " ms"))
+    out.append(
+        Limit(
+            "error rate",
+            evidence.interval(samples["error_rate"], lower_bound=0.0),
+            slo.max_error_rate,
+            fmt="{:.3%}",
+        )
+    )
+    if slo.min_goodput is not None:
+        out.append(
+            Limit(
+                "goodput",
+                evidence.interval(samples["goodput_share"], lower_bound=0.0),
+                slo.min_goodput,
+                fmt="{:.2%}",
+                at_least=True,
+            )
+        )
+    return out
+
+
+SAMPLE_OF = {"p99": "p99_ms", "error rate": "error_rate", "goodput": "goodput_share"}
+
+
+def verdict(samples: dict[str, Sequence[float]], slo: Slo) -> SloVerdict:
+    """Pass, fail or inconclusive for the trials' values, with how many trials would likely settle it."""
+    return evidence.judge(limits(samples, slo), {name: samples[key] for name, key in SAMPLE_OF.items()})
 
 
 def violations(run: RunResult, slo: Slo) -> list[str]:

@@ -1,0 +1,104 @@
+"""Repeated, interleaved trials of the things compared, and their figures with intervals.
+
+An *arm* is one thing measured (a served config, a model version, a rate); ``run_trials`` measures every arm
+once a round for ``trials`` rounds (A B A B ..., ``evidence.interleaved``), switching the server to each arm
+before its trial. Each trial is one ``Measurement`` (``loadtest.measure.probe``: perf_analyzer or Locust behind
+one interface); ``summarize`` turns an arm's trials into an interval per figure and ``slo.verdict`` judges them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from loadtest.measure import evidence
+from loadtest.measure.evidence import Interval
+from loadtest.measure.probe import Measurement
+
+Log = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+    """One thing measured: how to measure it once, and how to put the server in its state first."""
+
+    name: str
+    measure: Callable[[], Measurement]
+    prepare: Callable[[], None] | None = None
+    """Called before each of this arm's trials when the previous trial was of another arm (apply a config,
+    load a version); None when the arms need no switching (different model names served side by side)."""
+
+
+@dataclasses.dataclass
+class ArmResult:
+    name: str
+    trials: list[Measurement] = dataclasses.field(default_factory=list)
+    warmup: list[Measurement] = dataclasses.field(default_factory=list)
+    """Trials run first and left out of the figures."""
+
+    @property
+    def usable(self) -> list[Measurement]:
+        return [m for m in self.trials if m.usable]
+
+    def samples(self) -> dict[str, list[float]]:
+        """Figure -> the usable trials' values (``evidence.METRICS``)."""
+        return samples(self.usable)
+
+    def intervals(self) -> dict[str, Interval]:
+        return summarize(self.usable)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "trials": [m.to_dict() for m in self.trials],
+            "warmup": [m.to_dict() for m in self.warmup],
+            "intervals": {k: v.to_dict() for k, v in self.intervals().items()},
+        }
+
+
+def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
+    return {metric: [float(getattr(m, metric)) for m in measurements] for metric in evidence.METRICS}
+
+
+def summarize(measurements: Sequence[Measurement]) -> dict[str, Interval]:
+    """An interval per figure over the trials (rates, shares and latencies cannot go below 0)."""
+    return {metric: evidence.interval(values, lower_bound=0.0) for metric, values in samples(measurements).items()}
+
+
+def run_trials(arms: Sequence[Arm], trials: int, *, warmup_rounds: int = 0, log: Log = print) -> dict[str, ArmResult]:
+    """Every arm once a round, ``warmup_rounds`` rounds left out first, then ``trials`` rounds measured."""
+    order = evidence.interleaved([arm.name for arm in arms], warmup_rounds + trials)
+    by_name = {arm.name: arm for arm in arms}
+    results = {arm.name: ArmResult(arm.name) for arm in arms}
+    current: str | None = None
+    for index, (round_, name) in enumerate(order, 1):
+        arm = by_name[name]
+        if arm.prepare is not None and current != name:
+            arm.prepare()
+        current = name
+        measured = arm.measure()
+        kept = round_ >= warmup_rounds
+        (results[name].trials if kept else results[name].warmup).append(measured)
+        label = f"trial {round_ - warmup_rounds + 1}/{trials}" if kept else f"warm-up {round_ + 1}/{warmup_rounds}"
+        log(f"  [{index}/{len(order)}] {name} {label}: {line(measured)}")
+    return results
+
+
+def line(m: Measurement) -> str:
+    """One trial on one line."""
+    if not m.usable:
+        return m.not_usable_reason
+    good = "" if math.isnan(m.goodput_share) else f"  goodput {m.goodput_share:.1%}"
+    return f"{m.throughput:,.1f}/s  p50 {m.p50_ms:.3f} ms  p99 {m.p99_ms:.3f} ms  errors {m.error_rate:.2%}{good}"
+
+
+def table(results: dict[str, ArmResult], metrics: Sequence[str] = evidence.METRICS) -> list[list[str]]:
+    """Rows of ``arm, metric, estimate, low, high, trials`` for a report."""
+    rows = []
+    for name, result in results.items():
+        for metric, iv in result.intervals().items():
+            if metric in metrics and not math.isnan(iv.estimate):
+                rows.append([name, metric, f"{iv.estimate:.4g}", f"{iv.low:.4g}", f"{iv.high:.4g}", str(iv.trials)])
+    return rows

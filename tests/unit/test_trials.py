@@ -1,0 +1,45 @@
+"""The trial runner: interleaved order, config switching only when the arm changes, warm-up left out."""
+
+from __future__ import annotations
+
+import math
+
+from loadtest.measure import trials
+from loadtest.measure.probe import Measurement
+
+
+def _arm(name, values, calls, prepares=None):
+    it = iter(values)
+
+    def measure():
+        calls.append(name)
+        return Measurement(next(it), 1.0, 2.0, 0.0, "test", goodput_share=1.0, goodput_rps=1.0)
+
+    prepare = (lambda: prepares.append(name)) if prepares is not None else None
+    return trials.Arm(name, measure, prepare)
+
+
+def test_arms_are_measured_a_b_a_b_with_the_warm_up_round_left_out():
+    calls, prepares = [], []
+    arms = [_arm("A", [1, 10, 11, 12], calls, prepares), _arm("B", [2, 20, 21, 22], calls, prepares)]
+    results = trials.run_trials(arms, 3, warmup_rounds=1, log=lambda _: None)
+    assert calls == ["A", "B"] * 4
+    assert prepares == ["A", "B"] * 4  # the server is switched before every trial of the other arm
+    assert [m.throughput for m in results["A"].trials] == [10, 11, 12]
+    assert [m.throughput for m in results["A"].warmup] == [1]
+    assert results["B"].intervals()["throughput"].estimate == 21
+
+
+def test_an_arm_is_prepared_only_when_the_previous_trial_was_of_another_arm():
+    calls, prepares = [], []
+    results = trials.run_trials([_arm("A", [1, 2, 3], calls, prepares)], 3, log=lambda _: None)
+    assert prepares == ["A"]
+    assert results["A"].intervals()["throughput"].trials == 3
+
+
+def test_unusable_trials_are_kept_in_the_record_but_left_out_of_the_figures():
+    failing = trials.Arm("A", lambda: Measurement.failed("test", "model not ready"))
+    results = trials.run_trials([failing], 2, log=lambda _: None)
+    assert len(results["A"].trials) == 2
+    assert math.isnan(results["A"].intervals()["p99_ms"].estimate)
+    assert "model not ready" in trials.line(results["A"].trials[0])
