@@ -4,16 +4,20 @@ for the highest throughput that meets a p99 budget at a given load, and write th
 The load is a closed loop of `--users N` or an open loop of `--rate R` requests per second, made by
 perf_analyzer (C++ gRPC) for tensor models and by Locust for pipelines and streams; a local server is
 started with the model's formats (or `--http-url` names a running one) and, by default, the server and the
-generator run on separate halves of the CPUs. Each candidate is applied through model control; the
-served configs are restored afterwards. Every candidate tried is printed and kept in
+generator run on separate halves of the CPUs. Each candidate is applied through model control and screened
+with one probe; the served config and the best few (`--leaders`) are then measured again, interleaved,
+`--trials` times each. A candidate replaces the served config only when its throughput is better beyond the
+noise (by at least `--min-effect`) and its SLO verdict over its trials is PASS; else the served config stays.
+The served configs are restored afterwards. Every candidate tried is printed and kept in
 `reports/tune/NAME/` (results.json, summary.md, tune.png).
 
 The pick is written through the config generator: `export/tuned.toml` (then re-exported) for a model of
 export/models.toml, the model's own `config.pbtxt` (and its manifest's export arguments) for a model
 exported with `--model-file`. `--dry-run` prints the diff and writes no config.
 
-Exit status: 0 a pick was written (or diffed); 1 no candidate met the SLO; 2 a bad argument or model;
-3 the server or the load generator failed.
+Exit status: 0 a pick was written (or diffed), the served config kept included; 1 no candidate met the
+SLO (the best one is named with the load at which it does); 2 a bad argument or model; 3 the server or the
+load generator failed; 4 no candidate passed and the leader's SLO verdict stayed inconclusive.
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ from loadtest.drive.payloads import (
 )
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError, PayloadError
+from loadtest.measure.evidence import require_trials
 from loadtest.measure.probe import Load
-from loadtest.tune import compare, search, writer
+from loadtest.tune import compare, decide, search, writer
 from loadtest.tune import report as tune_report
 from loadtest.tune.space import Point, formats_in
 from loadtest.tune.tuner import TuneError, TuneOptions, tune
+from tritonkit_errors import ExitStatus
 
 REPORTS = Path("reports") / "tune"
 EXAMPLES = """\
@@ -109,6 +115,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also run Triton Model Analyzer on the model with the same budget, then measure both "
         "picks under the same load and print them side by side",
     )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=decide.TRIALS,
+        help=f"interleaved trials of each leader (default {decide.TRIALS}, at least 2)",
+    )
+    parser.add_argument(
+        "--min-effect",
+        type=float,
+        default=decide.MIN_EFFECT,
+        help="smallest throughput gain over the served config that replaces it, as a fraction "
+        f"(default {decide.MIN_EFFECT:g})",
+    )
+    parser.add_argument(
+        "--leaders",
+        type=_positive(int),
+        default=decide.LEADERS,
+        help=f"candidates measured again beside the served config (default {decide.LEADERS})",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the config diff of the pick; write no config")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument(
@@ -166,6 +191,8 @@ def register(subparsers) -> None:
 def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
     if not 0 <= args.max_error_rate < 1:
         raise TuneError(f"--max-error-rate {args.max_error_rate} must be in [0, 1)")
+    if not 0 <= args.min_effect < 1:
+        raise TuneError(f"--min-effect {args.min_effect} must be a fraction in [0, 1)")
     return TuneOptions(
         model=args.model,
         slo=Slo(args.slo_p99_ms, args.max_error_rate),
@@ -179,6 +206,9 @@ def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
         payload=default_options(args.model, payload_options(args)),
         work=out / "runs",
         axes=_axes(args),
+        leaders=args.leaders,
+        trials=require_trials(args.trials),
+        min_effect=args.min_effect,
     )
 
 
@@ -209,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             raise TuneError(f"model {args.model!r} is not in {options.repository} (no {args.model}/config.pbtxt)")
     except (TuneError, LoadTestError, ValueError) as exc:  # PayloadError is a LoadTestError
         print(f"tune: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if not args.http_url and not args.server_cpus and not args.client_cpus:
         args.client_cpus, args.server_cpus = target.split_cpus()
     status, value = target.run_with_server(
@@ -241,7 +271,7 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
         outcome = tune(options, endpoints)
     except (TuneError, PayloadError) as exc:
         print(f"tune: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     sections: list[str] = []
     extra: dict = {
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -255,31 +285,39 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
     rows = tune_report.table_rows(*_table_input(outcome))
     print()
     print(tune_report.text_table(rows))
+    decision = outcome.decision
+    extra["decision"] = decision.to_dict()
+    sections.append(tune_report.decision_markdown(decision))
     best = outcome.best
     if best is None:
         summary = tune_report.write(outcome, out, extra=extra, sections=sections)
-        print(
-            f"\ntune {options.model}: no candidate met p99 <= {options.slo.p99_ms:g} ms at {options.load.text()}; "
-            f"report: {summary}",
-            file=sys.stderr,
-        )
-        return 1
+        print(f"\ntune {options.model}: {decision.reason}", file=sys.stderr)
+        if decision.meets_at:
+            print(f"tune {options.model}: {decision.meets_at}", file=sys.stderr)
+        print(f"report: {summary}", file=sys.stderr)
+        return decision.status
+    start = outcome.result.start
+    head = "keeps the served config" if decision.kept_served else "pick"
     print(
-        f"\ntune {options.model}: pick #{best.order} {best.point.label()}: {best.throughput:.1f} infer/s, "
-        f"p99 {best.p99_ms:.3f} ms (start #{outcome.result.start.order}: {outcome.result.start.throughput:.1f} "
-        f"infer/s, p99 {outcome.result.start.p99_ms:.3f} ms)"
+        f"\ntune {options.model}: {head} #{best.order} {best.point.label()}: {_figures(best)} "
+        f"(served #{start.order}: {_figures(start)})\n{decision.reason}"
     )
     try:
         written = writer.write_pick(outcome, dry_run=args.dry_run, reload=lambda name: _reload(endpoints, name))
     except LoadTestError as exc:
         print(f"tune: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     extra["written"] = written.to_dict()
     sections.append(written.markdown())
     print(written.text())
     summary = tune_report.write(outcome, out, extra=extra, sections=sections)
     print(f"report: {summary} (plot {out / 'tune.png'}, results {out / 'results.json'})")
-    return 0
+    return ExitStatus.OK
+
+
+def _figures(trial: search.Trial) -> str:
+    iv = trial.intervals()
+    return f"{iv['throughput'].text('{:.1f}', ' infer/s')}, p99 {iv['p99_ms'].text(unit=' ms')}"
 
 
 def _reload(endpoints: Endpoints, model: str) -> None:

@@ -3,7 +3,9 @@ measured by the same generator under the same load, interleaved in one run, and 
 
 Model Analyzer (local launch mode, its own tritonserver) searches max_batch_size (at most what the export
 was checked for), instance counts and a batching delay at the tuner's concurrency (or request rate); its
-pick is applied to the served config through ``export.config`` like any other point.
+pick is applied to the served config through ``export.config`` like any other point. Each pick's SLO
+verdict is ``loadtest.measure.slo.verdict`` over its trials, and ours is compared with theirs on throughput
+(``evidence.compare``) like the tuner compares its candidates.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from loadtest.campaign import Slo
 from loadtest.drive.target import Endpoints
+from loadtest.measure import evidence
+from loadtest.measure.evidence import Comparison, EvidenceError
 from loadtest.tune import analyzer
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
@@ -30,7 +35,22 @@ class SideBySide:
     pick: dict[str, Any] | None
     """Model Analyzer's pick as it reported it (its own measurement)."""
     error: str = ""
-    slo_p99_ms: float = math.nan
+    slo: Slo | None = None
+    min_effect: float = 0.05
+
+    def comparison(self) -> Comparison | None:
+        """Our pick's throughput against Model Analyzer's (paired by round); None without two trials each."""
+        if self.ours is None or self.theirs is None:
+            return None
+        try:
+            return evidence.compare(
+                "throughput",
+                self.theirs.samples()["throughput"],
+                self.ours.samples()["throughput"],
+                self.min_effect,
+            )
+        except EvidenceError:
+            return None
 
     def ratio(self) -> float:
         if self.ours is None or self.theirs is None or not self.theirs.throughput:
@@ -43,7 +63,8 @@ class SideBySide:
             if trial is None:
                 out.append([name, "-", "-", "-", "-", "-"])
                 continue
-            figures = [m.throughput for m in trial.measurements]
+            figures = [m.throughput for m in trial.evidence]
+            verdict = ("; ".join(trial.violations(self.slo)) or "pass") if self.slo is not None else "-"
             out.append(
                 [
                     name,
@@ -51,12 +72,12 @@ class SideBySide:
                     f"{trial.throughput:.1f}",
                     " / ".join(f"{f:.0f}" for f in figures),
                     f"{trial.p99_ms:.3f}",
-                    "yes" if trial.usable and trial.p99_ms <= self.slo_p99_ms and trial.error_rate == 0 else "no",
+                    verdict,
                 ]
             )
         return out
 
-    HEADERS = ("pick", "config", "infer/s (median)", "each run", "p99 ms (worst)", "meets p99")
+    HEADERS = ("pick", "config", "infer/s (mean)", "each trial", "p99 ms (mean)", "SLO verdict")
 
     def text(self) -> str:
         if self.error:
@@ -75,6 +96,8 @@ class SideBySide:
             )
         if not math.isnan(self.ratio()):
             lines.append(f"tritonkit tune / Model Analyzer throughput: {self.ratio():.2f}x")
+        if self.comparison() is not None:
+            lines.append(f"tritonkit tune's pick against Model Analyzer's: {self.comparison().text()}")
         return "\n".join(lines)
 
     def markdown(self) -> str:
@@ -91,6 +114,8 @@ class SideBySide:
         lines += ["| " + " | ".join(r) + " |" for r in self.rows()]
         if not math.isnan(self.ratio()):
             lines += ["", f"Throughput ratio (ours / Model Analyzer's): {self.ratio():.2f}x"]
+        if self.comparison() is not None:
+            lines += ["", f"Ours against Model Analyzer's: {self.comparison().text()}"]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,7 +128,8 @@ class SideBySide:
                     "label": t.point.label(),
                     "throughput": t.throughput,
                     "p99_ms": t.p99_ms,
-                    "measurements": [m.to_dict() for m in t.measurements],
+                    "measurements": [m.to_dict() for m in t.evidence],
+                    "verdict": t.verdict(self.slo).to_dict() if self.slo is not None else None,
                 }
             )
 
@@ -113,6 +139,7 @@ class SideBySide:
             "pick": self.pick,
             "error": self.error,
             "ratio": None if math.isnan(self.ratio()) else round(self.ratio(), 3),
+            "comparison": None if self.comparison() is None else self.comparison().to_dict(),
         }
 
 
@@ -133,7 +160,7 @@ def with_analyzer(
     out_dir: Path,
     *,
     budget_s: float | None = None,
-    rounds: int = 2,
+    rounds: int | None = None,
     log: Callable[[str], None] = print,
 ) -> SideBySide:
     o = outcome.options
@@ -157,7 +184,9 @@ def with_analyzer(
     except analyzer.AnalyzerError as exc:
         message = str(exc).splitlines()[0]
         log(f"tune {o.model}: Model Analyzer gave no pick: {message}")
-        return SideBySide(None, None, None, error=message, slo_p99_ms=o.slo.p99_ms)
+        return SideBySide(None, None, None, error=message, slo=o.slo, min_effect=o.min_effect)
     ours = outcome.best.point if outcome.best is not None else outcome.result.start.point
-    trials = measure_side_by_side(o, endpoints, {OURS: ours, THEIRS: point_of(pick)}, rounds=rounds, log=log)
-    return SideBySide(trials[OURS], trials[THEIRS], dataclasses.asdict(pick), slo_p99_ms=o.slo.p99_ms)
+    trials = measure_side_by_side(
+        o, endpoints, {OURS: ours, THEIRS: point_of(pick)}, rounds=rounds or o.trials, log=log
+    )
+    return SideBySide(trials[OURS], trials[THEIRS], dataclasses.asdict(pick), slo=o.slo, min_effect=o.min_effect)

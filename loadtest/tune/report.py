@@ -16,6 +16,7 @@ from typing import Any
 
 from loadtest.campaign import Slo
 from loadtest.measure.probe import Measurement
+from loadtest.tune.decide import Decision
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
 from loadtest.tune.tuner import Outcome
@@ -45,6 +46,9 @@ def trial_dict(trial: Trial, slo: Slo) -> dict[str, Any]:
         "point": trial.point.to_dict(),
         "label": trial.point.label(),
         "measurements": [m.to_dict() for m in trial.measurements],
+        "confirmed": [m.to_dict() for m in trial.confirmed],
+        "intervals": {k: v.to_dict() for k, v in trial.intervals().items()},
+        "verdict": trial.verdict(slo).to_dict(),
         "seconds": round(trial.seconds, 2),
         "throughput": round(trial.throughput, 2),
         "p99_ms": _round(trial.p99_ms),
@@ -63,6 +67,7 @@ def load_trials(raw: dict[str, Any]) -> list[Trial]:
             [Measurement.from_dict(m) for m in t["measurements"]],
             seconds=t.get("seconds", 0.0),
             order=t["order"],
+            confirmed=[Measurement.from_dict(m) for m in t.get("confirmed", [])],
         )
         for t in raw["trials"]
     ]
@@ -108,6 +113,8 @@ def table_rows(
         m = t.measurements[-1]
         p = t.point
         verdict = "meets SLO" if t.meets(slo) else "; ".join(t.violations(slo))
+        if t.confirmed:
+            verdict += f" ({len(t.confirmed)} trials, infer/s {t.intervals()['throughput'].text('{:.0f}')})"
         if best is not None and t is best:
             verdict = "**pick** " + verdict
         if names and t.order in names:
@@ -128,7 +135,7 @@ def table_rows(
                 _num(m.server.get("queue_ms")),
                 _num(m.server.get("compute_ms")),
                 _num(m.server.get("avg_batch"), "{:.2f}"),
-                verdict + (f" (x{len(t.measurements)})" if len(t.measurements) > 1 else ""),
+                verdict,
             ]
         )
     return rows
@@ -172,6 +179,7 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
         f"- max_batch_size at most {outcome.limit} (what the export was checked for)",
         f"- start (as served): #{r.start.order}, {_brief(r.start)}",
         "- pick: " + (f"#{pick.order} {pick.point.label()}: {_brief(pick)}" if pick else "none meets the SLO"),
+        "- the figures of a leader come from its interleaved trials alone (mean, 95% CI in the verdict column)",
         "",
         markdown_table(table_rows(trials, o.slo, pick, names)),
         "",
@@ -180,6 +188,19 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
     ]
     for section in sections or []:
         lines += [section, ""]
+    return "\n".join(lines)
+
+
+def decision_markdown(decision: Decision) -> str:
+    """The leaders' verdicts and comparisons, and why the pick is what it is."""
+    lines = ["## Decision", "", decision.reason, ""]
+    if decision.meets_at:
+        lines += [decision.meets_at, ""]
+    lines += [f"- #{t.order} `{t.point.label()}`: {decision.verdicts[t.order].text()}" for t in decision.leaders]
+    lines += [
+        f"- #{order} against the served #{decision.served.order}: {c.text()}"
+        for order, c in decision.comparisons.items()
+    ]
     return "\n".join(lines)
 
 

@@ -1,17 +1,18 @@
-"""The tuner's search: which configs to measure, in what order, and which one wins.
+"""The tuner's search: which configs to measure, in what order, and which ones lead.
 
 A search walks a :class:`~loadtest.tune.space.SearchSpace` through a ``measure(point) -> Measurement``
 callable and keeps every :class:`Trial`. ``coordinate_descent`` (the default) starts at the served config
 and changes one setting at a time, keeping the best value of each before moving to the next, in passes,
 until a pass changes nothing or the budget runs out, then walks once more from the best point it has not
 walked from; it needs about the sum of the settings' value counts per pass where the grid needs their
-product. ``grid`` measures every point (for comparison and for
-recording the data the unit tests replay). Both stop before a measurement that would run past the budget,
-then re-measure the leaders (``confirm``) so one lucky window does not decide.
+product. ``grid`` measures every point (for comparison and for recording the data the unit tests replay).
+Both stop before a measurement that would run past the budget.
 
-The winner is the highest throughput among trials that meet the SLO: p99 and error rate within it at the
-given load, measured by a generator that was not itself the bottleneck (a saturated run is kept in the
-report and never ranked).
+The search screens: one probe per candidate, ranked by :func:`score`. One probe is no evidence on a shared
+machine, so the search only names the leaders; ``loadtest.tune.decide`` measures them again interleaved and
+decides. "Meets the SLO" is ``loadtest.measure.slo.verdict`` over a trial's measurements (one probe: pass or
+fail on its value; several: on their interval), by a generator that was not itself the bottleneck (a
+saturated run is kept in the report and never ranked).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import time
 from collections.abc import Callable, Iterable
 
 from loadtest.campaign import Slo
+from loadtest.measure import slo as slo_rule
+from loadtest.measure import trials as trials_io
+from loadtest.measure.evidence import Interval, SloVerdict, Verdict
 from loadtest.measure.probe import Measurement
 from loadtest.tune.space import Point, SearchSpace
 
@@ -31,44 +35,61 @@ STRATEGIES = ("descent", "grid")
 
 @dataclasses.dataclass
 class Trial:
-    """One point measured once or more (confirmation re-measures a point; its figures are the median)."""
+    """One point: its screening probe, and for a leader the interleaved trials that decide (``confirmed``)."""
 
     point: Point
     measurements: list[Measurement]
+    """The screening probe (one measurement a point)."""
     seconds: float = 0.0
     """Wall time spent on it (applying the config and measuring)."""
     order: int = 0
     """When it was first measured (1 = first)."""
+    confirmed: list[Measurement] = dataclasses.field(default_factory=list)
+    """The leaders' interleaved trials (``loadtest.measure.trials.run_trials``); when there are any, the
+    trial's figures and its SLO verdict come from them alone."""
+
+    @property
+    def evidence(self) -> list[Measurement]:
+        return self.confirmed or self.measurements
 
     @property
     def usable(self) -> bool:
         """Measured without an error and by a generator that kept up: it may be ranked."""
-        return all(m.usable for m in self.measurements)
+        return bool(self.evidence) and all(m.usable for m in self.evidence)
+
+    def samples(self) -> dict[str, list[float]]:
+        return trials_io.samples([m for m in self.evidence if m.usable])
+
+    def intervals(self) -> dict[str, Interval]:
+        return trials_io.summarize([m for m in self.evidence if m.usable])
 
     @property
     def throughput(self) -> float:
-        return statistics.median(m.throughput for m in self.measurements)
+        """The mean over the evidence (the estimate its interval is about)."""
+        return statistics.fmean(m.throughput for m in self.evidence) if self.evidence else 0.0
 
     @property
     def p99_ms(self) -> float:
-        values = [m.p99_ms for m in self.measurements if not math.isnan(m.p99_ms)]
-        return max(values) if values else math.nan
+        values = [m.p99_ms for m in self.evidence if not math.isnan(m.p99_ms)]
+        return statistics.fmean(values) if values else math.nan
 
     @property
     def error_rate(self) -> float:
-        return max(m.error_rate for m in self.measurements)
+        return max((m.error_rate for m in self.evidence), default=0.0)
+
+    def verdict(self, slo: Slo) -> SloVerdict:
+        """The one SLO rule (``slo.verdict``) over the usable measurements."""
+        return slo_rule.verdict(self.samples(), slo)
 
     def violations(self, slo: Slo) -> list[str]:
         """Why this trial does not meet ``slo`` (empty when it does)."""
-        reasons = [m.not_usable_reason for m in self.measurements if not m.usable]
-        if reasons:
-            return reasons
-        out = []
-        if math.isnan(self.p99_ms) or self.p99_ms > slo.p99_ms:
-            out.append(f"p99 {self.p99_ms:.3f} ms > {slo.p99_ms:g} ms")
-        if self.error_rate > slo.max_error_rate:
-            out.append(f"error rate {self.error_rate:.3%} > {slo.max_error_rate:.3%}")
-        return out
+        reasons = [m.not_usable_reason for m in self.evidence if not m.usable]
+        if reasons or not self.evidence:
+            return reasons or ["not measured"]
+        verdict = self.verdict(slo)
+        if verdict.verdict is Verdict.PASS:
+            return []
+        return [f"{verdict.verdict.value}: " + "; ".join(verdict.reasons)]
 
     def meets(self, slo: Slo) -> bool:
         return not self.violations(slo)
@@ -119,7 +140,8 @@ class SearchResult:
     trials: list[Trial]
     """Every point tried, in the order first measured."""
     best: Trial | None
-    """The highest-throughput trial meeting the SLO; None when none does."""
+    """The highest-scoring trial meeting the SLO on its screening probe; None when none does (the tuner's
+    pick is ``loadtest.tune.decide``'s, from the leaders' interleaved trials)."""
     start: Trial
     """The served config as it was (the search's first point)."""
     strategy: str
@@ -127,11 +149,11 @@ class SearchResult:
     stopped: str
     """Why the search ended: ``converged``, ``grid done`` or ``budget``."""
     measurements: int
-    """Measurements made (confirmations included)."""
+    """Screening measurements made."""
 
 
 class Search:
-    """The bookkeeping both strategies share: one trial per point, the budget, the confirmation step."""
+    """The bookkeeping both strategies share: one trial per point and the budget."""
 
     def __init__(
         self,
@@ -173,21 +195,6 @@ class Search:
             return None
         return max(pool, key=lambda t: (score(t, self.slo), -t.order))
 
-    def confirm(self, leaders: int) -> None:
-        """Measure the ``leaders`` best trials meeting the SLO once more, while the budget allows."""
-        ranked = sorted(
-            (t for t in self.trials.values() if t.meets(self.slo)), key=lambda t: score(t, self.slo), reverse=True
-        )[:leaders]
-        if len(ranked) < 2:
-            return
-        for trial in ranked:
-            if not self.budget.allows_another():
-                self.out_of_budget = True
-                return
-            trial.measurements.append(self._measure(trial.point))
-            trial.seconds += self.budget.costs[-1]
-            self.log(_line(trial, self.slo, trial.order) + " (confirmed)")
-
     def result(self, start: Trial, strategy: str, stopped: str) -> SearchResult:
         trials = sorted(self.trials.values(), key=lambda t: t.order)
         best = self.best()
@@ -209,7 +216,6 @@ def coordinate_descent(
     slo: Slo,
     budget: Budget,
     *,
-    confirm: int = 2,
     restarts: int = 1,
     max_passes: int = 6,
     log: Callable[[str], None] = lambda line: None,
@@ -253,7 +259,6 @@ def coordinate_descent(
         if fresh is None or attempt == restarts:
             break
         current = fresh
-    search.confirm(confirm)
     return search.result(first, "descent", stopped)
 
 
@@ -264,7 +269,6 @@ def grid(
     slo: Slo,
     budget: Budget,
     *,
-    confirm: int = 2,
     log: Callable[[str], None] = lambda line: None,
 ) -> SearchResult:
     """Every point of the space (the served config first)."""
@@ -273,7 +277,6 @@ def grid(
     for point in space.points():
         if search.trial(point) is None:
             break
-    search.confirm(confirm)
     return search.result(first, "grid", "grid done")
 
 

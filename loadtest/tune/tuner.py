@@ -1,13 +1,16 @@
 """The tuner end to end against a running server: the space from the served config, each point applied
 through model control and measured, the served configs restored, the outcome for the report and the writer.
 
-``tune(options, endpoints)`` is what ``tritonkit tune`` and a campaign's ``[tune]`` step call. Nothing is
-written to the repository here: ``loadtest.tune.autotune`` writes the pick (or prints its diff).
+``tune(options, endpoints)`` is what ``tritonkit tune`` and a campaign's ``[tune]`` step call: the search
+screens, the leaders are measured again interleaved (``loadtest.measure.trials.run_trials``, one arm a
+config, its ``prepare`` applying the config) and ``loadtest.tune.decide`` picks. Nothing is written to the
+repository here: ``loadtest.tune.writer`` writes the pick (or prints its diff).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +24,11 @@ from loadtest.drive.target import Endpoints
 from loadtest.errors import TuneError, VariantError
 from loadtest.measure import probe
 from loadtest.measure.probe import Load, Measurement
+from loadtest.measure.trials import Arm, run_trials
+from loadtest.tune import decide
 from loadtest.tune import search as search_io
 from loadtest.tune.space import Point, SearchSpace, checked_max_batch_size, formats_in, served_point, space_for
+from tritonkit_errors import ExitStatus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,14 +39,19 @@ class TuneOptions:
     load: Load
     repository: Path
     budget_s: float = 300.0
-    """Wall-clock budget of the search (the confirmation re-measurements included)."""
+    """Wall-clock budget of the screening search (the leaders' trials and the no-pick load search follow)."""
     protocol: str = "grpc"
     strategy: str = "descent"
     max_instances: int = 4
     measurement_ms: int = 2000
     """perf_analyzer's window; Locust runs ``locust_duration_s`` per point."""
     locust_duration_s: float = 10.0
-    confirm: int = 2
+    leaders: int = decide.LEADERS
+    """Candidates measured again beside the served config."""
+    trials: int = decide.TRIALS
+    """Interleaved trials of each leader."""
+    min_effect: float = decide.MIN_EFFECT
+    """The smallest throughput gain over the served config that replaces it (0.05: 5%)."""
     payload: PayloadOptions = dataclasses.field(default_factory=PayloadOptions)
     """What the requests carry (``loadtest.drive.payloads``): the same for perf_analyzer and Locust."""
     input_data: Path | None = None
@@ -64,10 +75,12 @@ class Outcome:
     """Served model -> its config (JSON) before the search; restored after it."""
     compared: list[tuple[str, search_io.Trial]] = dataclasses.field(default_factory=list)
     """Named points measured beside the search (a campaign's variants, Model Analyzer's pick)."""
+    decision: decide.Decision | None = None
 
     @property
     def best(self) -> search_io.Trial | None:
-        return self.result.best
+        """The pick: a leader better than the served config beyond the noise, or the served config kept."""
+        return self.decision.pick if self.decision is not None else self.result.best
 
 
 def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
@@ -96,6 +109,8 @@ class Runner:
         """Served model -> the point it serves now (its original config's point until one is loaded)."""
         self.changed: set[str] = set()
         """Served models loaded with another config: restored at the end."""
+        self.refused: dict[Point, str] = {}
+        """Points the server would not load, with why."""
 
     def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
         if served not in self.specs:
@@ -108,23 +123,40 @@ class Runner:
         return probe.generator_for(spec.platform, spec.decoupled, [t.datatype for t in spec.inputs])
 
     def measure(self, point: Point) -> Measurement:
+        """``point`` applied (when it is not served already) and measured once."""
+        self.apply(point)
+        return self.probe(point)
+
+    def apply(self, point: Point) -> None:
+        """Serve ``point`` (loading restarts the instances: only when the config changes); a config the
+        server refuses is remembered, and ``probe`` reports it as a failed measurement."""
+        served = point.served_model(self.options.model)
+        spec = self.spec_of(served, point.format)
+        self.refused.pop(point, None)
+        if self.serving.get(served) == point:
+            return
+        try:
+            changed = point.changes().apply(spec)
+            self.serving.pop(served, None)
+            self.changed.add(served)
+            apply.load(self.endpoints.http, served, changed)
+            self.serving[served] = point
+        except (ExportError, VariantError) as exc:
+            self.refused[point] = f"config not served: {exc}"
+
+    def probe(self, point: Point, load: Load | None = None) -> Measurement:
+        """One measurement of the config served now for ``point`` at ``load`` (the options' by default)."""
         served = point.served_model(self.options.model)
         spec = self.spec_of(served, point.format)
         generator = self.generator(spec)
-        if self.serving.get(served) != point:  # loading restarts the instances: only when the config changes
-            try:
-                changed = point.changes().apply(spec)
-                self.serving.pop(served, None)
-                self.changed.add(served)
-                apply.load(self.endpoints.http, served, changed)
-                self.serving[served] = point
-            except (ExportError, VariantError) as exc:
-                return Measurement.failed(generator, f"config not served: {exc}")
+        load = load or self.options.load
+        if point in self.refused or self.serving.get(served) != point:
+            return Measurement.failed(generator, self.refused.get(point, "config not served"))
         if generator == "perf_analyzer":
             return probe.with_perf_analyzer(
                 self.endpoints,
                 served,
-                self.options.load,
+                load,
                 protocol=self.options.protocol,
                 input_data=self.options.input_data,
                 measurement_ms=self.options.measurement_ms,
@@ -136,7 +168,7 @@ class Runner:
             self.endpoints,
             self.options.model,
             served,
-            self.options.load,
+            load,
             work,
             label,
             protocol=self.options.protocol,
@@ -144,6 +176,21 @@ class Runner:
             payload=self.options.payload.to_table(),
             log=lambda *_: None,
         )
+
+    def measure_trials(self, points: list[Point], trials: int) -> dict[Point, list[Measurement]]:
+        """Each point ``trials`` times, interleaved (A B C A B C ...), each arm's config applied before its
+        trial: the measurements the tuner decides on."""
+        arms = [
+            Arm(point.label(), functools.partial(self.probe, point), functools.partial(self.apply, point))
+            for point in points
+        ]
+        results = run_trials(arms, trials, log=self.log)
+        return {point: results[point.label()].trials for point in points}
+
+    def measure_at(self, point: Point, load: Load, trials: int) -> list[Measurement]:
+        """``point`` applied and measured ``trials`` times at ``load``."""
+        self.apply(point)
+        return [self.probe(point, load) for _ in range(trials)]
 
     def point_of(self, candidate: Candidate) -> Point | None:
         """A candidate (served variant + serving changes) as a fully specified point, or None when the format
@@ -228,9 +275,7 @@ def tune(
             f"{options.slo.max_error_rate:.2%}; max_batch_size <= {limit} (checked by its export)"
         )
         budget = search_io.Budget(options.budget_s)
-        result = search_io.run(
-            options.strategy, space, start, runner.measure, options.slo, budget, confirm=options.confirm, log=log
-        )
+        result = search_io.run(options.strategy, space, start, runner.measure, options.slo, budget, log=log)
         outcome = Outcome(options, result, space, generator, limit, {})
         for name, candidate in (compare or {}).items():
             point = runner.point_of(candidate)
@@ -244,33 +289,65 @@ def tune(
                 )
                 log(search_io._line(trial, options.slo, trial.order) + f" ({name})")
             outcome.compared.append((name, trial))
-        pool = [t for t in [*result.trials, *(t for _, t in outcome.compared)] if t.meets(options.slo)]
-        result.best = max(pool, key=lambda t: t.throughput) if pool else None
+        outcome.decision = decided(options, runner, [*result.trials, *(t for _, t in outcome.compared)], result.start)
+        result.best = outcome.decision.pick
     finally:
         runner.restore()
     outcome.served = dict(runner.originals)
     return outcome
 
 
+def decided(
+    options: TuneOptions, runner: Runner, pool: list[search_io.Trial], start: search_io.Trial
+) -> decide.Decision:
+    """The leaders of ``pool`` measured again interleaved and judged; with no pick, where the best one
+    meets the budget."""
+    chosen = decide.leaders(pool, start, options.slo, options.leaders)
+    runner.log(
+        f"tune {options.model}: the served config #{start.order} and {len(chosen) - 1} leaders "
+        f"({', '.join(f'#{t.order}' for t in chosen[1:]) or 'none'}), {options.trials} trials each, interleaved:"
+    )
+    decide.confirm(chosen, lambda points: runner.measure_trials(points, options.trials))
+    decision = decide.decide(chosen, options.slo, options.min_effect)
+    runner.log(decision.text())
+    if decision.status is ExitStatus.FAILED and decision.best is not None and decision.best.usable:
+        runner.log(f"tune {options.model}: where #{decision.best.order} meets the budget:")
+        decision.meets_at = decide.describe_meets_at(decision.best, lower_load(options, runner, decision.best))
+        runner.log(decision.meets_at)
+    return decision
+
+
+def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial) -> str:
+    """Where ``best`` meets the budget, as a sentence that says how it was found."""
+    _, sentence = decide.meets_at(
+        lambda load: runner.measure_at(best.point, load, options.trials), options.slo, options.load, best.point,
+        log=runner.log,
+    )  # fmt: skip
+    return sentence
+
+
 def measure_side_by_side(
     options: TuneOptions,
     endpoints: Endpoints,
     points: dict[str, Point],
-    rounds: int = 2,
+    rounds: int = decide.TRIALS,
     log: Callable[[str], None] = print,
 ) -> dict[str, search_io.Trial]:
     """Each named point measured ``rounds`` times, interleaved (a, b, a, b), at the same load: the fair
-    comparison of two picks on a shared machine."""
+    comparison of two picks on a shared machine. Each trial's ``confirmed`` holds its measurements."""
     runner = Runner(options, endpoints, log)
-    trials = {name: search_io.Trial(point, [], order=i + 1) for i, (name, point) in enumerate(points.items())}
+    arms = [
+        Arm(name, functools.partial(runner.probe, point), functools.partial(runner.apply, point))
+        for name, point in points.items()
+    ]
     try:
-        for _ in range(rounds):
-            for name, trial in trials.items():
-                trial.measurements.append(runner.measure(trial.point))
-                log(search_io._line(trial, options.slo, trial.order) + f" ({name})")
+        results = run_trials(arms, rounds, log=log)
     finally:
         runner.restore()
-    return trials
+    return {
+        name: search_io.Trial(point, [], order=i + 1, confirmed=results[name].trials)
+        for i, (name, point) in enumerate(points.items())
+    }
 
 
 def throughput_text(trial: search_io.Trial | None) -> str:

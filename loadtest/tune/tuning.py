@@ -65,8 +65,11 @@ def tune(
         grid_size=outcome.result.grid_size,
         candidates=[_row(t, options, name) for t, name in _named(outcome)],
     )
+    decision = outcome.decision
+    entry["decision"] = decision.to_dict()
+    sections.append(tune_report.decision_markdown(decision))
     if best is None:
-        entry.update(pick="none", reason=f"no candidate met p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}")
+        entry.update(pick="none", reason=" ".join(filter(None, (decision.reason, decision.meets_at))))
         log(f"tune {model}: {entry['reason']}")
     else:
         name = next((n for n, t in outcome.compared if t is best), None)
@@ -74,8 +77,7 @@ def tune(
             pick=name or best.point.label(),
             throughput=round(best.throughput, 1),
             p99_ms=round(best.p99_ms, 3),
-            reason=f"highest throughput of the {sum(t.meets(campaign.slo) for t, _ in _named(outcome))} "
-            f"candidates meeting p99 <= {campaign.slo.p99_ms:g} ms at {options.load.text()}",
+            reason=decision.reason,
         )
         written = writer.write_pick(outcome, dry_run=dry_run, reload=lambda served: _reload(endpoints, served))
         entry.update(written=not dry_run, config_diff=written.diff or "(no change)", files=written.files)

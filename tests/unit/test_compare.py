@@ -1,7 +1,9 @@
-"""loadtest.tune.compare without running Model Analyzer: its pick as a point, and the side-by-side table."""
+"""loadtest.tune.compare without running Model Analyzer: its pick as a point, and the side-by-side table,
+whose SLO column is the one SLO rule (``slo.verdict``) over each pick's trials."""
 
 import math
 
+from loadtest.campaign import Slo
 from loadtest.measure.probe import Measurement
 from loadtest.tune import compare
 from loadtest.tune.analyzer import AnalyzerPick
@@ -20,8 +22,12 @@ PICK = AnalyzerPick(
 )
 
 
-def run(throughput: float, p99: float) -> Measurement:
-    return Measurement(throughput, p99 / 2, p99, 0.0, "perf_analyzer", 0.3)
+def run(throughput: float, p99: float, errors: float = 0.0) -> Measurement:
+    return Measurement(throughput, p99 / 2, p99, errors, "perf_analyzer", 0.3)
+
+
+def pick(point: Point, *measurements: Measurement, order: int = 1) -> Trial:
+    return Trial(point, [], order=order, confirmed=list(measurements))
 
 
 def test_the_pick_is_a_point_of_the_public_format():
@@ -31,16 +37,28 @@ def test_the_pick_is_a_point_of_the_public_format():
 
 
 def test_side_by_side_shows_both_picks_each_run_and_the_ratio():
-    ours = Trial(Point("torchscript/fp32", 0, (), 2, 64), [run(8000, 4.0), run(8400, 4.4)], order=1)
-    theirs = Trial(compare.point_of(PICK), [run(4000, 4.6), run(4200, 4.9)], order=2)
-    side = compare.SideBySide(ours, theirs, PICK.__dict__, slo_p99_ms=5.0)
+    ours = pick(Point("torchscript/fp32", 0, (), 2, 64), run(8000, 4.0), run(8400, 4.1))
+    theirs = pick(compare.point_of(PICK), run(4000, 4.6), run(4200, 4.9), order=2)
+    side = compare.SideBySide(ours, theirs, PICK.__dict__, slo=Slo(5.0))
     assert math.isclose(side.ratio(), 8200 / 4100)
     text = side.text()
     assert "tritonkit tune" in text and "Model Analyzer" in text and "8000 / 8400" in text and "2.00x" in text
     assert "3188.0 infer/s" in text  # MA's own figure, beside ours
     assert side.to_dict()["ratio"] == 2.0 and "| pick |" in side.markdown()
+    # Both p99 means are under 5 ms, but two trials of 4.6 and 4.9 ms leave an interval that straddles it.
+    ours_row, theirs_row = side.rows()
+    assert ours_row[-1] == "pass" and theirs_row[-1].startswith("inconclusive: p99")
+    assert side.comparison().verdict.value == "better" and "B is better" in text
+
+
+def test_the_side_by_side_verdict_holds_the_error_rate_limit_too():
+    slo = Slo(5.0, max_error_rate=0.01)
+    ours = pick(Point("torchscript/fp32", 0, (), 2, 64), run(8000, 4.0, 0.05), run(8400, 4.1, 0.052))
+    theirs = pick(compare.point_of(PICK), run(4000, 4.0, 0.001), run(4200, 4.1, 0.001), order=2)
+    ours_row, theirs_row = compare.SideBySide(ours, theirs, PICK.__dict__, slo=slo).rows()
+    assert ours_row[-1].startswith("fail: error rate") and theirs_row[-1] == "pass"
 
 
 def test_no_pick_says_why():
-    side = compare.SideBySide(None, None, None, error="no config meets p99 <= 5 ms", slo_p99_ms=5.0)
+    side = compare.SideBySide(None, None, None, error="no config meets p99 <= 5 ms", slo=Slo(5.0))
     assert "no config meets" in side.text() and math.isnan(side.ratio()) and side.to_dict()["ratio"] is None
