@@ -1,4 +1,4 @@
-"""The side-by-side benchmark: the same model under the same load, served five ways, in one run.
+"""The side-by-side benchmark: the same model under the same load, served five ways, in repeated rounds.
 
 Rows (throughput in inferences/s; one request = one item for rows 2-5):
 
@@ -12,33 +12,48 @@ Rows (throughput in inferences/s; one request = one item for rows 2-5):
 5. the same FastAPI server with its asyncio micro-batcher.
 
 Any TorchScript or ONNX model of the repository can be benchmarked (``--models NAME``, ``make bench
-MODEL=NAME``); the requests are those of ``tritonkit loadtest --model`` (the payload flags; a catalog model
-sends its own real data). Rows 2-5 run the same closed-loop Locust load (``loadtest.drive.runner.run_locust``:
-same users, duration, warm-up and processes). Row 3 is cross-checked with perf_analyzer (gRPC, the same
-payloads, a concurrency range). The serving overhead at one client is perf_analyzer's p50 at concurrency 1
-over gRPC (the C++ client) minus the in-process batch-1 median, printed with the server's queue/compute split;
-Locust's one-user p50 (HTTP, a Python client) is the second figure, labelled as such. The first request after
-the server reports ready is timed against the steady p50, with the model's warmup on and off
-(``loadtest.measure.first_request``). Targets are printed as met/missed, never asserted.
+MODEL=NAME``) with the requests of ``tritonkit loadtest --model`` (the payload flags; a catalog model sends its
+own real data). Rows 2-5 run the same closed-loop Locust load (same users, duration, warm-up and processes).
 
-Cores: the server (Triton, or FastAPI) and the load generator run on cores of their own (``--server-cpus``,
-``--client-cpus``; by default the upper and the lower half of this machine's), and row 1 runs on the server's,
-so no row's load generator takes cores from the model, and every row has the same cores to compute on.
+Trials: the rows are measured round by round, ``--trials`` rounds (default 3; row 1 too, so every ratio pairs
+up): 1 2 3 4 5, 1 2 3 4 5, ... (``loadtest.measure.trials.run_trials``), never all trials of one row first, so
+the machine's drift falls on every row alike. Each row reports throughput, p50 and p99 with 95% intervals over
+its trials; each ratio is paired by round (``bench_report.paired_ratio``); a target whose interval straddles
+its threshold is inconclusive. One trial is allowed and labelled "1 trial, no interval".
 
-Run: ``python -m loadtest.studies.bench [--models digits minilm] [--duration 15] [--out reports/bench]``.
+Servers: Triton (rows 2 and 3 are one model, reloaded through model control and primed before each of their
+trials) and both FastAPI servers stay up side by side on the server's cores for all rounds rather than being
+restarted per round: an idle server takes next to no CPU, a restart costs seconds of start and priming per row
+and round. Row 1 runs beside them while they idle.
+
+Once, after the rounds, on row 3's config (one run each, and labelled so): the perf_analyzer cross-check (gRPC,
+the same payloads, a concurrency range) and the serving overhead at one client (perf_analyzer's p50 at
+concurrency 1 over gRPC, the C++ client, minus row 1's batch-1 median, with the server's queue/compute split;
+Locust's one-user p50 over HTTP is a second figure); then the first request after ready against the steady
+p50, warmup on and off (``loadtest.measure.first_request``). Targets are printed as met, missed or
+inconclusive, never asserted.
+
+Cores: the servers and the load generator run on cores of their own (``--server-cpus``, ``--client-cpus``; by
+default the upper and the lower half of this machine's), and row 1 on the servers', so no load generator
+takes cores from the model and every row computes on the same cores.
+
+Run: ``python -m loadtest.studies.bench [--models digits minilm] [--trials 3] [--duration 15] [--out reports/bench]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
+import math
 import os
 import sys
 import tempfile
 import time
 import tomllib
 import urllib.request
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -61,19 +76,28 @@ from loadtest.errors import LoadTestError
 from loadtest.measure.first_request import measure
 from loadtest.measure.inprocess import ModelFile, limit, model_file
 from loadtest.measure.run import measure_run
+from loadtest.measure.trials import Arm, run_trials
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
 from loadtest.studies.bench_report import (
     P99_BUDGET_MS,
     RATIOS,
     ROWS,
     TARGETS,
+    Trial,
+    default_users,
     describe,
     evaluate_targets,
+    finish,
+    inprocess_row,
+    locust_trial,
     ratio,
+    ratio_intervals,
     ratios,
     render,
+    row_summary,
     throughput,
 )
+from tritonkit_errors import ExitStatus
 
 __all__ = [
     "Options",
@@ -84,6 +108,7 @@ __all__ = [
     "TARGETS",
     "ratio",
     "ratios",
+    "ratio_intervals",
     "throughput",
     "render",
     "describe",
@@ -93,15 +118,17 @@ __all__ = [
     "options",
     "P99_BUDGET_MS",
     "default_users",
+    "Trial",
 ]
 
-MIN_USERS, MAX_USERS = 8, 32
-"""Bounds of the default closed-loop users (:func:`default_users`)."""
+DEFAULT_TRIALS = 3
 
 
 @dataclasses.dataclass
 class Options:
     models: tuple[str, ...] = ("digits", "minilm")
+    trials: int = DEFAULT_TRIALS
+    """Rounds of rows 1-5 (every row once a round)."""
     duration_s: float = 15.0
     warmup_s: float = 2.0
     users: dict[str, int] = dataclasses.field(default_factory=dict)
@@ -129,22 +156,6 @@ class Options:
         return frozenset(self.client_cpus or ()), frozenset(self.server_cpus or ())
 
 
-def default_users(config: dict) -> int:
-    """Closed-loop users enough for the served config to form its largest batch on every instance at once
-    (instances x the largest preferred batch size, or ``max_batch_size`` without one; 1 per instance without
-    a batcher), within [8, 32]: a closed loop of fewer users than that caps the batches below the config's, so
-    the served rows could not reach the in-process limit at its best batch whatever the config."""
-    instances = sum(int(g.get("count", 1)) for g in config.get("instance_group") or [{}])
-    batching = config.get("dynamic_batching")
-    if batching is None:
-        batch = 1
-    else:
-        batch = max(
-            [int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)]
-        )
-    return max(MIN_USERS, min(MAX_USERS, instances * batch))
-
-
 @dataclasses.dataclass
 class Bench:
     """One model's inputs to every row: its exported file and config, the requests and the closed-loop users."""
@@ -160,27 +171,28 @@ class Bench:
 
 
 # -- rows -----------------------------------------------------------------------------------------
-def _client_row(client, **extra) -> dict:
-    return {
-        "throughput": client.throughput_rps,
-        "p50_ms": client.latency_ms.get("p50"),
-        "p99_ms": client.latency_ms.get("p99"),
-        "requests": client.requests,
-        "failures": client.failures,
-        **extra,
-    }
-
-
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
 
 
 def _guarded(fn, *args) -> dict:
-    """``fn(*args)``, or ``{"throughput": None, "error": ...}``: one failed row must not lose the others."""
+    """``fn(*args)``, or ``{"throughput": None, "error": ...}``: one failed check must not lose the others."""
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001
         return {"throughput": None, "error": _error(exc)}
+
+
+def _trial_of(fn: Callable[[], Trial], generator: str = "locust") -> Callable[[], Trial]:
+    """``fn`` as an arm's measure: a failed trial is recorded as such and the rounds go on."""
+
+    def measure_once() -> Trial:
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - reported in its row, the other trials still count
+            return Trial.failed(generator, _error(exc))
+
+    return measure_once
 
 
 def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
@@ -195,7 +207,7 @@ def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
     )
 
 
-def measure_inprocess(bench: Bench, opts: Options) -> dict:
+def measure_inprocess(bench: Bench, opts: Options) -> Trial:
     got = limit(
         bench.spec,
         bench.batch,
@@ -204,18 +216,20 @@ def measure_inprocess(bench: Bench, opts: Options) -> dict:
         cpus=bench.server_cpus or None,
     )
     best = next(r for r in got.table if r.batch == got.best_batch)
-    cores = f" on CPUs {_cpu_text(bench.server_cpus)}" if bench.server_cpus else ""
-    return {
-        "throughput": got.best_items_per_s,
-        "p50_ms": best.median_ms,
-        "p99_ms": None,
-        "batch1_median_ms": got.batch1_median_ms,
-        "best_batch": got.best_batch,
-        "threads": got.threads,
-        "note": f"{bench.spec.model_path.name}, batch {got.best_batch}, {got.threads} threads{cores}; "
-        f"p90 {best.p90_ms:.3f} ms per call",
-        "table": [dataclasses.asdict(r) for r in got.table],
-    }
+    return Trial(
+        got.best_items_per_s,
+        best.median_ms,
+        math.nan,
+        0.0,
+        "in-process",
+        detail={
+            "batch1_median_ms": got.batch1_median_ms,
+            "best_batch": got.best_batch,
+            "threads": got.threads,
+            "p90_ms": best.p90_ms,
+            "table": [dataclasses.asdict(r) for r in got.table],
+        },
+    )
 
 
 def _scenario(model: str, protocol: str, users: int, opts: Options, name: str):
@@ -252,79 +266,91 @@ def prime(bench: Bench, url: str, users: int, batching: bool, fastapi: bool = Fa
     return time.monotonic() - started
 
 
-def measure_triton(bench: Bench, endpoints, opts: Options, work: Path, log) -> dict:
-    """Rows 2 and 3, the one-client figures and the perf_analyzer cross-check of row 3, on a running server."""
-    model = bench.model
-    users, out = bench.users, {"rows": {}}
+def triton_arms(bench: Bench, endpoints, opts: Options, work: Path, log) -> tuple[list[Arm], dict, dict]:
+    """Rows 2 and 3 as arms: each loads its config through model control and primes it before its trial.
+    Also the configs (plain, tuned)."""
+    model, users = bench.model, bench.users
     # The server was started from config.pbtxt (for a catalog model: export's, with the tuned settings); rows 2
     # and 3 are loaded as explicit configs (a plain reload would keep serving the last override).
     tuned = apply.served_config(endpoints.http, model)
-    out["tuned_source"] = tuned_source(model)
     plain = apply.override(tuned, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
-    steps = [("triton_plain", plain, users), ("triton_tuned", tuned, users), ("one_user", tuned, 1)]
+    arms = []
+    for key, config in (("triton_plain", plain), ("triton_tuned", tuned)):
+        failed = {"why": ""}  # a config that did not load fails its trial (the server serves the other one)
 
-    def one(key: str, config: dict, n: int) -> dict:
-        if key != "one_user":
+        def load(key: str = key, config: dict = config, failed: dict = failed) -> None:
             log(f"[{model}] {key}: loading {describe(config)} through model control")
-            apply.load(endpoints.http, model, config)
-            took = prime(bench, endpoints.http, users, "dynamic_batching" in config)
-            log(f"[{model}] {key}: primed in {took:.1f} s")
-        log(f"[{model}] {key}: {n} user(s), HTTP, {opts.duration_s:g} s")
-        client, s = measure_run(
-            _scenario(model, "http", n, opts, f"{model}-{key}"), model, endpoints, work, f"{model}-{key}", log
-        )
-        return _client_row(
-            client,
-            note=f"{describe(config)}; avg batch {s.avg_batch:.1f}",
-            server={"avg_batch": s.avg_batch, "batch_histogram": s.batch_histogram, "breakdown_ms": s.breakdown_ms},
-        )
+            try:
+                apply.load(endpoints.http, model, config)
+                failed["why"] = ""
+                took = prime(bench, endpoints.http, users, "dynamic_batching" in config)
+                log(f"[{model}] {key}: primed in {took:.1f} s")
+            except Exception as exc:  # noqa: BLE001 - its trial then fails and says why
+                failed["why"] = f"loading the config failed: {_error(exc)}"
 
+        labels = (f"{model}-{key}-{n}" for n in itertools.count(1))
+
+        def one(labels=labels, failed: dict = failed) -> Trial:
+            if failed["why"]:
+                return Trial.failed("locust", failed["why"])
+            label = next(labels)
+            client, s = measure_run(_scenario(model, "http", users, opts, label), model, endpoints, work, label, log)
+            return locust_trial(client, avg_batch=s.avg_batch, breakdown_ms=s.breakdown_ms)
+
+        arms.append(Arm(key, _trial_of(one), load))
+    return arms, plain, tuned
+
+
+def measure_once_on_tuned(bench: Bench, endpoints, tuned: dict, opts: Options, work: Path, log) -> dict:
+    """After the rounds, on row 3's config: the one-client figures and the perf_analyzer cross-check (one run
+    each)."""
+    model, out = bench.model, {}
+    try:
+        apply.load(endpoints.http, model, tuned)
+        prime(bench, endpoints.http, bench.users, "dynamic_batching" in tuned)
+    except Exception as exc:  # noqa: BLE001
+        log(f"[{model}] reloading row 3's config failed: {_error(exc)}")
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         data = perf.write_input_data(Path(tmp) / "input.json", bench.samples, bench.spec.config)
-        for key, config, n in steps:
-            if key == "one_user":  # row 3 is loaded: the C++ client's one-client figure first
-                out["one_client"] = measure_one_client(model, endpoints.grpc, data, opts, log)
-            row = _guarded(one, key, config, n)
-            if key == "one_user":
-                out["one_user"] = {
-                    "triton_p50_ms": row.get("p50_ms"),
-                    "error": row.get("error"),
-                    "client": "Locust, 1 user, HTTP",
-                }
-            else:
-                out["rows"][key] = row
-        out["perf"] = measure_perf(model, endpoints.grpc, users, data, opts, log)
+        out["one_client"] = measure_one_client(model, endpoints.grpc, data, opts, log)
+
+        def one_user() -> dict:
+            log(f"[{model}] one user: Locust, HTTP, {opts.duration_s:g} s")
+            label = f"{model}-one_user"
+            client, _ = measure_run(_scenario(model, "http", 1, opts, label), model, endpoints, work, label, log)
+            return {"p50_ms": client.latency_ms.get("p50")}
+
+        row = _guarded(one_user)
+        out["one_user"] = {
+            "triton_p50_ms": row.get("p50_ms"),
+            "error": row.get("error"),
+            "client": "Locust, 1 user, HTTP",
+        }
+        out["perf"] = measure_perf(model, endpoints.grpc, bench.users, data, opts, log)
     return out
+
+
+PERF_SETTINGS = {"timeout_s": 120.0, "stability_percentage": 30.0, "max_trials": 6}
+"""Loosely stable: this shared machine is never steady to perf_analyzer's default 10%."""
+
+
+def _perf(model: str, grpc_url: str, level: int, data: Path, window_ms: int):
+    return perf.run(model, grpc_url, "grpc", level, input_data=data, measurement_ms=window_ms, **PERF_SETTINGS)
 
 
 def measure_one_client(model: str, grpc_url: str, data: Path, opts: Options, log) -> dict:
     """perf_analyzer at concurrency 1 over gRPC on row 3's config: the client's p50 and the server's split."""
     log(f"[{model}] one client: perf_analyzer, gRPC, concurrency 1")
     try:
-        got = perf.run(
-            model,
-            grpc_url,
-            "grpc",
-            1,
-            input_data=data,
-            measurement_ms=max(opts.perf_ms, 1000),
-            timeout_s=120.0,
-            stability_percentage=30.0,
-            max_trials=6,
-        ).rows[0]
+        got = _perf(model, grpc_url, 1, data, max(opts.perf_ms, 1000)).rows[0]
     except Exception as exc:  # noqa: BLE001 - reported in its row, the other rows still count
         return {"error": _error(exc)}
-    compute = [got.server_compute_input_ms, got.server_compute_infer_ms, got.server_compute_output_ms]
+    parts = ("server_compute_input_ms", "server_compute_infer_ms", "server_compute_output_ms")
+    compute = [getattr(got, k) for k in parts if getattr(got, k) is not None]
     return {
         "client": "perf_analyzer, gRPC, concurrency 1",
-        "throughput": got.throughput,
-        "p50_ms": got.p50_ms,
-        "p99_ms": got.p99_ms,
-        "server_queue_ms": got.server_queue_ms,
-        "server_compute_ms": sum(c for c in compute if c is not None) if any(c is not None for c in compute) else None,
-        "server_compute_input_ms": got.server_compute_input_ms,
-        "server_compute_infer_ms": got.server_compute_infer_ms,
-        "server_compute_output_ms": got.server_compute_output_ms,
+        **{k: getattr(got, k) for k in ("throughput", "p50_ms", "p99_ms", "server_queue_ms", *parts)},
+        "server_compute_ms": sum(compute) if compute else None,
     }
 
 
@@ -341,20 +367,9 @@ def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Option
     log(f"[{model}] perf_analyzer on row 3 (gRPC, concurrency {levels})")
     for level in levels:
         try:
-            got = perf.run(
-                model,
-                grpc_url,
-                "grpc",
-                level,
-                input_data=data,
-                measurement_ms=opts.perf_ms,
-                timeout_s=120.0,
-                stability_percentage=30.0,
-                max_trials=6,
-            )
             rows += [
                 {"concurrency": r.concurrency, "throughput": r.throughput, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms}
-                for r in got.rows
+                for r in _perf(model, grpc_url, level, data, opts.perf_ms).rows
             ]
         except Exception as exc:  # noqa: BLE001
             failed[level] = _error(exc)
@@ -370,56 +385,87 @@ def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Option
     }
 
 
-def measure_fastapi(bench: Bench, opts: Options, work: Path, log) -> dict:
-    """Rows 4 and 5: the baseline in a uvicorn subprocess on the server's cores, per request then with the
-    micro-batcher."""
-    model, rows, users = bench.model, {}, bench.users
-    for key, batcher in (("fastapi", False), ("fastapi_batcher", True)):
-        (port,) = free_ports(1)
-        log(f"[{model}] {key}: uvicorn on 127.0.0.1:{port}, {users} users, {opts.duration_s:g} s")
-        procs = []
+FASTAPI_ROWS = (("fastapi", False), ("fastapi_batcher", True))
 
-        def one(key: str = key, port: int = port, batcher: bool = batcher, procs: list = procs) -> dict:
+
+def fastapi_arms(bench: Bench, opts: Options, work: Path, log, procs: list) -> list[Arm]:
+    """Rows 4 and 5 as arms: both uvicorn servers start now on the server's cores (``procs`` collects them for
+    the caller to stop), are primed once and stay up for the rounds."""
+    model, users, arms = bench.model, bench.users, []
+    for key, batcher in FASTAPI_ROWS:
+        (port,) = free_ports(1)
+        url, failed = f"127.0.0.1:{port}", ""
+        try:
             procs.append(
                 serve_in_subprocess(
                     model, port, batcher, opts.repository, timeout_s=120, cpus=bench.server_cpus or None
                 )
             )
-            log(f"[{model}] {key}: primed in {prime(bench, f'127.0.0.1:{port}', users, batcher, True):.1f} s")
+            log(f"[{model}] {key}: uvicorn on {url}, primed in {prime(bench, url, users, batcher, True):.1f} s")
+        except Exception as exc:  # noqa: BLE001 - every trial of the row then fails and says why
+            failed = _error(exc)
+            log(f"[{model}] {key}: the server did not start: {failed}")
+
+        labels = (f"{model}-{key}-{n}" for n in itertools.count(1))
+
+        def one(url: str = url, failed: str = failed, labels=labels) -> Trial:
+            if failed:
+                return Trial.failed("locust", failed)
+            label = next(labels)
             client = run_locust(
-                _scenario(model, "fastapi", users, opts, f"{model}-{key}"),
+                _scenario(model, "fastapi", users, opts, label),
                 model,
-                f"127.0.0.1:{port}",
-                work / f"{model}-{key}.json",
-                work / f"{model}-{key}.log",
+                url,
+                work / f"{label}.json",
+                work / f"{label}.log",
                 progress=log,
                 config=bench.spec.config,
                 samples=bench.samples,
             )
-            return _client_row(
-                client,
-                note=f"uvicorn, JSON, {bench.spec.model_path.name}, "
-                + ("asyncio micro-batcher (max wait 2 ms)" if batcher else "one forward per request"),
-            )
+            return locust_trial(client)
 
-        try:
-            rows[key] = _guarded(one)
-        finally:
-            for proc in procs:
-                stop_subprocess(proc)
-    return rows
+        arms.append(Arm(key, _trial_of(one)))
+    return arms
+
+
+def measure_model(bench: Bench, endpoints, opts: Options, work: Path, log) -> dict:
+    """Rows 1-5 round by round (Triton up, both FastAPI servers up beside it), then the one-run figures on
+    row 3's config."""
+    model = bench.model
+    procs: list = []
+    try:
+        served, plain, tuned = triton_arms(bench, endpoints, opts, work, log)
+        inprocess = Arm("inprocess", _trial_of(lambda: measure_inprocess(bench, opts), "in-process"))
+        arms = [inprocess, *served, *fastapi_arms(bench, opts, work, log, procs)]
+        log(f"[{model}] {opts.trials} round(s) of rows 1-5, {bench.users} users, {opts.duration_s:g} s per served row")
+        results = run_trials(arms, opts.trials, log=lambda line: log(f"[{model}]{line}"))
+    finally:
+        for proc in procs:
+            stop_subprocess(proc)
+    cores = f" on CPUs {_cpu_text(bench.server_cpus)}" if bench.server_cpus else ""
+    rows = {
+        "inprocess": inprocess_row(results["inprocess"], f"{bench.spec.model_path.name}, {{threads}} threads{cores}")
+    }
+    for key, config in (("triton_plain", plain), ("triton_tuned", tuned)):
+        batches = [
+            t.detail["avg_batch"] for t in results[key].usable if isinstance(t, Trial) and "avg_batch" in t.detail
+        ]
+        mean = f"{sum(batches) / len(batches):.1f}" if batches else "-"
+        rows[key] = row_summary(results[key], note=f"{describe(config)}; avg batch {mean}")
+    for key, batcher in FASTAPI_ROWS:
+        how = "asyncio micro-batcher (max wait 2 ms)" if batcher else "one forward per request"
+        rows[key] = row_summary(results[key], note=f"uvicorn, JSON, {bench.spec.model_path.name}, {how}")
+    return {
+        "rows": rows,
+        "tuned_source": tuned_source(model),
+        **measure_once_on_tuned(bench, endpoints, tuned, opts, work, log),
+    }
 
 
 def measure_first_request(bench: Bench, opts: Options) -> list[dict]:
     def one(warmup: bool) -> dict:
         got = measure(opts.repository, bench.model, bench.batch(1), warmup, opts.steady, "grpc")
-        return {
-            "first_ms": got.first_ms,
-            "steady_p50_ms": got.steady_p50_ms,
-            "ratio": got.ratio,
-            "ready_s": got.ready_s,
-            "warmup_entries": got.warmup_entries,
-        }
+        return {k: getattr(got, k) for k in ("first_ms", "steady_p50_ms", "ratio", "ready_s", "warmup_entries")}
 
     return [{"warmup": warmup, **_guarded(one, warmup)} for warmup in (True, False)]
 
@@ -432,6 +478,8 @@ def _cpu_text(cpus) -> str:
 def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
     """Every model's file, config and requests, checked before anything runs (LoadTestError, FileNotFoundError
     or ValueError naming the model and what is wrong)."""
+    if isinstance(opts.trials, bool) or not isinstance(opts.trials, int) or opts.trials < 1:
+        raise ValueError(f"--trials {opts.trials!r} must be an integer >= 1")
     benches = {}
     for model in opts.models:
         spec = model_file(model, opts.repository)
@@ -446,14 +494,14 @@ def prepare(opts: Options, server_cpus: frozenset[int]) -> dict[str, Bench]:
 
 
 def run(opts: Options, log=None) -> dict:
-    """Every row for every model, one after another; writes ``bench.json`` and ``bench.md`` under ``opts.out``."""
+    """Every row for every model, round by round; writes ``bench.json`` and ``bench.md`` under ``opts.out``."""
     began = time.monotonic()
     log = log or (lambda line: print(f"[{time.monotonic() - began:5.0f} s] {line}", file=sys.stderr, flush=True))
+    client_cpus, server_cpus = opts.cpus()
+    benches = prepare(opts, server_cpus)
     opts.out.mkdir(parents=True, exist_ok=True)
     work = opts.out / "runs"
     work.mkdir(exist_ok=True)
-    client_cpus, server_cpus = opts.cpus()
-    benches = prepare(opts, server_cpus)
     import torch  # only for the machine line; the rows import what their file needs
 
     result = {
@@ -461,6 +509,7 @@ def run(opts: Options, log=None) -> dict:
         "machine": f"{len(os.sched_getaffinity(0))} CPUs, torch {torch.__version__}",
         "cpus": {"server": sorted(server_cpus), "client": sorted(client_cpus)},
         "settings": {
+            "trials": opts.trials,
             "duration_s": opts.duration_s,
             "warmup_s": opts.warmup_s,
             "processes": opts.processes,
@@ -469,6 +518,7 @@ def run(opts: Options, log=None) -> dict:
         "models": {
             m: {
                 "users": benches[m].users,
+                "trials": opts.trials,
                 "duration_s": opts.duration_s,
                 "warmup_s": min(opts.warmup_s, opts.duration_s / 3),
                 "rows": {},
@@ -478,10 +528,7 @@ def run(opts: Options, log=None) -> dict:
         },
     }
     models = result["models"]
-    log(f"server and row 1 on CPUs {_cpu_text(server_cpus)}, load generators on CPUs {_cpu_text(client_cpus)}")
-    for model in opts.models:  # row 1, no server running
-        log(f"[{model}] in-process limit, {opts.inprocess_s:g} s per batch size")
-        models[model]["rows"]["inprocess"] = _guarded(measure_inprocess, benches[model], opts)
+    log(f"servers and row 1 on CPUs {_cpu_text(server_cpus)}, load generators on CPUs {_cpu_text(client_cpus)}")
     affinity = os.sched_getaffinity(0)
     try:
         http, grpc, metrics = free_ports(3)
@@ -503,30 +550,20 @@ def run(opts: Options, log=None) -> dict:
             os.sched_setaffinity(0, client_cpus)
         try:
             for model in opts.models:
-                triton = measure_triton(benches[model], Endpoints.of(server), opts, work, log)
-                models[model]["rows"].update(triton.pop("rows"))
-                models[model].update(triton)
+                measured = measure_model(benches[model], Endpoints.of(server), opts, work, log)
+                models[model]["rows"].update(measured.pop("rows"))
+                models[model].update(measured)
         finally:
             left = server.stop()
             result["server_left"] = left
             if left:
                 log(f"WARNING: stopping tritonserver left behind: {left}")
-        for model in opts.models:
-            models[model]["rows"].update(measure_fastapi(benches[model], opts, work, log))
     finally:
         os.sched_setaffinity(0, affinity)
     for model in opts.models:
-        batch1 = models[model]["rows"]["inprocess"].get("batch1_median_ms")
-        for key, p50 in (("one_client", "p50_ms"), ("one_user", "triton_p50_ms")):
-            one = models[model].setdefault(key, {})
-            one["inprocess_batch1_ms"] = batch1
-            one["overhead_ms"] = (one[p50] - batch1) if one.get(p50) and batch1 else None
-    for model in opts.models:
         log(f"[{model}] first request after ready, warmup on and off (a server of its own each)")
         models[model]["first_request"] = measure_first_request(benches[model], opts)
-    for model in opts.models:
-        models[model]["ratios"] = ratios(models[model])
-    result["targets"] = evaluate_targets(result)
+    finish(result)
     (opts.out / "bench.json").write_text(json.dumps(result, indent=1))
     (opts.out / "bench.md").write_text(render(result))
     return result
@@ -544,6 +581,12 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         default=["digits", "minilm"],
         help="TorchScript or ONNX models of the repository (default: digits minilm)",
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=DEFAULT_TRIALS,
+        help=f"rounds of rows 1-5, every row once a round (default {DEFAULT_TRIALS}; 1: no intervals)",
     )
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of Locust load per row (rows 2-5)")
     parser.add_argument("--warmup", type=float, default=2.0, help="leading seconds of each row left out")
@@ -594,6 +637,7 @@ def options(argv: list[str] | None = None) -> Options:
     none = frozenset() if args.no_split_cpus else None
     return Options(
         models=tuple(args.models),
+        trials=args.trials,
         duration_s=args.duration,
         warmup_s=args.warmup,
         users=users,
@@ -615,10 +659,10 @@ def main(argv: list[str] | None = None) -> int:
         result = run(opts)
     except (LoadTestError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     print(render(result), end="")
     print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")
-    return 1 if result.get("server_left") else 0
+    return ExitStatus.FAILED if result.get("server_left") else ExitStatus.OK
 
 
 if __name__ == "__main__":

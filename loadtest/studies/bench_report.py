@@ -1,13 +1,29 @@
-"""``make bench``'s pure parts: the rows, ratios and targets of a result, and its Markdown (``bench.md``).
+"""``make bench``'s pure parts: a row's trials, the rows, ratios and targets of a result, and its Markdown
+(``bench.md``).
 
-Everything here reads the result dict ``loadtest.studies.bench.run`` writes as ``bench.json``, so a recorded
-result renders and is judged again without measuring anything.
+Everything but :class:`Trial` and :func:`row_summary` reads the result dict ``loadtest.studies.bench.run``
+writes as ``bench.json``, so a recorded result renders and is judged again without measuring anything. A
+result recorded before the bench ran trials (rows without ``trials``) renders as it did, its figures plain.
+
+Ratios are paired by round: for each round in which both rows measured, the ratio of their throughputs; the
+estimate is the geometric mean of those ratios and its 95% interval Student's t interval of their logs, which
+is ``evidence.compare``'s change (B/A - 1, paired by round) plus one. A target is met when the whole interval
+is on its side of the threshold, missed when the whole interval is on the other, else inconclusive; a figure
+measured once (perf_analyzer's, the first request's) is met or missed on its one value.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
+from collections.abc import Callable
+from typing import Any
+
+from loadtest.measure import evidence
+from loadtest.measure.evidence import Interval
+from loadtest.measure.probe import Measurement
+from loadtest.measure.trials import ArmResult
 
 P99_BUDGET_MS = 5.0
 ROWS = (
@@ -25,6 +41,108 @@ RATIOS = (
 )
 
 
+ROW_METRICS = ("throughput", "p50_ms", "p99_ms")
+OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+MIN_USERS, MAX_USERS = 8, 32
+"""Bounds of the default closed-loop users (:func:`default_users`)."""
+
+
+def default_users(config: dict) -> int:
+    """Closed-loop users enough for the served config to form its largest batch on every instance at once
+    (instances x the largest preferred batch size, or ``max_batch_size`` without one; 1 per instance without
+    a batcher), within [8, 32]: a closed loop of fewer users than that caps the batches below the config's, so
+    the served rows could not reach the in-process limit at its best batch whatever the config."""
+    instances = sum(int(g.get("count", 1)) for g in config.get("instance_group") or [{}])
+    batching = config.get("dynamic_batching")
+    if batching is None:
+        batch = 1
+    else:
+        batch = max(
+            [int(b) for b in batching.get("preferred_batch_size") or []] or [int(config.get("max_batch_size") or 1)]
+        )
+    return max(MIN_USERS, min(MAX_USERS, instances * batch))
+
+
+# -- a row's trials --------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Trial(Measurement):
+    """One trial of one row: the figures every trial gives, the client's counts and the row's own details
+    (row 1's batch table, a served row's average batch)."""
+
+    requests: int = 0
+    failures: int = 0
+    detail: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def locust_trial(client, **detail) -> Trial:
+    """A trial from Locust's figures (``ClientStats``)."""
+
+    def ms(key: str) -> float:
+        value = client.latency_ms.get(key)
+        return math.nan if value is None else float(value)
+
+    return Trial(
+        client.throughput_rps,
+        ms("p50"),
+        ms("p99"),
+        client.error_rate,
+        "locust",
+        requests=client.requests,
+        failures=client.failures,
+        detail=detail,
+    )
+
+
+def _value(x: Any) -> Any:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+def _trial_dict(t: Measurement) -> dict:
+    """One trial as bench.json keeps it: its figures (None for none), why it failed, its scalar details."""
+    out = {m: _value(float(getattr(t, m))) for m in ROW_METRICS}
+    if not t.usable:
+        out["error"] = t.not_usable_reason
+    if isinstance(t, Trial):
+        out.update(requests=t.requests, failures=t.failures)
+        out.update({k: _value(v) for k, v in t.detail.items() if isinstance(v, int | float)})
+    return out
+
+
+def row_summary(result: ArmResult, **extra) -> dict:
+    """A row from its trials: each figure's mean over the usable trials with its interval, the trials, the
+    summed counts, and (``extra``) the row's own keys. No usable trial: the first failure is the row's error."""
+    intervals, usable = result.intervals(), result.usable
+    row: dict[str, Any] = {m: _value(intervals[m].estimate) if usable else None for m in ROW_METRICS}
+    row["intervals"] = {m: intervals[m].to_dict() for m in ROW_METRICS if row[m] is not None}
+    row["trials"] = [_trial_dict(t) for t in result.trials]
+    row["requests"] = sum(t.get("requests", 0) for t in row["trials"])
+    row["failures"] = sum(t.get("failures", 0) for t in row["trials"])
+    row.update(extra)
+    failed = [t["error"] for t in row["trials"] if "error" in t]
+    if not usable:
+        row["error"] = failed[0] if failed else "no trial"
+    elif failed:
+        row["note"] = f"{row.get('note', '')}; {len(failed)} of {len(row['trials'])} trials failed ({failed[0]})"
+    return row
+
+
+def inprocess_row(result: ArmResult, where: str) -> dict:
+    """Row 1 from its trials: the figures, the batch-1 median (mean of the trials') and the last trial's batch
+    table; ``where``: the file and cores, ``{threads}`` filled in."""
+    usable = [t for t in result.usable if isinstance(t, Trial)]
+    batch1 = [t.detail["batch1_median_ms"] for t in usable if t.detail.get("batch1_median_ms")]
+    last = usable[-1].detail if usable else {}
+    best = sorted({t.detail["best_batch"] for t in usable})
+    note = f"{where.format(threads=last['threads'])}; best batch {best}" if usable else ""
+    return row_summary(
+        result,
+        note=note,
+        batch1_median_ms=sum(batch1) / len(batch1) if batch1 else None,
+        **{k: last.get(k) for k in ("best_batch", "threads", "table")},
+    )
+
+
+# -- ratios and targets -----------------------------------------------------------------------------
 def ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a and b and a > 0 and b > 0 and not math.isnan(a) and not math.isnan(b) else None
 
@@ -33,8 +151,45 @@ def throughput(entry: dict, row: str) -> float | None:
     return (entry.get("rows", {}).get(row) or {}).get("throughput")
 
 
+def round_throughputs(entry: dict, row: str) -> list[float | None]:
+    """The row's throughput in each round, None where its trial failed (empty for a result without trials)."""
+    trials = (entry.get("rows", {}).get(row) or {}).get("trials") or []
+    return [None if "error" in t else t.get("throughput") for t in trials]
+
+
+def paired_ratio(a_values: list[float | None], b_values: list[float | None]) -> Interval | None:
+    """a/b paired by round (rounds where either failed left out): the geometric mean of the rounds' ratios
+    with the t interval of their logs (``evidence.compare``'s paired change plus one); one round: its ratio,
+    no interval; None without a round where both measured."""
+    if len(a_values) != len(b_values):
+        return None
+    pairs = [(a, b) for a, b in zip(a_values, b_values, strict=True) if ratio(a, b) is not None]
+    if len(pairs) == 1:
+        value = pairs[0][0] / pairs[0][1]
+        return Interval(value, value, value, 1)
+    if not pairs:
+        return None
+    change = evidence.compare("throughput", [b for _, b in pairs], [a for a, _ in pairs], 0.0).change
+    return Interval(1 + change.estimate, 1 + change.low, 1 + change.high, change.trials)
+
+
+def ratio_intervals(entry: dict) -> dict[str, Interval | None]:
+    """Every ratio of ``RATIOS`` paired by round (None where no round measured both rows)."""
+    return {name: paired_ratio(round_throughputs(entry, a), round_throughputs(entry, b)) for name, a, b in RATIOS}
+
+
 def ratios(entry: dict) -> dict[str, float | None]:
-    return {name: ratio(throughput(entry, a), throughput(entry, b)) for name, a, b in RATIOS}
+    """Every ratio's estimate: paired by round when the rows have trials, else of the rows' throughputs."""
+    paired = ratio_intervals(entry)
+    return {
+        name: paired[name].estimate if paired[name] is not None else ratio(throughput(entry, a), throughput(entry, b))
+        for name, a, b in RATIOS
+    }
+
+
+def _ratio(name: str) -> Callable[[dict], Interval | float | None]:
+    """A target's getter: the ratio's interval when the rows have trials, else its one value."""
+    return lambda entry: ratio_intervals(entry)[name] or ratios(entry)[name]
 
 
 def _first_request_ratio(entry: dict, warmup: bool = True) -> float | None:
@@ -47,8 +202,8 @@ def _perf_under_budget(entry: dict) -> float | None:
 
 # (model or "*", target, how it is measured, value getter, comparison, threshold, unit)
 TARGETS = (
-    ("minilm", "tuned Triton >= 0.95x the in-process limit (3/1)", lambda e: ratios(e)["3/1"], ">=", 0.95, "x"),
-    ("minilm", "tuned Triton >= 2x FastAPI (3/4)", lambda e: ratios(e)["3/4"], ">=", 2.0, "x"),
+    ("minilm", "tuned Triton >= 0.95x the in-process limit (3/1)", _ratio("3/1"), ">=", 0.95, "x"),
+    ("minilm", "tuned Triton >= 2x FastAPI (3/4)", _ratio("3/4"), ">=", 2.0, "x"),
     (
         "digits",
         f">= 10k infer/s at p99 < {P99_BUDGET_MS:g} ms (perf_analyzer)",
@@ -57,8 +212,8 @@ TARGETS = (
         10000.0,
         " infer/s",
     ),
-    ("digits", "tuned Triton >= 2.5x FastAPI (3/4)", lambda e: ratios(e)["3/4"], ">=", 2.5, "x"),
-    ("digits", "tuned Triton >= 1.2x FastAPI + batcher (3/5)", lambda e: ratios(e)["3/5"], ">=", 1.2, "x"),
+    ("digits", "tuned Triton >= 2.5x FastAPI (3/4)", _ratio("3/4"), ">=", 2.5, "x"),
+    ("digits", "tuned Triton >= 1.2x FastAPI + batcher (3/5)", _ratio("3/5"), ">=", 1.2, "x"),
     ("*", "first request after ready <= 1.5x steady p50 (warmup on)", _first_request_ratio, "<=", 1.5, "x"),
     (
         "digits",
@@ -71,8 +226,24 @@ TARGETS = (
 )
 
 
+def status(value: Interval | float | None, op: str, threshold: float) -> str:
+    """met, missed or inconclusive: an interval is met when its worst end holds, missed when its best end
+    does not, else inconclusive; a single value (one run, one trial) is met or missed; none is missed."""
+    if value is None:
+        return "missed"
+    if not isinstance(value, Interval):
+        value = Interval(value, value, value, 1)
+    if math.isnan(value.estimate):
+        return "missed"
+    worst, best = (value.low, value.high) if op == ">=" else (value.high, value.low)
+    if OPS[op](worst, threshold):
+        return "met"
+    return "inconclusive" if OPS[op](best, threshold) else "missed"
+
+
 def evaluate_targets(result: dict) -> list[dict]:
-    """One entry per target that applies to a model of ``result``: the measured value and met/missed.
+    """One entry per target that applies to a model of ``result``: the measured value (with its interval when
+    it has one) and met, missed or inconclusive (:func:`status`).
 
     A value that could not be measured counts as missed (and says so)."""
     out = []
@@ -81,20 +252,36 @@ def evaluate_targets(result: dict) -> list[dict]:
             if applies not in ("*", model):
                 continue
             value = getter(entry)
-            met = value is not None and {">=": operator.ge, "<=": operator.le, "<": operator.lt}[op](value, threshold)
+            iv = value if isinstance(value, Interval) else None
             out.append(
                 {
                     "model": model,
                     "target": text,
-                    "value": value,
+                    "value": iv.estimate if iv else value,
+                    "interval": iv.to_dict() if iv else None,
                     "op": op,
                     "threshold": threshold,
                     "unit": unit,
-                    "status": "met" if met else "missed",
-                    "measured": "not measured" if value is None else _number(value, unit),
+                    "status": status(value, op, threshold),
+                    "measured": "not measured" if value is None else _measured(value, unit),
                 }
             )
     return out
+
+
+def finish(result: dict) -> dict:
+    """The figures derived from the measured ones, in place: the one-client overheads (a p50 minus row 1's
+    batch-1 median), every ratio (estimate and interval) and the targets."""
+    for entry in result.get("models", {}).values():
+        batch1 = entry["rows"]["inprocess"].get("batch1_median_ms")
+        for key, p50 in (("one_client", "p50_ms"), ("one_user", "triton_p50_ms")):
+            one = entry.setdefault(key, {})
+            one["inprocess_batch1_ms"] = batch1
+            one["overhead_ms"] = (one[p50] - batch1) if one.get(p50) and batch1 else None
+        entry["ratios"] = ratios(entry)
+        entry["ratio_intervals"] = {k: iv.to_dict() if iv else None for k, iv in ratio_intervals(entry).items()}
+    result["targets"] = evaluate_targets(result)
+    return result
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -104,8 +291,39 @@ def _number(value: float | None, unit: str = "") -> str:
     return "-" if value is None else formats.get(unit, "{:,.0f}" + unit).format(value)
 
 
+def _measured(value: Interval | float, unit: str) -> str:
+    """A figure, with its interval when it has one (``2.90x (95% CI 2.60x-3.20x, 3 trials)``)."""
+    if not isinstance(value, Interval):
+        return _number(value, unit)
+    if not value.has_interval:
+        return f"{_number(value.estimate, unit)} (1 trial, no interval)"
+    return (
+        f"{_number(value.estimate, unit)} ({value.confidence:.0%} CI {_number(value.low, unit)}-"
+        f"{_number(value.high, unit)}, {value.trials} trials)"
+    )
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def _cell(row: dict, metric: str, text: Callable[[float | None], str]) -> str:
+    """A row's figure, with its interval (low-high) when it has one."""
+    iv = (row.get("intervals") or {}).get(metric)
+    if not iv or iv["trials"] < 2:
+        return text(row.get(metric))
+    return f"{text(iv['estimate'])} ({text(iv['low'])}-{text(iv['high'])})"
+
+
+def _trials_text(trials: int | None) -> str:
+    if trials is None:  # recorded before the bench ran trials
+        return ""
+    if trials == 1:
+        return " 1 trial, no interval."
+    return (
+        f" {trials} rounds, every row once a round; each figure is the mean over the rounds with its 95% "
+        "interval in brackets; ratios pair the rows' throughputs by round."
+    )
 
 
 def render_model(model: str, entry: dict) -> str:
@@ -113,7 +331,7 @@ def render_model(model: str, entry: dict) -> str:
         f"### {model}: {entry['users']} closed-loop users, {entry['duration_s']:g} s per row "
         f"({entry['warmup_s']:g} s warm-up left out)",
         "",
-        f"Tuned config: {entry.get('tuned_source', '?')}",
+        f"Tuned config: {entry.get('tuned_source', '?')}.{_trials_text(entry.get('trials'))}",
         "",
         "| row | throughput (infer/s) | p50 ms | p99 ms | notes |",
         "|---|---|---|---|---|",
@@ -121,13 +339,23 @@ def render_model(model: str, entry: dict) -> str:
     for key, label in ROWS:
         row = entry.get("rows", {}).get(key) or {}
         note = row.get("error") or row.get("note", "")
-        tp = row.get("throughput")
-        lines.append(
-            f"| {label} | {'-' if tp is None else f'{tp:,.0f}'} | {_ms(row.get('p50_ms'))} | "
-            f"{_ms(row.get('p99_ms'))} | {note} |"
-        )
+        cells = [
+            _cell(row, "throughput", lambda v: "-" if v is None else f"{v:,.0f}"),
+            _cell(row, "p50_ms", _ms),
+            _cell(row, "p99_ms", _ms),
+        ]
+        lines.append(f"| {label} | {' | '.join(cells)} | {note} |")
     lines.append("")
-    lines.append("Ratios (throughput): " + ", ".join(f"{k} = {_number(v, 'x')}" for k, v in ratios(entry).items()))
+    paired = ratio_intervals(entry)
+    lines.append(
+        "Ratios (throughput): "
+        + ", ".join(
+            f"{k} = {_measured(paired[k], 'x') if paired[k] is not None else _number(v, 'x')}"
+            for k, v in ratios(entry).items()
+        )
+    )
+    if entry.get("trials"):
+        lines.append("One run each, after the rounds: perf_analyzer, the one-client figures and the first request.")
     perf = entry.get("perf") or {}
 
     def level(r: dict | None) -> str:
@@ -187,6 +415,9 @@ def render_one_client(entry: dict) -> str:
 def render_targets(targets: list[dict]) -> str:
     lines = [
         "### targets (measured figures, not assertions)",
+        "",
+        "A target is met or missed when the figure's whole 95% interval is on one side of it, inconclusive when "
+        "the interval straddles it; a figure without an interval (one run) is met or missed on its value.",
         "",
         "| model | target | measured | status |",
         "|---|---|---|---|",

@@ -1,25 +1,32 @@
 """Overload: does the queue policy keep accepted requests inside the p99 budget at twice the saturating load?
 
-``python -m loadtest.studies.overload [--model minilm] [--budget-ms 400] [--duration 20]`` (``make overload``):
+``python -m loadtest.studies.overload [--model minilm] [--budget-ms 400] [--trials 3] [--duration 15]``
+(``make overload``):
 
 1. **Saturation.** With the queue policy removed, closed-loop users double (4, 8, 16, ...) until throughput
    stops growing by 5% (``loadtest.measure.saturation``); the best throughput is the saturating rate
    (``--saturation-rps`` skips the search).
-2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, once with the model's queue policy (from
-   its served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and
-   once with none, each applied through model control (the served config is restored afterwards).
-3. **Table.** Per config and load factor: offered and accepted rate, refusal rate (refused / offered),
-   client drops, other errors, p99 of accepted requests against the budget, the statuses refusals came
-   with. Triton 2.51 answers a full queue ("Exceeds maximum queue size") and a request that waited past
-   ``default_timeout_microseconds`` with REJECT ("Request timeout expired") with HTTP 503 / gRPC
-   UNAVAILABLE: retryable statuses, counted as refusals (``loadtest.drive.client_stats.RETRYABLE_STATUSES``).
-   An arrival that finds every client slot busy is a *drop* (the client saturated, the server never saw it),
-   reported apart; ``--max-inflight`` sets the slots.
+2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, with the model's queue policy (from its
+   served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and with
+   none, each applied through model control (the served config is restored afterwards). At each load the two
+   configs run ``--trials`` times each, interleaved (policy, none, policy, none, ...), so the machine's drift
+   falls on both alike. The default, 3 trials of 15 s, keeps the study near 10 minutes on a 2-core machine
+   (18 runs, the search, a reload per run and the drain of the runs without a policy).
+3. **Table.** Per trial: offered and accepted rate, refusal rate (refused / offered), client drops, other
+   errors, goodput, p99 of accepted requests against the budget, the statuses refusals came with. Per config
+   and load (``overload_report.level``): p99 of accepted requests, refusal share, goodput and accepted rate
+   with 95% intervals over the trials, and the verdict against the budget by ``slo.verdict``: pass, fail or
+   inconclusive (the interval straddles the budget). Triton 2.51 answers a full queue ("Exceeds maximum queue
+   size") and a request that waited past ``default_timeout_microseconds`` with REJECT ("Request timeout
+   expired") with HTTP 503 / gRPC UNAVAILABLE: retryable statuses, counted as refusals
+   (``loadtest.drive.client_stats.RETRYABLE_STATUSES``). An arrival that finds every client slot busy is a
+   *drop* (the client saturated, the server never saw it), reported apart; ``--max-inflight`` sets the slots.
 
-Writes ``reports/overload/<model>/``: ``results.json`` (rows, saturation search, every run), ``summary.md``,
-``overload.png`` and the Locust logs under ``runs/``. Exit status: 0 when every run with the queue policy kept
-p99 within the budget and failed only with retryable refusals; 1 when not; 2 bad arguments; 3 the server or
-Locust failed. ``--report results.json`` re-renders the summary and plot without running anything.
+Writes ``reports/overload/<model>/``: ``results.json`` (trials, levels, saturation search, every run),
+``summary.md``, ``overload.png`` and the Locust logs under ``runs/``. Exit status: 0 when every load with the
+queue policy passed (its p99 interval within the budget, failures only retryable refusals); 1 when one failed;
+4 when none failed but one was inconclusive; 2 bad arguments; 3 the server or Locust failed. ``--report
+results.json`` re-renders the summary and plot without running anything.
 """
 
 from __future__ import annotations
@@ -41,22 +48,34 @@ from loadtest.drive import apply, target
 from loadtest.drive.client_stats import DROPPED, is_refusal
 from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
 from loadtest.errors import PayloadError, RunError
+from loadtest.measure import evidence
 from loadtest.measure.results import RunResult, from_dict
 from loadtest.measure.run import run_scenario
 from loadtest.measure.saturation import OFFER_SHORTFALL, Saturation, find_saturation, open_scenario, settle
 from loadtest.measure.study_report import ms_text
 from loadtest.studies.overload_report import (
+    LEVEL_HEADERS,
     TABLE_HEADERS,
     WITH_POLICY,
     WITHOUT_POLICY,
+    level_table,
     table,
     text_table,
+    verdict,
     write_outputs,
 )
+from tritonkit_errors import ExitStatus
+
+__all__ = ["verdict", "WITH_POLICY", "WITHOUT_POLICY", "measure", "main", "row", "unfinished_row", "load_runs"]
 
 OUT = Path("reports/overload")
 CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
 FACTORS = (1.0, 1.5, 2.0)
+TRIALS = 3
+"""Trials per config and load by default: 18 runs of 15 s with the search, the reloads and the drains of the
+runs without a policy, within about 10 minutes on a 2-core machine."""
+DURATION_S = 15.0
+EXIT = {"pass": ExitStatus.OK, "fail": ExitStatus.FAILED, "inconclusive": ExitStatus.INCONCLUSIVE}
 
 
 # --- configs -------------------------------------------------------------------------------------
@@ -172,6 +191,8 @@ def row(
     p99 = None if p99 is None or (isinstance(p99, float) and math.isnan(p99)) else float(p99)
     offered, accepted, refused, dropped, other = _window_counts(run, warmup_s)
     offered_rps = offered / duration
+    # goodput: accepted requests within the budget (the histogram holds the measured window's successes)
+    good_share, good_rps = evidence.goodput(evidence.count_within(c.hdr, budget_ms), offered, duration)
     return {
         "config": config,
         "factor": factor,
@@ -189,6 +210,8 @@ def row(
         "p99_ms": p99,
         "budget_ms": budget_ms,
         "meets_budget": p99 is not None and p99 <= budget_ms,
+        "goodput_share": good_share,
+        "goodput_rps": round(good_rps, 1),
         "refusal_statuses": refusal_statuses,
         "other_statuses": other_statuses,
         "refusal_latency_ms": dict(c.refusal_latency_ms),
@@ -214,33 +237,6 @@ def _window_counts(run: RunResult, warmup_s: float) -> tuple[int, int, int, int,
     return offered, offered - failures, refused, max(0, failures - refused - other), other
 
 
-def verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the queue policy did its job: within budget at every load, failures only retryable refusals."""
-    policy = [r for r in rows if r["config"] == WITH_POLICY]
-    problems = []
-    for r in policy:
-        where = f"{r['factor']:g}x"
-        if not r["meets_budget"]:
-            problems.append(f"{where}: p99 {ms_text(r['p99_ms'])} ms is over the {r['budget_ms']:g} ms budget")
-        if r["other_errors"]:
-            problems.append(
-                f"{where}: {r['other_errors']} failures that are not retryable refusals ({r['other_statuses']})"
-            )
-        if r["dropped"]:
-            problems.append(f"{where}: the client dropped {r['dropped']} arrivals (raise --max-inflight)")
-        if not r["client_kept_up"]:
-            problems.append(
-                f"{where}: the client offered {r['offered_rps']:g} of {r['target_rps']:g} req/s "
-                f"(client-bound: the figures understate the load)"
-            )
-    baseline = {r["factor"]: r for r in rows if r["config"] == WITHOUT_POLICY}
-    return {
-        "passed": bool(policy) and not problems,
-        "problems": problems,
-        "baseline_over_budget": sorted(f for f, r in baseline.items() if not r["meets_budget"]),
-    }
-
-
 def load_runs(data: dict[str, Any]) -> list[RunResult]:
     """The ``RunResult`` objects of a results.json written here."""
     return from_dict(
@@ -259,7 +255,7 @@ def measure(
     protocol: str = "grpc",
     fmt: str = "torchscript",
     budget_ms: float,
-    duration_s: float = 20.0,
+    duration_s: float = DURATION_S,
     warmup_s: float = 3.0,
     factors=FACTORS,
     saturation_rps: float | None = None,
@@ -269,12 +265,16 @@ def measure(
     overrides: dict[str, int | None] | None = None,
     search: dict | None = None,
     payload: dict | None = None,
+    trials: int = TRIALS,
     log=print,
 ) -> dict[str, Any]:
-    """Saturation, then open-loop load at each factor with and without the queue policy; the results dict.
+    """Saturation, then open-loop load at each factor: ``trials`` runs with and ``trials`` without the queue
+    policy, interleaved (A B A B ...); the results dict.
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field);
     ``payload``: the requests' payload table (``Scenario.payload``; default: the catalog model's samples, else
     random values from the served config)."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"--trials {trials!r} must be an integer >= 1")
     started = datetime.now(UTC).isoformat(timespec="seconds")
     served = Candidate.of("x", (model,), fmt).served_model(model)
     work = out_dir / "runs"
@@ -298,12 +298,18 @@ def measure(
         sat_dict = dataclasses.asdict(sat)
     log(f"  saturating throughput {sat.rps:.1f} req/s")
     budget = Slo(budget_ms, max_error_rate=0.999999)
-    rows, runs = [], []
+    rows, runs, current = [], [], None
+    by_name = {v.name: v for v in (with_policy, without_policy)}
     try:
-        for variant in (with_policy, without_policy):
-            apply.apply(endpoints.http, variant, model, original)
-            for factor in factors:
-                rate = round(sat.rps * factor, 1)
+        for factor in factors:
+            rate = round(sat.rps * factor, 1)
+            # the two configs interleaved at this load: A B A B ..., each switch a reload through model control
+            for round_, name in evidence.interleaved([WITH_POLICY, WITHOUT_POLICY], trials):
+                variant, trial = by_name[name], round_ + 1
+                settle(endpoints, served)  # a run without a policy can leave a backlog behind
+                if current != name:
+                    apply.apply(endpoints.http, variant, model, original)
+                    current = name
                 scenario = open_scenario(
                     model,
                     protocol,
@@ -312,24 +318,24 @@ def measure(
                     warmup_s,
                     max_inflight,
                     processes,
-                    name=f"{model}-{factor:g}x",
+                    name=f"{model}-{factor:g}x-trial{trial}",
                     payload=payload,
                 )
-                settle(endpoints, served)
+                head = f"  {name:16s} {factor:4g}x trial {trial}/{trials} {rate:8.1f} req/s offered:"
                 try:
                     run = run_scenario(scenario, variant, served, endpoints, work, budget, log=lambda *_: None)
                 except RunError as exc:
                     # Without a queue policy the queue can grow until requests outlive the run: that is a
                     # result (latency without bound), not a reason to lose the other rows.
-                    rows.append(unfinished_row(variant.name, factor, rate, budget_ms, str(exc)))
-                    log(f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: did not finish ({exc})")
+                    rows.append({**unfinished_row(name, factor, rate, budget_ms, str(exc)), "trial": trial})
+                    log(f"{head} did not finish ({exc})")
                     continue
-                r = row(run, variant.name, factor, rate, budget_ms, warmup_s)
+                r = {**row(run, name, factor, rate, budget_ms, warmup_s), "trial": trial}
                 rows.append(r)
                 runs.append(run)
                 log(
-                    f"  {variant.name:16s} {factor:4g}x {rate:8.1f} req/s offered: accepted {r['accepted_rps']:8.1f}"
-                    f"/s  refused {r['refusal_rate']:6.2%}  dropped {r['drop_rate']:6.2%}  other {r['other_errors']}"
+                    f"{head} accepted {r['accepted_rps']:8.1f}/s  refused {r['refusal_rate']:6.2%}  dropped "
+                    f"{r['drop_rate']:6.2%}  other {r['other_errors']}  goodput {r['goodput_share']:6.2%}"
                     f"  p99 {ms_text(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}"
                 )
     finally:
@@ -345,6 +351,7 @@ def measure(
         "policy_values": dataclasses.asdict(policy),
         "saturation": sat_dict,
         "factors": list(factors),
+        "trials": trials,
         "duration_s": duration_s,
         "warmup_s": warmup_s,
         "max_inflight": max_inflight,
@@ -376,7 +383,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
     )
-    parser.add_argument("--duration", type=float, default=20.0, help="seconds per load run (default 20)")
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=TRIALS,
+        help=f"runs per config and load, the configs interleaved (default {TRIALS}; 1: no intervals)",
+    )
+    parser.add_argument(
+        "--duration", type=float, default=DURATION_S, help=f"seconds per load run (default {DURATION_S:g})"
+    )
     parser.add_argument("--warmup", type=float, default=3.0, help="leading seconds left out of each run (default 3)")
     parser.add_argument("--factors", default="1,1.5,2", help="load factors of the saturating rate (default 1,1.5,2)")
     parser.add_argument("--saturation-rps", type=float, help="skip the search: use this saturating rate")
@@ -410,9 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         data = json.loads(args.report.read_text())
         paths = write_outputs(data, args.report.parent)
-        print(text_table(TABLE_HEADERS, table(data["rows"])))
+        v = data["verdict"] if "levels" in data["verdict"] else verdict(data["rows"])
+        print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
         print("wrote " + ", ".join(map(str, paths)))
-        return 0 if data["verdict"]["passed"] else 1
+        return EXIT[v.get("verdict", "pass" if v["passed"] else "fail")]
     try:
         factors = tuple(float(f) for f in args.factors.split(","))
         budget = args.budget_ms or default_budget_ms(args.model)
@@ -420,12 +436,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"no p99 budget for {args.model!r}: pass --budget-ms")
         if any(f <= 0 for f in factors) or args.duration <= args.warmup or args.max_inflight < 1:
             raise ValueError("factors must be > 0, --duration must exceed --warmup, --max-inflight >= 1")
+        if args.trials < 1:
+            raise ValueError(f"--trials {args.trials} must be >= 1")
         if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
             raise ValueError("--max-queue-size and --timeout-us must be >= 0")
         options = payload_options(args)
     except (ValueError, PayloadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
     # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
     overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
@@ -448,22 +466,27 @@ def main(argv: list[str] | None = None) -> int:
             overrides=overrides,
             search={"duration_s": args.search_duration},
             payload=options.to_table() if options != PayloadOptions() else None,
+            trials=args.trials,
         ),
     )
     if code:
         return code
     paths = write_outputs(data, args.out / args.model)
+    v = data["verdict"]
     print()
     print(text_table(TABLE_HEADERS, table(data["rows"])))
     print()
-    v = data["verdict"]
-    print(
-        "PASS: the queue policy kept p99 within budget and refused the excess with retryable statuses"
-        if v["passed"]
-        else "FAIL:\n  " + "\n  ".join(v["problems"])
-    )
+    print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
+    print()
+    head = {
+        "pass": "PASS: the queue policy kept the p99 interval within budget at every load and refused the excess "
+        "with retryable statuses",
+        "fail": "FAIL:",
+        "inconclusive": "INCONCLUSIVE: at some load the p99 interval straddles the budget:",
+    }[v["verdict"]]
+    print("\n  ".join([head, *v["problems"]]))
     print("wrote " + ", ".join(map(str, paths)))
-    return 0 if v["passed"] else 1
+    return EXIT[v["verdict"]]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The side-by-side benchmark end to end for digits with tiny durations: every row measured, every target judged.
+"""The side-by-side benchmark end to end for digits with tiny durations and two rounds: every row measured in
+every round, round by round, every ratio with its paired interval, every target judged.
 
 The figures of so short a run mean little; this checks that each row ran and the outputs are complete,
 never whether a target was met (the benchmark reports that, it does not assert it).
@@ -15,6 +16,7 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     lines: list[str] = []
     opts = bench.Options(
         models=("digits",),
+        trials=2,
         duration_s=3.0,
         warmup_s=0.5,
         users={"digits": 4},
@@ -35,6 +37,12 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
         row = digits["rows"][key]
         assert row.get("throughput") and row["throughput"] > 0, f"{label}: {row}\n{log}"
         assert row["p50_ms"] > 0, f"{label}: {row}"
+        assert len(row["trials"]) == 2 and row["intervals"]["throughput"]["trials"] == 2, f"{label}: {row}"
+    # round by round: every row's first trial before any row's second
+    order = [line for line in lines if " trial " in line and "/2:" in line]
+    assert max(i for i, line in enumerate(order) if "trial 1/2" in line) < min(
+        i for i, line in enumerate(order) if "trial 2/2" in line
+    ), "\n".join(order)
     for key in ("triton_plain", "triton_tuned", "fastapi", "fastapi_batcher"):
         assert digits["rows"][key]["p99_ms"] >= digits["rows"][key]["p50_ms"]
         assert digits["rows"][key]["failures"] == 0, digits["rows"][key]
@@ -44,6 +52,9 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     if "has no [digits] table" in digits["tuned_source"]:
         assert "dynamic batching (" in digits["rows"]["triton_tuned"]["note"]
     assert set(digits["ratios"]) == {"3/1", "3/2", "3/4", "3/5"} and all(v > 0 for v in digits["ratios"].values())
+    assert all(
+        iv["trials"] == 2 and iv["low"] <= iv["estimate"] <= iv["high"] for iv in digits["ratio_intervals"].values()
+    )
     assert digits["perf"].get("best", {}).get("throughput", 0) > 0, digits["perf"]
     assert digits["one_user"]["overhead_ms"] is not None, digits["one_user"]
     assert [f["warmup"] for f in digits["first_request"]] == [True, False]
@@ -52,9 +63,11 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     digits_targets = [t for t in bench.TARGETS if t[0] in ("*", "digits")]
     assert len(saved["targets"]) == len(digits_targets)
     assert [t["target"] for t in saved["targets"]] == [t[1] for t in digits_targets]
-    assert all(t["status"] in ("met", "missed") for t in saved["targets"])
+    assert all(t["status"] in ("met", "missed", "inconclusive") for t in saved["targets"])
 
     markdown = (tmp_path / "bench.md").read_text()
     assert markdown == bench.render(saved)
     assert "### digits" in markdown and "### targets" in markdown
-    assert sum(line.endswith(("| met |", "| missed |")) for line in markdown.splitlines()) == len(digits_targets)
+    judged = ("| met |", "| missed |", "| inconclusive |")
+    assert sum(line.endswith(judged) for line in markdown.splitlines()) == len(digits_targets)
+    assert "2 rounds, every row once a round" in markdown

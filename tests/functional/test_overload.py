@@ -50,6 +50,7 @@ def test_a_full_queue_refuses_with_the_retryable_status(digits_server, tmp_path,
         saturation_rps=400,
         max_inflight=2048,
         policy=QueuePolicy(max_queue_size=1, default_timeout_us=0),
+        trials=1,
         log=lambda *_: None,
     )
     with_policy, without = _check(data["rows"])
@@ -76,7 +77,9 @@ def test_the_command_writes_the_report(digits_server, tmp_path):
             "--saturation-rps",
             "400",
             "--factors",
-            "1,2",
+            "2",
+            "--trials",
+            "2",
             "--duration",
             "4",
             "--warmup",
@@ -99,11 +102,13 @@ def test_the_command_writes_the_report(digits_server, tmp_path):
     for name in ("results.json", "summary.md", "overload.png"):
         assert (out / name).stat().st_size > 0, name
     data = __import__("json").loads((out / "results.json").read_text())
-    assert [(r["config"], r["factor"]) for r in data["rows"]] == [
-        (overload.WITH_POLICY, 1.0),
-        (overload.WITH_POLICY, 2.0),
-        (overload.WITHOUT_POLICY, 1.0),
-        (overload.WITHOUT_POLICY, 2.0),
+    # the two configs interleaved, trial by trial
+    assert [(r["config"], r["factor"], r["trial"]) for r in data["rows"]] == [
+        (overload.WITH_POLICY, 2.0, 1),
+        (overload.WITHOUT_POLICY, 2.0, 1),
+        (overload.WITH_POLICY, 2.0, 2),
+        (overload.WITHOUT_POLICY, 2.0, 2),
     ]
-    assert status == (0 if data["verdict"]["passed"] else 1)
+    assert [lv["trials"] for lv in data["verdict"]["levels"]] == [2, 2]
+    assert status == overload.EXIT[data["verdict"]["verdict"]]
     assert "| queue-policy | 2x |" in (out / "summary.md").read_text()

@@ -219,3 +219,24 @@ def test_default_users_fill_the_served_configs_batches_on_every_instance():
     assert bench.default_users({"max_batch_size": 0}) == 8  # no batcher, one instance: the floor
     opts = bench.options(["--models", "minilm", "--users", "digits=4"])
     assert opts.users_for("minilm", minilm) == 16 and opts.users_for("digits", minilm) == 4
+
+
+def test_trials_come_from_the_command_line_and_default_to_three(tmp_path):
+    assert bench.options(["--models", "digits"]).trials == 3
+    assert bench.options(["--models", "digits", "--trials", "1"]).trials == 1
+
+
+@pytest.mark.parametrize("trials", ["0", "-2"])
+def test_fewer_than_one_trial_is_a_usage_error_before_anything_runs(trials, tmp_path, capsys):
+    out = tmp_path / "bench"
+    status = bench.main(["--models", "digits", "--trials", trials, "--out", str(out)])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: --trials {trials} must be an integer >= 1" and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_result_recorded_before_the_trials_renders_as_it_did():
+    entry = RECORDED["models"]["digits"]
+    assert bench.ratio_intervals(entry) == {name: None for name, _, _ in bench.RATIOS}
+    assert "rounds" not in bench.render(RECORDED) and "One run each" not in bench.render(RECORDED)

@@ -452,3 +452,41 @@ def test_the_soak_splits_the_cpus_unless_told_otherwise():
         soak.parse_args(["--http-url", "127.0.0.1:8000"])
     assert soak.cpu_text([], []) == "Server and load generator shared the CPUs."
     assert soak.cpu_text([1], [0]) == "Server and stubs on CPUs [1], load generator on CPUs [0]."
+
+
+def test_each_load_runs_its_trials_interleaved_across_the_two_configs(monkeypatch, tmp_path):
+    applied, ran = [], []
+    monkeypatch.setattr(apply, "served_config", lambda url, model: CONFIG)
+    monkeypatch.setattr(apply, "apply", lambda url, variant, model, original: applied.append(variant.name))
+    monkeypatch.setattr(apply, "restore", lambda url, configs: None)
+    monkeypatch.setattr(overload, "settle", lambda endpoints, served: None)
+
+    def run_scenario(scenario, variant, served, endpoints, work, budget, log):
+        ran.append((scenario.shape["rate"], variant.name))
+        return recorded_run(variant.name, offered=800, accepted=800, refused=0, dropped=0, p99=5.0)
+
+    monkeypatch.setattr(overload, "run_scenario", run_scenario)
+    endpoints = target.Endpoints("h:1", "h:2", "http://h:3")
+    data = overload.measure(
+        "digits",
+        endpoints,
+        tmp_path,
+        budget_ms=10.0,
+        factors=(1.0, 2.0),
+        saturation_rps=100.0,
+        policy=QueuePolicy(16, 8000),
+        trials=2,
+        log=lambda *_: None,
+    )
+    a, b = overload.WITH_POLICY, overload.WITHOUT_POLICY
+    assert ran == [(100.0, a), (100.0, b), (100.0, a), (100.0, b), (200.0, a), (200.0, b), (200.0, a), (200.0, b)]
+    assert applied == [name for _, name in ran]  # every switch of config is a reload
+    assert [(r["config"], r["factor"], r["trial"]) for r in data["rows"][:4]] == [
+        (a, 1.0, 1),
+        (b, 1.0, 1),
+        (a, 1.0, 2),
+        (b, 1.0, 2),
+    ]
+    assert data["trials"] == 2 and {lv["trials"] for lv in data["verdict"]["levels"]} == {2}
+    with pytest.raises(ValueError, match="--trials 0 must be an integer >= 1"):
+        overload.measure("digits", endpoints, tmp_path, budget_ms=10.0, trials=0, log=lambda *_: None)
