@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     from deploy import cli as deploy_cli
     from deploy import demo
     from export import cli as export_cli
+    from loadtest import capacity_cli
     from loadtest import cli as loadtest_cli
+    from loadtest.studies.compare import command as compare_cli
     from loadtest.tune import command as tune_cli
 
     parser = argparse.ArgumentParser(
@@ -85,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     deploy_cli.register(subparsers)
     loadtest_cli.register(subparsers)
     tune_cli.register(subparsers)
+    compare_cli.register(subparsers)
+    capacity_cli.register(subparsers)
     demo.register(subparsers)
     return parser
 

@@ -50,6 +50,7 @@ LAYERS = (
     ("loadtest.tune", 3),
     ("loadtest.studies", 4),
     ("loadtest.cli", 5),
+    ("loadtest.capacity_cli", 5),
     ("loadtest.execution", 5),
 )
 """loadtest's modules by layer: a module may import its own layer and those below, never one above."""

@@ -1,0 +1,306 @@
+"""`tritonkit capacity NAME --slo-p99-ms B`: the highest open-loop rate whose p99 meets the budget, with its
+interval, and a replica plan.
+
+Open-loop load (Poisson by default, `--arrival` for another pattern) made by Locust, whose latency counts from
+each request's intended send time; `loadtest.measure.capacity.find_capacity` brackets the knee (rates
+doubling), narrows it to 5%, and confirms it with `--trials` runs and the three-way SLO verdict, stepping
+down 10% when the verdict there is not a pass. `--target-rps Q` prints the replicas that serve Q at the
+interval's lower bound with `--headroom` for bursts, plus one (N+1), and the autoscaling target: Triton's
+queue time per request (the metric deploy/k8s's HPA scales on) at the rate each replica is planned to carry,
+as a kustomize patch (printed, or `--write-patch FILE`). Report: reports/capacity-NAME/ (results.json,
+summary.md, capacity.png).
+
+Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every
+step down; 2 bad arguments, or a model that is not in the repository or not served; 3 the server or the
+load generator failed; 4 the verdict at the knee stayed inconclusive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from loadtest.campaign import Slo
+from loadtest.drive import apply, perf, target
+from loadtest.drive.arrivals import Arrival, parse_arrival
+from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.drive.target import Endpoints
+from loadtest.errors import LoadTestError
+from loadtest.measure import capacity, capacity_report, probe
+from loadtest.measure.capacity import CapacityResult
+from loadtest.measure.probe import Load, Measurement
+from loadtest.measure.saturation import settle
+from tritonkit_errors import ExitStatus
+
+REPORTS = Path("reports")
+CONSTANT_RATE = ("poisson", "gamma", "replay")
+"""Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
+EXAMPLES = """\
+examples:
+  tritonkit capacity digits --slo-p99-ms 50
+  tritonkit capacity digits --slo-p99-ms 50 --target-rps 5000 --write-patch hpa-patch.yaml
+  tritonkit capacity text_embedder --slo-p99-ms 400 --arrival gamma:0.5 --start-rate 5 --trials 5
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenLoad(Load):
+    """An open-loop load whose shape carries an arrival pattern's keys (``Arrival.shape_keys``)."""
+
+    arrival_keys: tuple[tuple[str, object], ...] = ()
+
+    def shape(self) -> dict:
+        return {**super().shape(), **dict(self.arrival_keys)}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "capacity",
+        help="the highest open-loop rate whose p99 meets a budget, with its interval, and a replica plan",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
+    parser.add_argument("--slo-p99-ms", type=float, required=True, help="client-side p99 budget (ms)")
+    parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
+    parser.add_argument("--trials", type=int, default=3, help="runs at the knee for its interval (>= 2, default 3)")
+    parser.add_argument(
+        "--arrival",
+        metavar="SPEC",
+        default="poisson",
+        help="open-loop arrivals: poisson (default), gamma:B (burstiness B: < 1 burstier), replay:FILE",
+    )
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per run, warm-up included (default 10)")
+    parser.add_argument("--start-rate", type=float, default=20.0, help="first rate probed, req/s (default 20)")
+    parser.add_argument("--max-rate", type=float, default=math.inf, help="highest rate probed, req/s (default none)")
+    parser.add_argument(
+        "--growth", type=float, default=capacity.GROWTH, help="bracket: each rate this many times the last (default 2)"
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=capacity.TOLERANCE,
+        help="narrow the knee until the failing rate is within this share of the passing one (default 0.05)",
+    )
+    parser.add_argument("--target-rps", type=float, help="plan the replicas that serve this many requests/s")
+    parser.add_argument(
+        "--headroom", type=float, default=capacity.HEADROOM, help="burst headroom over --target-rps (default 0.2)"
+    )
+    parser.add_argument("--write-patch", type=Path, metavar="FILE", help="write the HPA patch here (default: print)")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    parser.add_argument(
+        "--generator",
+        choices=probe.GENERATORS,
+        default="locust",
+        help="locust (default: arrival patterns, latency from the intended send time) or perf_analyzer (tensor "
+        "models; its constant-rate schedule)",
+    )
+    parser.add_argument("--processes", type=int, help="Locust processes (default: one per generator CPU)")
+    parser.add_argument("--out", type=Path, help="report folder (default reports/capacity-NAME)")
+    add_payload_arguments(parser)
+    target.add_server_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def _usage(message: str) -> int:
+    print(f"capacity: error: {message}", file=sys.stderr)
+    return int(ExitStatus.USAGE)
+
+
+def check_arguments(args: argparse.Namespace) -> Arrival:
+    """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value."""
+    if not args.slo_p99_ms > 0:
+        raise ValueError(f"--slo-p99-ms {args.slo_p99_ms:g} must be > 0 ms")
+    if args.trials < 2:
+        raise ValueError(f"--trials {args.trials}: an interval needs at least 2 trials")
+    for flag, value in (("--duration", args.duration), ("--start-rate", args.start_rate)):
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{flag} {value:g} must be > 0")
+    if not (math.isfinite(args.growth) and args.growth > 1):
+        raise ValueError(f"--growth {args.growth:g} must be > 1")
+    if not 0 < args.tolerance < args.growth - 1:
+        raise ValueError(f"--tolerance {args.tolerance:g} must be in (0, --growth - 1)")
+    if not args.max_rate >= args.start_rate:
+        raise ValueError(f"--max-rate {args.max_rate:g} must be >= --start-rate {args.start_rate:g}")
+    if args.target_rps is not None and not (math.isfinite(args.target_rps) and args.target_rps > 0):
+        raise ValueError(f"--target-rps {args.target_rps:g} must be > 0 requests/s")
+    if not (math.isfinite(args.headroom) and args.headroom >= 0):
+        raise ValueError(f"--headroom {args.headroom:g} must be >= 0 (0.2: 20% above the target)")
+    if not 0 <= args.max_error_rate < 1:
+        raise ValueError(f"--max-error-rate {args.max_error_rate:g} must be in [0, 1)")
+    if args.processes is not None and args.processes < 1:
+        raise ValueError(f"--processes {args.processes} must be >= 1")
+    arrival = parse_arrival(args.arrival)
+    if arrival.name not in CONSTANT_RATE:
+        raise ValueError(f"--arrival {args.arrival}: capacity needs one rate per run ({', '.join(CONSTANT_RATE)})")
+    if args.generator == "perf_analyzer" and arrival.name != "poisson":
+        raise ValueError(f"--arrival {args.arrival} needs --generator locust (perf_analyzer sends at a constant rate)")
+    return arrival
+
+
+def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
+    """The model; the whole repository for a pipeline (an ensemble or a Python model calls others)."""
+    text = (repository / model / "config.pbtxt").read_text()
+    return ("*",) if "ensemble_scheduling" in text or 'backend: "python"' in text else (model,)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        arrival = check_arguments(args)
+        options = default_options(args.model, payload_options(args))
+    except (ValueError, LoadTestError) as exc:  # ArrivalError and PayloadError among them
+        return _usage(str(exc))
+    repository = Path(args.repository).resolve()
+    models: tuple[str, ...] = ()
+    if not args.http_url:
+        if not (repository / args.model / "config.pbtxt").is_file():
+            found = sorted(p.parent.name for p in repository.glob("*/config.pbtxt"))
+            return _usage(f"model {args.model!r} is not in the repository {repository}; models there: {found}")
+        models = models_to_load(repository, args.model)
+        if not args.server_cpus and not args.client_cpus:
+            args.client_cpus, args.server_cpus = target.split_cpus()
+    out = args.out or REPORTS / f"capacity-{args.model}"
+    status, value = target.run_with_server(
+        args, models, lambda endpoints, _: _capacity(args, arrival, options, endpoints, out)
+    )
+    return value if status == 0 else status
+
+
+def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
+    """(measure_at, measured seconds per run, what the arrivals are) for the chosen generator."""
+    budget_ms = args.slo_p99_ms
+    if args.generator == "perf_analyzer":
+        config = apply.served_config(endpoints.http, args.model)
+        out.mkdir(parents=True, exist_ok=True)
+        data = perf.write_input_data(out / "input_data.json", payloads(config, options), config)
+        window_ms = int(args.duration * 1000)
+
+        def measure_pa(rate: float) -> Measurement:
+            settle(endpoints, args.model)
+            return probe.with_perf_analyzer(
+                endpoints,
+                args.model,
+                Load(rate=rate),
+                protocol=args.protocol,
+                input_data=data,
+                measurement_ms=window_ms,
+            )
+
+        return measure_pa, window_ms / 1000, "constant-rate arrivals (perf_analyzer)"
+    work = out / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    keys = tuple(arrival.shape_keys().items())
+    count = iter(range(1, 10**6))
+
+    def measure_locust(rate: float) -> Measurement:
+        settle(endpoints, args.model)  # an overloaded run leaves a backlog: let it drain first
+        return probe.with_locust(
+            endpoints,
+            args.model,
+            args.model,
+            OpenLoad(rate=rate, arrival_keys=keys),
+            work,
+            f"run{next(count):03d}-{rate:.0f}rps",
+            protocol=args.protocol,
+            duration_s=args.duration,
+            processes=args.processes,
+            payload=options.to_table(),
+            budget_ms=budget_ms,
+            log=lambda *_: None,
+        )
+
+    warmup = min(2.0, args.duration / 4)  # what probe.with_locust leaves out
+    return measure_locust, args.duration - warmup, arrival.describe()
+
+
+def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) -> int:
+    if args.model not in apply.ready_models(endpoints.http):
+        raise ValueError(f"model {args.model!r} is not served at {endpoints.http}")
+    budget = Slo(args.slo_p99_ms, args.max_error_rate)
+    measure_at, measured_s, arrivals = _measurer(args, arrival, options, endpoints, out)
+    print(
+        f"capacity {args.model}: p99 <= {budget.p99_ms:g} ms, errors <= {budget.max_error_rate:.2%}; {arrivals}, "
+        f"{args.generator}, {args.duration:g} s runs from {args.start_rate:g} req/s, {args.trials} trials at the knee",
+        flush=True,
+    )
+    result = capacity.find_capacity(
+        measure_at,
+        budget,
+        args.start_rate,
+        trials=args.trials,
+        max_rate=args.max_rate,
+        growth=args.growth,
+        tolerance=args.tolerance,
+        measured_s=measured_s,
+        log=lambda text: print(text, flush=True),
+    )
+    sentence = result.sentence(arrivals)
+    extra = {
+        "model": args.model,
+        "command": shlex.join(["tritonkit", *sys.argv[1:]]),
+        "generator": args.generator,
+        "arrivals": arrivals,
+        "duration_s": args.duration,
+        "date": datetime.date.today().isoformat(),
+        "commit": _commit(),
+    }
+    lines = plan(result, args) if result.status is ExitStatus.OK else []
+    if lines:
+        extra["plan"] = {"lines": lines}
+    summary = capacity_report.write(result, out, extra, sentence)
+    print()
+    print(f"capacity {args.model}: {sentence}", file=sys.stdout if result.status is ExitStatus.OK else sys.stderr)
+    for text in lines:
+        print(text)
+    print(f"report: {summary} (plot {out / 'capacity.png'}, results {out / 'results.json'})")
+    return int(result.status)
+
+
+def plan(result: CapacityResult, args) -> list[str]:
+    """The replica plan and the HPA target as printed lines; the patch printed or written."""
+    lower = result.throughput.low
+    if not lower > 0:
+        return ["no replica plan: the capacity interval reaches 0 req/s; more --trials would narrow it"]
+    lines = []
+    max_replicas = None
+    if args.target_rps is not None:
+        max_replicas = capacity.replicas(args.target_rps, lower, args.headroom)
+        lines.append(
+            f"replicas for {args.target_rps:g} req/s: {max_replicas} = ceil({args.target_rps:g} x "
+            f"{1 + args.headroom:g} / {lower:.1f}) + 1 (the interval's lower bound per replica, "
+            f"{args.headroom:.0%} burst headroom, N+1)"
+        )
+    per_pod = lower / (1 + args.headroom)
+    seconds = capacity_report.hpa_target(result, per_pod)
+    if math.isnan(seconds):
+        return [*lines, "HPA target: no queue time was measured (Triton's metrics gave none)"]
+    try:
+        patch = capacity_report.hpa_patch(seconds, per_pod, args.model, max_replicas)
+    except LoadTestError as exc:
+        return [*lines, f"HPA target: {exc}"]
+    lines.append(
+        f"HPA target: {capacity_report.quantity(seconds)} of queue time per request "
+        f"({capacity_report.QUEUE_METRIC}), Triton's value at {per_pod:.1f} req/s per replica"
+    )
+    if args.write_patch:
+        args.write_patch.parent.mkdir(parents=True, exist_ok=True)
+        args.write_patch.write_text(patch)
+        lines.append(f"HPA patch written to {args.write_patch} (kustomize: patches: [{{path: ...}}])")
+    else:
+        lines += ["HPA patch (kustomize):", *patch.rstrip().splitlines()]
+    return lines
+
+
+def _commit() -> str:
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+    except OSError:
+        return ""
+    return done.stdout.strip()

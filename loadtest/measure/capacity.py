@@ -1,0 +1,364 @@
+"""Capacity: the highest open-loop rate whose p99 meets a budget, with its interval, from few runs.
+
+``find_capacity(measure_at, budget, start_rate, trials=N)`` knows nothing of servers or generators: the
+caller gives a function that measures one offered rate (``probe.with_locust``, ``probe.with_perf_analyzer``
+or a recorded curve in the tests). The search:
+
+1. Bracket: one run at ``start_rate``, then each rate ``growth`` times the last, until a run *fails*: its
+   p99 is over the budget, its error rate over the limit, or the server fell behind the offered rate
+   (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
+   generator could not offer the rate (``generator_behind``) also ends the bracket, and makes the result a
+   lower bound. A failing first run: no rate meets the budget.
+2. Narrow: between the last passing and the first failing rate, the next rate is where a straight line
+   through their p99s meets the budget (kept inside the middle of the bracket), or the geometric middle
+   when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other.
+3. Confirm: ``trials`` runs at the highest passing rate (``trials.run_trials``) and the three-way SLO verdict
+   over them (``slo.verdict``). PASS: the capacity is that rate, and its interval is the trials' interval
+   of the sustained (completed) throughput there. Inconclusive or FAIL: one step down (``step_down`` of
+   the rate) and trials again, at most ``max_step_downs`` times, each step said.
+
+The knee itself lies between the confirmed rate and the first failing rate; the interval is that of the
+throughput the server sustained while the verdict passed, which is what a replica plan may count on
+(``replicas``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from loadtest.campaign import Slo
+from loadtest.errors import LoadTestError
+from loadtest.measure import evidence, probe, slo
+from loadtest.measure.evidence import Interval, SloVerdict, Verdict
+from loadtest.measure.probe import Measurement
+from loadtest.measure.saturation import keeps_up
+from loadtest.measure.trials import Arm, ArmResult, line, run_trials
+from tritonkit_errors import ExitStatus
+
+Log = Callable[[str], None]
+GROWTH = 2.0
+TOLERANCE = 0.05
+STEP_DOWN = 0.9
+MAX_STEP_DOWNS = 2
+MAX_PROBES = 16
+HEADROOM = 0.2
+
+PASS, OVER, ERRORS, BEHIND, GENERATOR, FAILED = (
+    "pass",
+    "p99 over budget",
+    "errors over limit",
+    "server fell behind",
+    "generator could not offer the rate",
+    "measurement failed",
+)
+
+
+class CapacityError(LoadTestError):
+    """A capacity search was asked something it cannot do (a bad start rate, growth or tolerance)."""
+
+
+@dataclasses.dataclass
+class Probe:
+    """One run of the search at one offered rate, and what it showed."""
+
+    rate: float
+    measurement: Measurement
+    phase: str
+    """``bracket``, ``narrow`` or ``trial``."""
+    outcome: str
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate, "phase": self.phase, "outcome": self.outcome, **self.measurement.to_dict()}
+
+
+@dataclasses.dataclass
+class Confirmation:
+    """The trials at one rate and the SLO verdict over them."""
+
+    rate: float
+    result: ArmResult
+    verdict: SloVerdict
+
+    @property
+    def throughput(self) -> Interval:
+        return self.result.intervals()["throughput"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rate": self.rate, "verdict": self.verdict.to_dict(), **self.result.to_dict()}
+
+
+@dataclasses.dataclass
+class CapacityResult:
+    budget: Slo
+    status: ExitStatus
+    probes: list[Probe] = dataclasses.field(default_factory=list)
+    """The search's runs in order (bracket, then narrow)."""
+    confirmations: list[Confirmation] = dataclasses.field(default_factory=list)
+    """The trials, at the knee first, then at each step down."""
+    first_fail: Probe | None = None
+    """The lowest failing rate of the search (None: none failed up to ``max_rate``)."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def confirmed(self) -> Confirmation | None:
+        """The trials whose verdict passed (the last confirmation, when it passed)."""
+        last = self.confirmations[-1] if self.confirmations else None
+        return last if last is not None and last.verdict.verdict is Verdict.PASS else None
+
+    @property
+    def rate(self) -> float | None:
+        return self.confirmed.rate if self.confirmed else None
+
+    @property
+    def throughput(self) -> Interval | None:
+        return self.confirmed.throughput if self.confirmed else None
+
+    @property
+    def lower_bound_only(self) -> bool:
+        """The search stopped at the generator's limit, not the server's: the capacity is at least this."""
+        return self.first_fail is None or self.first_fail.outcome == GENERATOR
+
+    def sentence(self, arrivals: str = "Poisson arrivals") -> str:
+        """The one line of the answer."""
+        b = f"{self.budget.p99_ms:g} ms"
+        if self.status is ExitStatus.OK and self.throughput is not None:
+            iv = self.throughput
+            span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
+            head = "at least " if self.lower_bound_only else ""
+            return (
+                f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s ({span}, {iv.trials} trials at "
+                f"{self.rate:g} req/s offered) on this server, for {arrivals}"
+            )
+        if self.status is ExitStatus.FAILED and not self.confirmations:
+            low = min(self.probes, key=lambda p: p.rate)
+            return (
+                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
+                f"{low.measurement.p99_ms:.3f} ms ({low.outcome}); a lower --start-rate may"
+            )
+        if self.confirmations:
+            last = self.confirmations[-1]
+            return f"p99 <= {b} not confirmed down to {last.rate:g} req/s: {last.verdict.text()}"
+        return "; ".join(self.notes) or "the search failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.throughput
+        return {
+            "status": int(self.status),
+            "budget": dataclasses.asdict(self.budget),
+            "rate": self.rate,
+            "throughput": iv.to_dict() if iv else None,
+            "lower_bound_only": self.lower_bound_only,
+            "first_fail": self.first_fail.to_dict() if self.first_fail else None,
+            "probes": [p.to_dict() for p in self.probes],
+            "confirmations": [c.to_dict() for c in self.confirmations],
+            "notes": list(self.notes),
+        }
+
+
+def generator_behind(m: Measurement, measured_s: float | None = None) -> str:
+    """Why the generator, not the server, limited this run ("" when it kept up). ``probe.saturation`` calls
+    any send rate under 95% of the asked one short; a Poisson count over a short run falls that short by
+    chance, so a shortfall within ``saturation.keeps_up``'s noise is forgiven when ``measured_s`` is known."""
+    if not m.saturated:
+        return ""
+    reasons = m.saturated.split("; ")
+    if measured_s and m.offered_rate and m.sent_rate is not None and keeps_up(m.sent_rate, m.offered_rate, measured_s):
+        reasons = [r for r in reasons if not r.startswith("sent ")]
+    return "; ".join(reasons)
+
+
+def describe(m: Measurement, measured_s: float | None = None) -> str:
+    """One run on one line: its figures, or why it failed."""
+    if m.error:
+        return f"failed: {m.error}"
+    figures = line(dataclasses.replace(m, saturated=""))
+    behind = generator_behind(m, measured_s)
+    return f"{figures}  (generator: {behind})" if behind else figures
+
+
+def judge_run(m: Measurement, rate: float, budget: Slo, measured_s: float | None = None) -> str:
+    """One run's outcome against the budget (``PASS`` or why not)."""
+    if m.error:
+        return FAILED
+    if generator_behind(m, measured_s):
+        return GENERATOR
+    if m.error_rate > budget.max_error_rate:
+        return ERRORS
+    completed = m.throughput
+    if (measured_s and not keeps_up(completed, rate, measured_s)) or (
+        not measured_s and completed < probe.RATE_SHORTFALL * rate
+    ):
+        return BEHIND
+    if not m.p99_ms <= budget.p99_ms:  # NaN (no success) fails too
+        return OVER
+    return PASS
+
+
+def next_rate(low: Probe, high: Probe, budget: Slo) -> float:
+    """The next rate to try between a passing ``low`` and a failing ``high``: where the line through their
+    p99s (on log rate) meets the budget, kept within the middle 60% of the bracket; the geometric middle when
+    the failing run has no p99 that says where the budget falls (it fell behind, erred, or has none)."""
+    a, b = math.log(low.rate), math.log(high.rate)
+    mid = (a + b) / 2
+    y0, y1 = low.measurement.p99_ms, high.measurement.p99_ms
+    if high.outcome == OVER and math.isfinite(y0) and math.isfinite(y1) and y1 > y0:
+        guess = a + (budget.p99_ms - y0) / (y1 - y0) * (b - a)
+        return math.exp(float(np.clip(guess, a + 0.2 * (b - a), b - 0.2 * (b - a))))
+    return math.exp(mid)
+
+
+def find_capacity(
+    measure_at: Callable[[float], Measurement],
+    budget: Slo,
+    start_rate: float,
+    *,
+    trials: int,
+    log: Log = print,
+    growth: float = GROWTH,
+    tolerance: float = TOLERANCE,
+    max_rate: float = math.inf,
+    max_probes: int = MAX_PROBES,
+    step_down: float = STEP_DOWN,
+    max_step_downs: int = MAX_STEP_DOWNS,
+    measured_s: float | None = None,
+    warmup_runs: int = 1,
+) -> CapacityResult:
+    """The highest rate at which ``measure_at(rate)`` meets ``budget``, confirmed by ``trials`` runs (module
+    docstring). ``measured_s``: the seconds each run measures (for the Poisson-aware keep-up checks);
+    ``warmup_runs``: runs at ``start_rate`` first, left out.
+    ``status``: OK found; FAILED no rate met it (or the trials failed at every step down); INCONCLUSIVE the
+    verdict stayed inconclusive; BROKEN a run failed, or the generator could not offer the lowest rate."""
+    evidence.require_trials(trials)
+    if not (math.isfinite(start_rate) and start_rate > 0):
+        raise CapacityError(f"start rate {start_rate!r} must be > 0 requests/s")
+    if not growth > 1 or not 0 < tolerance < growth - 1 or not 0 < step_down < 1:
+        raise CapacityError(f"growth {growth} must be > 1, tolerance {tolerance} in (0, growth - 1), step down < 1")
+    result = CapacityResult(budget, ExitStatus.OK)
+    measure_at = _rejudged(measure_at, measured_s)
+
+    def run(rate: float, phase: str) -> Probe:
+        m = measure_at(rate)
+        p = Probe(rate, m, phase, judge_run(m, rate, budget, measured_s))
+        result.probes.append(p)
+        log(f"  {phase:8s} {rate:10.1f} req/s offered: {describe(m, measured_s)}  -> {p.outcome}")
+        return p
+
+    for _ in range(warmup_runs):  # a cold server (first connections, lazy JIT) is slow for its first seconds
+        log(f"  warm-up  {start_rate:10.1f} req/s offered: {describe(measure_at(start_rate), measured_s)} (left out)")
+
+    best: Probe | None = None
+    rate = start_rate
+    while len(result.probes) < max_probes and rate <= max_rate:
+        p = run(rate, "bracket")
+        if p.outcome == FAILED:
+            return _broken(result, f"the run at {rate:g} req/s failed: {p.measurement.error}")
+        if not p.passed:
+            result.first_fail = p
+            break
+        best, rate = p, rate * growth
+    if best is None:
+        if result.first_fail is not None and result.first_fail.outcome == GENERATOR:
+            m = result.first_fail.measurement
+            return _broken(result, f"the generator could not offer {rate:g} req/s: {generator_behind(m, measured_s)}")
+        result.status = ExitStatus.FAILED
+        return result
+    while result.first_fail is not None and len(result.probes) < max_probes:
+        if result.first_fail.rate <= best.rate * (1 + tolerance):
+            break
+        p = run(next_rate(best, result.first_fail, budget), "narrow")
+        if p.outcome == FAILED:
+            return _broken(result, f"the run at {p.rate:g} req/s failed: {p.measurement.error}")
+        if p.passed:
+            best = p
+        else:
+            result.first_fail = p
+    if result.first_fail is None:
+        result.notes.append(f"every rate up to {best.rate:g} req/s met the budget (--max-rate or the probe limit)")
+    return _confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs)
+
+
+def _confirm(
+    result: CapacityResult,
+    measure_at: Callable[[float], Measurement],
+    rate: float,
+    trials: int,
+    log: Log,
+    step_down: float,
+    max_step_downs: int,
+) -> CapacityResult:
+    for step in range(max_step_downs + 1):
+        log(f"  trials at {rate:g} req/s ({trials}):")
+        arms = run_trials([Arm(f"{rate:g} req/s", lambda r=rate: measure_at(r))], trials, log=log)
+        arm = next(iter(arms.values()))
+        if len(arm.usable) < 2:
+            reasons = "; ".join(sorted({m.not_usable_reason for m in arm.trials if not m.usable}))
+            return _broken(result, f"fewer than 2 usable trials at {rate:g} req/s: {reasons}")
+        verdict = slo.verdict(arm.samples(), result.budget)
+        result.confirmations.append(Confirmation(rate, arm, verdict))
+        log(f"  verdict at {rate:g} req/s: {verdict.text()}")
+        if verdict.verdict is Verdict.PASS:
+            result.status = ExitStatus.OK
+            return result
+        if step < max_step_downs:
+            lower = rate * step_down
+            result.notes.append(f"verdict at {rate:g} req/s was {verdict.verdict.value}: stepped down to {lower:g}")
+            log(f"  {result.notes[-1]}")
+            rate = lower
+    last = result.confirmations[-1].verdict.verdict
+    result.status = ExitStatus.INCONCLUSIVE if last is Verdict.INCONCLUSIVE else ExitStatus.FAILED
+    return result
+
+
+def _rejudged(measure_at: Callable[[float], Measurement], measured_s: float | None) -> Callable[[float], Measurement]:
+    """``measure_at`` with each run's generator saturation judged by ``generator_behind`` (a Poisson count's
+    shortfall forgiven), so the trials keep the runs the search would have kept."""
+
+    def measure(rate: float) -> Measurement:
+        m = measure_at(rate)
+        return dataclasses.replace(m, saturated=generator_behind(m, measured_s)) if m.saturated else m
+
+    return measure
+
+
+def _broken(result: CapacityResult, why: str) -> CapacityResult:
+    result.status = ExitStatus.BROKEN
+    result.notes.append(why)
+    return result
+
+
+# --- the plan --------------------------------------------------------------------------------------
+
+
+def replicas(target_rps: float, per_replica_rps: float, headroom: float = HEADROOM, spare: int = 1) -> int:
+    """Replicas that serve ``target_rps`` with ``headroom`` for bursts when each holds ``per_replica_rps`` (the
+    capacity interval's lower bound), plus ``spare`` so that one may fail or be drained (N+1)."""
+    if not (math.isfinite(target_rps) and target_rps > 0):
+        raise CapacityError(f"target rate {target_rps!r} must be > 0 requests/s")
+    if not (math.isfinite(per_replica_rps) and per_replica_rps > 0):
+        raise CapacityError(f"per-replica capacity {per_replica_rps!r} must be > 0 requests/s")
+    if not (math.isfinite(headroom) and headroom >= 0):
+        raise CapacityError(f"headroom {headroom!r} must be >= 0 (0.2: 20% above the target)")
+    # A ratio that is a whole number up to float rounding (100 * 1.2 / 40) needs no extra replica.
+    return math.ceil(round(target_rps * (1 + headroom) / per_replica_rps, 9)) + spare
+
+
+def metric_at(points: list[tuple[float, float]], rate: float) -> float:
+    """A server metric at ``rate`` from (rate, value) points measured around it: linear between the nearest
+    two, the nearest end's value outside them; NaN without points."""
+    by_rate: dict[float, list[float]] = {}
+    for r, v in points:
+        if math.isfinite(r) and math.isfinite(v):
+            by_rate.setdefault(r, []).append(v)
+    if not by_rate:
+        return math.nan
+    rates = sorted(by_rate)  # trials at one rate: their mean
+    return float(np.interp(rate, rates, [float(np.mean(by_rate[r])) for r in rates]))

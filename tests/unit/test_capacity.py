@@ -1,0 +1,301 @@
+"""loadtest/measure/capacity.py: the knee search on a recorded latency-against-rate curve (with noise), the
+confirmation by trials and its step down, the outcomes of one run, the replica arithmetic and bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+from loadtest.campaign import Slo
+from loadtest.measure import capacity
+from loadtest.measure.capacity import (
+    BEHIND,
+    ERRORS,
+    GENERATOR,
+    OVER,
+    PASS,
+    CapacityError,
+    Probe,
+    find_capacity,
+    judge_run,
+    metric_at,
+    next_rate,
+    replicas,
+)
+from loadtest.measure.evidence import EvidenceError
+from loadtest.measure.probe import Measurement
+from tritonkit_errors import ExitStatus
+
+# A served model's p99 against the offered rate, as recorded (req/s, ms): flat, then the queue builds.
+RECORDED = [(10, 3.1), (50, 3.3), (100, 3.6), (200, 4.2), (400, 6.0), (600, 11.0), (800, 30.0), (900, 70.0)]
+SATURATES_AT = 950.0
+"""Past this rate the server completes no more: it falls behind."""
+BUDGET = Slo(50.0)
+TRUE_KNEE = 850.0
+"""Where the recorded curve (log p99 linear between points) crosses 50 ms: 30 ms at 800, 70 ms at 900."""
+
+
+class Curve:
+    """rate -> Measurement from the recorded table: p99 interpolated on log p99, multiplied by lognormal noise
+    of ``noise`` (sd of the log); throughput the rate up to saturation, with Poisson-like noise."""
+
+    def __init__(self, noise: float = 0.05, seed: int = 1, queue_ms=lambda rate: rate / 100):
+        self.rng = np.random.default_rng(seed)
+        self.noise = noise
+        self.queue_ms = queue_ms
+        self.rates: list[float] = []
+
+    def p99(self, rate: float) -> float:
+        rates, p99s = zip(*RECORDED, strict=True)
+        if rate > rates[-1]:  # past the table: doubling every 50 req/s
+            return p99s[-1] * 2 ** ((rate - rates[-1]) / 50)
+        return float(np.exp(np.interp(rate, rates, np.log(p99s))))
+
+    def __call__(self, rate: float) -> Measurement:
+        self.rates.append(rate)
+        completed = min(rate, SATURATES_AT) * (1 + self.rng.normal(0, 0.01))
+        p99 = self.p99(rate) * math.exp(self.rng.normal(0, self.noise))
+        return Measurement(
+            throughput=completed,
+            p50_ms=p99 / 3,
+            p99_ms=p99,
+            error_rate=0.0,
+            generator="recorded",
+            offered_rate=rate,
+            sent_rate=rate,
+            server={"queue_ms": self.queue_ms(rate)},
+        )
+
+
+def quiet(_line: str) -> None:
+    pass
+
+
+def m(rate: float, p99: float = 5.0, **kwargs) -> Measurement:
+    values = {"throughput": rate, "p50_ms": p99 / 2, "p99_ms": p99, "error_rate": 0.0, "generator": "test"}
+    values.update(kwargs)
+    return Measurement(**values)
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+
+def test_the_search_finds_the_knee_of_a_recorded_curve_within_its_tolerance():
+    curve = Curve()
+    result = find_capacity(curve, BUDGET, 20.0, trials=3, log=quiet)
+    assert result.status is ExitStatus.OK
+    assert 0.9 * TRUE_KNEE <= result.rate <= TRUE_KNEE
+    assert result.first_fail is not None and result.first_fail.rate <= result.rate * (1 + capacity.TOLERANCE) * 1.01
+    iv = result.throughput
+    assert iv.trials == 3 and iv.low < iv.estimate < iv.high
+    assert iv.low <= result.rate <= iv.high * 1.05
+
+
+def test_the_search_takes_few_runs():
+    curve = Curve()
+    result = find_capacity(curve, BUDGET, 20.0, trials=3, log=quiet)
+    # 1 warm-up, 6 doublings from 20 to 1280, at most 4 narrowing runs, 3 trials.
+    assert len(result.probes) <= 11
+    assert len(curve.rates) == 1 + len(result.probes) + 3
+
+
+def test_the_trials_run_at_the_highest_passing_rate():
+    curve = Curve()
+    result = find_capacity(curve, BUDGET, 20.0, trials=3, log=quiet)
+    best = max(p.rate for p in result.probes if p.passed)
+    assert result.rate == best
+    assert curve.rates[-3:] == [best] * 3
+
+
+def test_the_sentence_names_the_budget_the_interval_and_the_arrivals():
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
+    sentence = result.sentence("Poisson arrivals")
+    iv = result.throughput
+    assert sentence.startswith(f"p99 <= 50 ms holds up to {iv.estimate:.1f} req/s (95% CI {iv.low:.1f}-{iv.high:.1f}")
+    assert sentence.endswith("on this server, for Poisson arrivals")
+    assert "at least" not in sentence
+
+
+def test_a_budget_no_rate_meets_fails_naming_the_lowest_rate_and_its_p99():
+    curve = Curve(noise=0.0)
+    result = find_capacity(curve, Slo(0.001), 20.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.FAILED
+    assert [p.rate for p in result.probes] == [20.0] and not result.confirmations
+    assert result.sentence().startswith(
+        f"no rate meets p99 <= 0.001 ms: the lowest probed, 20 req/s, had p99 {curve.p99(20):.3f} ms"
+    )
+
+
+def straddling(low: float, high: float):
+    """Runs pass (20 ms) up to ``high`` req/s and fail (80 ms) above it; from the second run at ``high`` on (the
+    trials), every run in (``low``, ``high``] alternates 45 and 55 ms: its interval straddles a 50 ms budget."""
+    calls: dict[float, int] = {}
+
+    def measure(rate: float) -> Measurement:
+        calls[rate] = calls.get(rate, 0) + 1
+        if rate > high:
+            return m(rate, 80.0)
+        if rate > low and not (rate == high and calls[rate] == 1):
+            return m(rate, 45.0 if calls[rate] % 2 else 55.0)
+        return m(rate, 20.0)
+
+    return measure
+
+
+def test_an_inconclusive_verdict_at_the_knee_steps_down_and_says_so():
+    result = find_capacity(straddling(750.0, 800.0), BUDGET, 100.0, trials=4, log=quiet)
+    assert result.status is ExitStatus.OK
+    assert [c.rate for c in result.confirmations] == [800.0, 720.0]
+    assert result.confirmations[0].verdict.verdict.value == "inconclusive"
+    assert result.rate == 720.0
+    assert result.notes == ["verdict at 800 req/s was inconclusive: stepped down to 720"]
+
+
+def test_a_verdict_that_stays_inconclusive_is_status_4():
+    result = find_capacity(straddling(600.0, 800.0), BUDGET, 100.0, trials=4, log=quiet)
+    assert result.status is ExitStatus.INCONCLUSIVE
+    assert [c.rate for c in result.confirmations] == [800.0, 720.0, 648.0]
+    assert result.sentence().startswith("p99 <= 50 ms not confirmed down to 648 req/s: INCONCLUSIVE")
+
+
+def test_trials_that_fail_at_every_step_down_are_status_1():
+    calls = iter(range(10**6))
+
+    def measure(rate):  # the search's runs pass up to 400 req/s; every later run is over the budget
+        return m(rate, 10.0 if next(calls) < 4 and rate <= 400 else 90.0)
+
+    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet, warmup_runs=0)
+    assert result.status is ExitStatus.FAILED
+    assert len(result.confirmations) == capacity.MAX_STEP_DOWNS + 1
+
+
+def test_a_generator_that_cannot_offer_the_rate_makes_the_capacity_a_lower_bound():
+    def measure(rate):
+        if rate > 300:
+            return m(rate * 0.5, 5.0, offered_rate=rate, sent_rate=rate * 0.5, saturated="its CPU at 97% of its cores")
+        return m(rate, 5.0)
+
+    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.OK
+    assert result.first_fail.outcome == GENERATOR and result.lower_bound_only
+    assert "holds up to at least" in result.sentence()
+
+
+def test_a_generator_that_cannot_offer_the_first_rate_is_status_3():
+    def measure(rate):
+        return m(rate, 5.0, saturated="its CPU at 99% of its cores")
+
+    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.BROKEN
+    assert "could not offer 100 req/s" in result.notes[0]
+
+
+def test_a_failed_run_stops_the_search_with_status_3():
+    def measure(rate):
+        return Measurement.failed("test", "connection refused") if rate > 150 else m(rate)
+
+    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.BROKEN
+    assert result.notes == ["the run at 200 req/s failed: connection refused"]
+
+
+def test_max_rate_ends_a_search_that_never_fails():
+    result = find_capacity(lambda rate: m(rate), BUDGET, 100.0, trials=2, log=quiet, max_rate=500)
+    assert result.status is ExitStatus.OK and result.rate == 400.0
+    assert result.first_fail is None and result.lower_bound_only
+    assert "every rate up to 400 req/s met the budget" in result.notes[0]
+
+
+def test_results_serialise_every_probe_and_trial():
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=2, log=quiet)
+    raw = result.to_dict()
+    assert raw["status"] == 0 and len(raw["probes"]) == len(result.probes)
+    assert len(raw["confirmations"][0]["trials"]) == 2
+    assert raw["throughput"]["trials"] == 2
+
+
+# --- one run --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("measurement", "outcome"),
+    [
+        (m(100.0, 10.0), PASS),
+        (m(100.0, 60.0), OVER),
+        (m(100.0, math.nan), OVER),
+        (m(100.0, 10.0, error_rate=0.01), ERRORS),
+        (m(70.0, 10.0), BEHIND),
+        (m(100.0, 10.0, saturated="its CPU at 95% of its cores"), GENERATOR),
+    ],
+)
+def test_one_run_is_judged_against_the_budget(measurement, outcome):
+    assert judge_run(measurement, 100.0, BUDGET) == outcome
+
+
+def test_a_send_shortfall_within_poisson_noise_is_not_the_generators_limit():
+    # 20 req/s over 1.5 s: 30 +- 5.5 arrivals; 24 sent is within 3 sigma, 10 is not.
+    close = m(16.0, 10.0, offered_rate=20.0, sent_rate=16.0, saturated="sent 16.0 of 20 req/s asked")
+    far = m(6.7, 10.0, offered_rate=20.0, sent_rate=6.7, saturated="sent 6.7 of 20 req/s asked")
+    assert capacity.generator_behind(close, 1.5) == ""
+    assert judge_run(close, 20.0, BUDGET, 1.5) == PASS
+    assert capacity.generator_behind(far, 1.5) == "sent 6.7 of 20 req/s asked"
+    assert capacity.generator_behind(close) == "sent 16.0 of 20 req/s asked"  # unknown run length: no forgiveness
+
+
+def test_the_next_rate_interpolates_the_budget_inside_the_bracket():
+    low, high = Probe(800.0, m(800.0, 30.0), "bracket", PASS), Probe(900.0, m(900.0, 70.0), "bracket", OVER)
+    assert 800 < next_rate(low, high, BUDGET) < 900
+    assert next_rate(low, high, BUDGET) == pytest.approx(math.exp(math.log(800) + 0.5 * math.log(900 / 800)))
+    far = Probe(1600.0, m(1600.0, 5000.0), "bracket", OVER)
+    assert next_rate(low, far, BUDGET) == pytest.approx(math.exp(math.log(800) + 0.2 * math.log(2)))
+    behind = Probe(1600.0, m(900.0, 5000.0), "bracket", BEHIND)
+    assert next_rate(low, behind, BUDGET) == pytest.approx(math.sqrt(800 * 1600))
+
+
+# --- the plan -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "per_replica", "headroom", "expected"),
+    [
+        (1000.0, 300.0, 0.2, 5),  # ceil(1200 / 300) = 4, + 1
+        (1000.0, 301.0, 0.2, 5),  # ceil(3.99) = 4, + 1
+        (1000.0, 299.0, 0.2, 6),  # ceil(4.01) = 5, + 1
+        (100.0, 40.0, 0.2, 4),  # 120 / 40 is 3 exactly, not 3.0000000000000004
+        (10.0, 500.0, 0.0, 2),  # one replica serves it, one spare
+    ],
+)
+def test_replicas_serve_the_target_at_the_lower_bound_with_headroom_plus_one(target, per_replica, headroom, expected):
+    assert replicas(target, per_replica, headroom) == expected
+
+
+@pytest.mark.parametrize(
+    ("target", "per_replica", "headroom"),
+    [(0.0, 100.0, 0.2), (100.0, 0.0, 0.2), (100.0, math.nan, 0.2), (100.0, 100.0, -0.1), (math.inf, 100.0, 0.2)],
+)
+def test_replicas_refuse_bad_input(target, per_replica, headroom):
+    with pytest.raises(CapacityError):
+        replicas(target, per_replica, headroom)
+
+
+def test_a_metric_is_read_at_a_rate_between_the_runs_around_it():
+    points = [(100.0, 1.0), (200.0, 3.0), (200.0, 5.0), (400.0, math.nan)]
+    assert metric_at(points, 150.0) == pytest.approx(2.5)  # the two trials at 200 averaged: 4
+    assert metric_at(points, 50.0) == 1.0 and metric_at(points, 900.0) == 4.0
+    assert math.isnan(metric_at([], 100.0))
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_fewer_than_two_trials_is_refused():
+    with pytest.raises(EvidenceError, match="at least 2 trials"):
+        find_capacity(Curve(), BUDGET, 20.0, trials=1, log=quiet)
+
+
+@pytest.mark.parametrize(
+    ("start", "growth", "tolerance"), [(0.0, 2.0, 0.05), (-5.0, 2.0, 0.05), (10.0, 1.0, 0.05), (10.0, 2.0, 0.0)]
+)
+def test_a_bad_start_growth_or_tolerance_is_refused(start, growth, tolerance):
+    with pytest.raises(CapacityError):
+        find_capacity(Curve(), BUDGET, start, trials=2, growth=growth, tolerance=tolerance, log=quiet)
