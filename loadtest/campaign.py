@@ -4,10 +4,13 @@ A campaign runs every scenario under every variant (a variant lists the models i
 whose model it does not name runs as deployed). Example, with every key::
 
     name = "digits-tuning"
+    trials = 1                # runs of each scenario under each variant, interleaved (variant A, B, A, B, ...);
+                              # 2 or more: every figure gets its 95% interval and the verdict may be inconclusive
     [slo]
     p99_ms = 5.0              # client-side p99 budget
     max_error_rate = 0.001    # failures / requests
     gate = "best-variant"     # "every-run": each run must meet the SLO; "best-variant": each scenario needs one
+    min_goodput = 0.99        # share of requests answered without error within p99_ms (default: no floor)
 
     [[scenarios]]
     name = "digits-grpc"
@@ -16,6 +19,7 @@ whose model it does not name runs as deployed). Example, with every key::
     duration_s = 20
     warmup_s = 2              # leading seconds left out of the figures (new connections)
     processes = 1             # Locust processes (--processes)
+    trials = 3                # this scenario's trials (default: the top-level trials, else 1)
     retry = { attempts = 3, backoff_ms = 50 }   # clients retry refusals (503 / UNAVAILABLE); default: no retry
     # What the requests carry (loadtest/drive/payloads.py; default: the catalog model's samples function, else
     # random values from the served config); the flags of `tritonkit loadtest --model`, spelled as keys:
@@ -125,6 +129,9 @@ class Scenario:
     """The payload options (``shape``, ``int_range``, ``input_data``, ``samples``, ``seed``, ``count``), read by
     ``loadtest.drive.payloads.PayloadOptions.from_table`` and checked against the served config before any
     load; None: the defaults."""
+    trials: int = 1
+    """Runs of this scenario under each variant, interleaved across the variants, each with its own warm-up
+    window left out; 2 or more give every figure an interval (``loadtest.measure.evidence``)."""
 
     def __post_init__(self) -> None:
         where = f"scenario {self.name!r}"
@@ -157,6 +164,7 @@ class Scenario:
             raise CampaignError(f"{where}: duration_s={self.duration_s} must exceed warmup_s={self.warmup_s} >= 0")
         if self.processes < 1:
             raise CampaignError(f"{where}: processes={self.processes} must be >= 1")
+        check_trials(self.trials, f"{where}: trials")
 
     def _check_arrival(self, where: str) -> None:
         arrival = self.shape.get("arrival", "poisson")
@@ -284,6 +292,13 @@ class Campaign:
     path: Path | None = None
 
 
+def check_trials(trials: Any, what: str = "trials") -> int:
+    """A trial count: an integer >= 1 (CampaignError naming ``what`` otherwise)."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise CampaignError(f"{what}={trials!r} must be an integer >= 1")
+    return trials
+
+
 def _build(cls, where: str, table: dict[str, Any]):
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = set(table) - fields
@@ -308,6 +323,11 @@ def _variant(where: str, table: dict[str, Any]) -> Candidate:
         raise CampaignError(f"{where}: {exc}") from None
 
 
+def _with_trials(table: Any, trials: int) -> Any:
+    """A scenario table with the campaign's trials unless it sets its own."""
+    return {"trials": trials, **table} if isinstance(table, dict) else table
+
+
 def _schedule_beside(table: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     """A replay's schedule file is found beside the campaign first (then from the working directory)."""
     shape = table.get("shape") if isinstance(table, dict) else None
@@ -325,15 +345,17 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CampaignError(f"{where}: not valid TOML: {exc}") from None
-    unknown = set(raw) - {"name", "slo", "scenarios", "variants", "tune"}
+    unknown = set(raw) - {"name", "trials", "slo", "scenarios", "variants", "tune"}
     if unknown:
         raise CampaignError(f"{where}: unknown top-level keys {sorted(unknown)}")
     if "slo" not in raw or not raw.get("scenarios"):
         raise CampaignError(f"{where}: needs an [slo] table and at least one [[scenarios]]")
     slo = _build(Slo, f"{where}: [slo]", raw["slo"])
     folder = path.parent if path else None
+    trials = check_trials(raw.get("trials", 1), f"{where}: trials")
     scenarios = tuple(
-        _build(Scenario, f"{where}: scenario {i}", _schedule_beside(s, folder)) for i, s in enumerate(raw["scenarios"])
+        _build(Scenario, f"{where}: scenario {i}", _with_trials(_schedule_beside(s, folder), trials))
+        for i, s in enumerate(raw["scenarios"])
     )
     variants = tuple(_variant(f"{where}: variant {i}", v) for i, v in enumerate(raw.get("variants", []))) or (
         AS_DEPLOYED,

@@ -11,9 +11,14 @@ random values from the served config (a dynamic dim needs ``--shape``; BYTES inp
 perf_analyzer input-data file, or a function of yours; a catalog model sends its own real data by default.
 A decoupled model is driven as a stream.
 
+``--trials N`` (or ``trials = N`` in a campaign file) runs each scenario N times under each variant,
+interleaved (A B A B), each trial with its own warm-up left out; with N >= 2 every figure is reported with its
+95% interval and the SLO verdict is pass, fail or inconclusive (docs/load-testing.md#trials-intervals-and-the-verdict).
+
 Exit status: 0 the SLO held; 1 the SLO gate failed (each failing scenario is named, with by how much);
 2 the campaign file, an argument, the model, its payloads or the server's address is invalid; 3 the server
-or Locust failed.
+or Locust failed; 4 inconclusive: no scenario failed but one straddles a limit (each is named, with how
+many more trials would likely settle it).
 """
 
 from __future__ import annotations
@@ -58,6 +63,12 @@ def register(subparsers) -> None:
         help="[tune]: print the config.pbtxt diff of the chosen variant instead of writing it",
     )
     parser.add_argument(
+        "--trials",
+        type=int,
+        help="runs of each scenario under each variant, interleaved; 2 or more report 95%% intervals "
+        "(campaign: overrides its trials; default 1)",
+    )
+    parser.add_argument(
         "--duration",
         type=float,
         help="seconds of load (campaign: overrides every scenario's duration_s; --model: default 20)",
@@ -78,6 +89,12 @@ def register(subparsers) -> None:
     one.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
     one.add_argument("--slo-p99-ms", type=float, help="p99 budget in ms (default: none, the gate checks errors only)")
     one.add_argument("--max-error-rate", type=float, default=0.0, help="largest failures/requests (default 0)")
+    one.add_argument(
+        "--slo-goodput",
+        type=float,
+        metavar="SHARE",
+        help="goodput floor: the least share of requests answered without error within --slo-p99-ms (e.g. 0.99)",
+    )
     add_payload_arguments(parser)
     target.add_server_arguments(parser)
     parser.set_defaults(handler=run)
@@ -174,6 +191,7 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
             ("--users", args.users),
             ("--rate", args.rate),
             ("--slo-p99-ms", args.slo_p99_ms),
+            ("--slo-goodput", args.slo_goodput),
             ("--warmup", args.warmup),
             ("--shape", args.shape),
             ("--input-data", args.input_data),
@@ -183,12 +201,15 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
     ]
     if flags:
         raise ValueError(f"{flags[0]} is for --model; a campaign file sets it per scenario")
+    _check_trials(args)
     campaign = campaign_io.load(args.campaign)
     scenarios = tuple(
         dataclasses.replace(s, payload=_relative_to(s.payload, args.campaign.parent)) for s in campaign.scenarios
     )
     for s in scenarios:  # the options now; their fit to the served config before the first run
         PayloadOptions.from_table(s.payload, f"{args.campaign}: scenario {s.name!r}: payload")
+    if args.trials is not None:
+        scenarios = tuple(dataclasses.replace(s, trials=args.trials) for s in scenarios)
     if args.duration:
         scenarios = tuple(
             dataclasses.replace(s, duration_s=args.duration, warmup_s=min(s.warmup_s, args.duration / 4))
@@ -227,6 +248,9 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         raise ValueError(f"--rate {args.rate} must be a number of requests/s > 0")
     if args.slo_p99_ms is not None and not args.slo_p99_ms > 0:
         raise ValueError(f"--slo-p99-ms {args.slo_p99_ms} must be > 0")
+    _check_trials(args)
+    if args.slo_goodput is not None and not 0 < args.slo_goodput <= 1:
+        raise ValueError(f"--slo-goodput {args.slo_goodput} must be a share in (0, 1], e.g. 0.99")
     shape = (
         {"kind": "open", "rate": args.rate} if args.rate else {"kind": "users", "users": args.users or DEFAULT_USERS}
     )
@@ -240,9 +264,15 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         warmup,
         args.processes,
         payload=options.to_table() if options != PayloadOptions() else None,
+        trials=args.trials or 1,
     )
-    slo = Slo(args.slo_p99_ms or math.inf, args.max_error_rate)
+    slo = Slo(args.slo_p99_ms or math.inf, args.max_error_rate, min_goodput=args.slo_goodput)
     return Campaign(args.model, slo, (scenario,))
+
+
+def _check_trials(args: argparse.Namespace) -> None:
+    if args.trials is not None and args.trials < 1:
+        raise ValueError(f"--trials {args.trials} must be >= 1")
 
 
 def check_reachable(http_url: str, timeout_s: float = 5.0) -> None:

@@ -1,6 +1,7 @@
-"""A campaign end to end: every scenario under every variant (``run_campaign``), then the [tune] step, the
-report and the SLO gate (``execute``). The top of the package: it uses every layer below
-(``loadtest.tune``, ``loadtest.measure``, ``loadtest.drive``)."""
+"""A campaign end to end: every scenario under every variant, in as many trials as the scenario asks
+(``run_campaign``), then the [tune] step, the report and the SLO gate (``execute``; its verdict and exit
+status: ``gate_status``). The top of the package: it uses every layer below (``loadtest.tune``,
+``loadtest.measure``, ``loadtest.drive``)."""
 
 from __future__ import annotations
 
@@ -11,35 +12,61 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from loadtest.campaign import Campaign
+from loadtest.campaign import Campaign, Candidate, Scenario, Slo
 from loadtest.drive import apply
 from loadtest.drive.runner import check_payloads
 from loadtest.drive.target import Endpoints
-from loadtest.measure import report, slo
-from loadtest.measure.results import CampaignResult
-from loadtest.measure.run import run_scenario
+from loadtest.measure import evidence, report, slo
+from loadtest.measure.evidence import Verdict
+from loadtest.measure.results import CampaignResult, RunResult, Trial
+from loadtest.measure.run import measure_trial, run_result
 from loadtest.tune.tuning import tune
+from tritonkit_errors import ExitStatus
+
+Pair = tuple[Candidate, Scenario]
 
 
-def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=print) -> CampaignResult:
-    """Every scenario under every variant that applies to it; the served configs are restored after."""
-    work = out_dir / "runs"
-    work.mkdir(parents=True, exist_ok=True)
-    pairs = [
+def pairs_of(campaign: Campaign) -> list[Pair]:
+    """Every scenario under every variant that applies to it, in the order the results list them."""
+    return [
         (v, s)
         for v in campaign.variants
         for s in campaign.scenarios
         if v.applies_to(s.model) or v.name == "as-deployed"
     ]
+
+
+def schedule(pairs: list[Pair]) -> list[tuple[Candidate, Scenario, int]]:
+    """The order of the trials, ``(variant, scenario, trial index)``. All at one trial: the pairs' order
+    (variant by variant, so each config is applied once). Else scenario by scenario, its variants interleaved
+    round by round (A B A B, ``evidence.interleaved``), so the machine's drift falls on every variant alike."""
+    if all(s.trials == 1 for _, s in pairs):
+        return [(v, s, 0) for v, s in pairs]
+    order = []
+    scenarios = {s.name: s for _, s in pairs}  # in the pairs' order
+    for scenario in scenarios.values():
+        variants = {v.name: v for v, s in pairs if s.name == scenario.name}
+        order += [(variants[n], scenario, r) for r, n in evidence.interleaved(list(variants), scenario.trials)]
+    return order
+
+
+def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=print) -> CampaignResult:
+    """Every trial of every pair (``schedule``); the served configs are restored after."""
+    work = out_dir / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    pairs = pairs_of(campaign)
     result = CampaignResult(
         campaign.name, datetime.now(UTC).isoformat(timespec="seconds"), dataclasses.asdict(campaign.slo), []
     )
     check_campaign_payloads(pairs, endpoints, log)
     serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the original)
     originals: dict[str, dict] = {}  # model -> its config before the campaign changed it
+    trials: dict[tuple[str, str], list[Trial]] = {}
+    runs: dict[tuple[str, str], RunResult] = {}
+    order = schedule(pairs)
     started = time.monotonic()
     try:
-        for index, (variant, scenario) in enumerate(pairs, 1):
+        for index, (variant, scenario, trial) in enumerate(order, 1):
             served = variant.served_model(scenario.model)
             wanted = variant.name if variant.changes_config and variant.applies_to(scenario.model) else None
             if serving.get(served) != wanted:
@@ -53,22 +80,55 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                     serving[served] = wanted
             else:
                 apply.served_config(endpoints.http, served)  # fails early, naming the model, if it is not served
+            many = scenario.trials > 1
             log(
-                f"[{index}/{len(pairs)}] {scenario.name} x {variant.name}: {served} over {scenario.protocol}, "
+                f"[{index}/{len(order)}] {scenario.name} x {variant.name}"
+                f"{f' trial {trial + 1}/{scenario.trials}' if many else ''}: {served} over {scenario.protocol}, "
                 f"{scenario.shape['kind']} {_shape_text(scenario.shape)}, {scenario.duration_s:g} s "
                 f"(elapsed {time.monotonic() - started:.0f} s)"
             )
-            run = run_scenario(scenario, variant, served, endpoints, work, campaign.slo, log)
-            c = run.client
-            log(
-                f"      {c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 "
-                f"{c.latency_ms['p99']:.3f} ms  errors {c.error_rate:.2%}  batch {run.server.avg_batch:.2f}  "
-                f"{'ok' if run.passed else 'SLO: ' + '; '.join(run.slo_violations)}"
-            )
-            result.runs.append(run)
+            label = f"{scenario.name}--{variant.name}" + (f"--{trial + 1}" if many else "")
+            measured = measure_trial(scenario, served, endpoints, work, label, campaign.slo, log)
+            done = trials.setdefault((variant.name, scenario.name), [])
+            done.append(measured)
+            if len(done) < scenario.trials:
+                log(f"      {trial_line(measured)}")
+                continue
+            run = runs[(variant.name, scenario.name)] = run_result(scenario, variant, served, done, campaign.slo)
+            log(f"      {trial_line(measured)}  {_verdict_text(run)}")
+            if many:
+                log(f"      over {len(done)} trials: {interval_line(run)}")
     finally:
         apply.restore(endpoints.http, {model: originals[model] for model in serving})
+    result.runs = [runs[(v.name, s.name)] for v, s in pairs]
     return result
+
+
+def trial_line(t: Trial) -> str:
+    """One trial's figures on the console, goodput among them."""
+    c = t.client
+    batch = f"  batch {t.server.avg_batch:.2f}" if t.server else ""
+    return (
+        f"{c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 {c.latency_ms['p99']:.3f} ms  "
+        f"errors {c.error_rate:.2%}  goodput {t.goodput_share:.2%} ({t.goodput_rps:.1f}/s){batch}"
+    )
+
+
+def interval_line(run: RunResult) -> str:
+    """A pair's figures with their intervals over its trials."""
+    parts = []
+    for metric, (name, fmt, unit) in report.FIGURES.items():
+        iv = run.interval(metric)
+        if iv is not None:
+            parts.append(f"{name} {iv.text(fmt, unit)}")
+    return "; ".join(parts)
+
+
+def _verdict_text(run: RunResult) -> str:
+    if run.passed:
+        return "ok"
+    head = "SLO: " if run.verdict != "inconclusive" else "SLO inconclusive: "
+    return head + "; ".join(run.slo_violations) + (f"; {run.settle}" if run.settle else "")
 
 
 def check_campaign_payloads(pairs, endpoints: Endpoints, log=print) -> None:
@@ -95,15 +155,27 @@ def execute(campaign, endpoints, repository: Path, out_dir: Path, *, dry_run: bo
         tune(campaign, result, model, endpoints, repository, out_dir, dry_run=dry_run)
     report.write_report(result, out_dir)
     print(f"report: {out_dir / 'index.html'} (summary: {out_dir / 'summary.md'})")
-    failures = slo.gate(result, campaign.slo)
-    p99 = f"p99 <= {campaign.slo.p99_ms:g} ms" if math.isfinite(campaign.slo.p99_ms) else "no p99 budget"
-    if failures:
-        print(
-            f"SLO gate FAILED ({p99}, error rate <= {campaign.slo.max_error_rate:.3%}, gate {campaign.slo.gate}):",
-            file=sys.stderr,
-        )
-        for line in failures:
-            print(f"  {line}", file=sys.stderr)
-        return 1
-    print(f"SLO gate passed: {p99}, error rate <= {campaign.slo.max_error_rate:.3%} ({campaign.slo.gate})")
-    return 0
+    return gate_status(result, campaign.slo)
+
+
+def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
+    """The campaign's SLO verdict (``slo.campaign_verdict``) printed, as the exit status: OK when it passed,
+    FAILED naming each failing scenario (and by how much), INCONCLUSIVE naming each scenario that straddles
+    a limit and how many more trials would likely settle it."""
+    verdict = slo.campaign_verdict(result, budget)
+    p99 = f"p99 <= {budget.p99_ms:g} ms" if math.isfinite(budget.p99_ms) else "no p99 budget"
+    limits = f"{p99}, error rate <= {budget.max_error_rate:.3%}"
+    if budget.min_goodput is not None:
+        limits += f", goodput >= {budget.min_goodput:.2%}"
+    if verdict.verdict is Verdict.PASS:
+        print(f"SLO gate passed: {limits} ({budget.gate})")
+        return ExitStatus.OK
+    if verdict.verdict is Verdict.FAIL:
+        print(f"SLO gate FAILED ({limits}, gate {budget.gate}):", file=sys.stderr)
+        status = ExitStatus.FAILED
+    else:
+        print(f"SLO gate INCONCLUSIVE ({limits}, gate {budget.gate}): more trials needed:", file=sys.stderr)
+        status = ExitStatus.INCONCLUSIVE
+    for line in verdict.lines:
+        print(f"  {line}", file=sys.stderr)
+    return status

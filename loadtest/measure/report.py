@@ -3,8 +3,9 @@ and one HTML page, all in ``reports/<campaign>/``.
 
 Everything here reads only ``CampaignResult``, so ``python -m loadtest.measure.report reports/<c>/results.json``
 redraws a report without running the campaign again. Runs without server stats (the FastAPI
-baseline), runs where every request failed and empty timelines render too: a plot without data is
-still written, as a small "no data" image, so links never break.
+baseline), runs where every request failed and empty timelines render too (the plots:
+``loadtest.measure.report_plots``). A run of two or more trials shows each figure as its estimate with the
+95% interval over the trials (``loadtest.measure.evidence``), and its trials one by one.
 """
 
 from __future__ import annotations
@@ -12,27 +13,30 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment
 
-from loadtest.drive.client_stats import PERCENTILES, percentile_key
+from loadtest.measure import evidence, report_plots
+from loadtest.measure.report_plots import PCT_KEYS, STACK
+from loadtest.measure.report_plots import label as _label
+from loadtest.measure.report_plots import lat as _lat
+from loadtest.measure.report_plots import num as _num
 from loadtest.measure.results import CampaignResult, RunResult
 
-PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
-STACK = (
-    ("client_network", "client+network"),
-    ("queue", "queue"),
-    ("compute_input", "compute input"),
-    ("compute_infer", "compute infer"),
-    ("compute_output", "compute output"),
-)
-"""Parts of the client's mean latency, in the order a request meets them."""
+FIGURES = {
+    "throughput": ("req/s", "{:.1f}", ""),
+    "p50_ms": ("p50", "{:.3f}", " ms"),
+    "p99_ms": ("p99", "{:.3f}", " ms"),
+    "error_rate": ("error rate", "{:.2%}", ""),
+    "goodput_share": ("goodput", "{:.2%}", ""),
+    "goodput_rps": ("goodput/s", "{:.1f}", ""),
+}
+"""``evidence.METRICS`` as reports name and format them."""
 RUN_FIELDS = (
     [
         "scenario",
@@ -49,32 +53,24 @@ RUN_FIELDS = (
     + [f"{k}_ms" for k in LATENCY_KEYS]
     + ["server_requests", "server_inferences", "server_executions", "server_avg_batch"]
     + [f"{k}_ms" for k in BREAKDOWN_KEYS]
-    + ["slo_passed", "slo_violations"]
+    + ["goodput_share", "goodput_rps", "trials"]
+    + [f"{m}_{end}" for m in evidence.METRICS for end in ("low", "high")]
+    + ["slo_passed", "slo_verdict", "slo_violations"]
 )
 TIMELINE_FIELDS = ["scenario", "variant", "t", "requests", "failures", "p50_ms", "p99_ms"]
-MAX_BATCH_PANELS = 12
-DPI = 100
-
-
-def _num(value: Any) -> float | None:
-    """A finite float, or None for missing, NaN and infinite values (runs where all requests failed)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
     return "" if (f := _num(value)) is None else f"{f:.{digits}f}"
 
 
-def _lat(run: RunResult, key: str) -> float | None:
-    return _num(run.client.latency_ms.get(key))
-
-
-def _label(run: RunResult) -> str:
-    return f"{run.scenario} / {run.variant}"
+def _figure(run: RunResult, metric: str, value: Any) -> str:
+    """A figure of the run; with its interval (``estimate (low-high)``) when the run had 2+ trials."""
+    _, fmt, _ = FIGURES[metric]
+    iv = run.interval(metric)
+    if iv is not None and _num(iv.estimate) is not None:
+        return f"{fmt.format(iv.estimate)} ({fmt.format(iv.low)}-{fmt.format(iv.high)})"
+    return "n/a" if _num(value) is None else fmt.format(value)
 
 
 def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
@@ -103,7 +99,15 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
             }
         )
         row.update({f"{k}_ms": _fmt(s.breakdown_ms.get(k)) if s else "" for k in BREAKDOWN_KEYS})
-        row.update({"slo_passed": run.passed, "slo_violations": "; ".join(run.slo_violations)})
+        row.update({"goodput_share": _fmt(run.goodput_share, 6), "goodput_rps": _fmt(run.goodput_rps)})
+        row["trials"] = len(run.all_trials())
+        for metric in evidence.METRICS:
+            iv = run.interval(metric)
+            row.update(
+                {f"{metric}_low": _fmt(iv.low, 6) if iv else "", f"{metric}_high": _fmt(iv.high, 6) if iv else ""}
+            )
+        row.update({"slo_passed": run.passed, "slo_verdict": run.outcome.lower()})
+        row["slo_violations"] = "; ".join(run.slo_violations)
         rows.append(row)
     return rows
 
@@ -132,29 +136,50 @@ def _timeline_rows(result: CampaignResult) -> list[dict[str, Any]]:
 
 
 SUMMARY_HEADERS = (
-    ["scenario", "variant", "served model", "protocol", "shape", "requests", "failures", "error rate", "req/s"]
+    ["scenario", "variant", "served model", "protocol", "shape", "trials", "requests", "failures", "error rate"]
+    + ["req/s"]
     + [f"{k} ms" for k in LATENCY_KEYS]
-    + ["avg batch", "SLO"]
+    + ["goodput", "goodput/s", "avg batch", "SLO"]
 )
+"""Figures of a run of 2+ trials read ``estimate (low-high)``, the 95% interval over its trials; the other
+columns (requests, p90, mean, ...) are its trials pooled."""
+_FIGURE_OF = {"error rate": "error_rate", "req/s": "throughput", "p50 ms": "p50_ms", "p99 ms": "p99_ms"}
 
 
 def _summary_table(result: CampaignResult) -> list[list[str]]:
-    return [
-        [
-            run.scenario,
-            run.variant,
-            run.served_model,
-            run.protocol,
-            str(run.shape.get("kind", "")),
-            str(run.client.requests),
-            str(run.client.failures),
-            f"{run.client.error_rate:.2%}",
-            _fmt(run.client.throughput_rps, 1),
-        ]
-        + [_fmt(_lat(run, k)) or "n/a" for k in LATENCY_KEYS]
-        + [_fmt(run.server.avg_batch, 2) if run.server else "n/a", "PASS" if run.passed else "FAIL"]
-        for run in result.runs
-    ]
+    rows = []
+    for run in result.runs:
+        c = run.client
+        pooled = {"error rate": c.error_rate, "req/s": c.throughput_rps} | {
+            f"{k} ms": _lat(run, k) for k in LATENCY_KEYS
+        }
+        cells = [run.scenario, run.variant, run.served_model, run.protocol, str(run.shape.get("kind", ""))]
+        cells += [str(len(run.all_trials())), str(c.requests), str(c.failures)]
+        for header in SUMMARY_HEADERS[len(cells) : -4]:
+            metric = _FIGURE_OF.get(header)
+            cells.append(_figure(run, metric, pooled[header]) if metric else _fmt(pooled[header]) or "n/a")
+        cells += [_figure(run, "goodput_share", run.goodput_share), _figure(run, "goodput_rps", run.goodput_rps)]
+        cells += [_fmt(run.server.avg_batch, 2) if run.server else "n/a", run.outcome]
+        rows.append(cells)
+    return rows
+
+
+TRIAL_HEADERS = ["run", "trial"] + [name for name, _, _ in FIGURES.values()]
+
+
+def _trial_table(result: CampaignResult) -> list[list[str]]:
+    """Every trial of the runs of 2+ trials, one row each, in the order they were measured per run."""
+    rows = []
+    for run in result.runs:
+        if not run.trials:
+            continue
+        for i, trial in enumerate(run.trials, 1):
+            figures = trial.figures()
+            rows.append(
+                [_label(run), str(i)]
+                + [("n/a" if _num(figures[m]) is None else f.format(figures[m])) for m, (_, f, _) in FIGURES.items()]
+            )
+    return rows
 
 
 TIME_HEADERS = ["run", "client mean ms"] + [f"{name} ms (share)" for _, name in STACK]
@@ -222,8 +247,25 @@ def _top_errors(run: RunResult) -> list[tuple[str, int]]:
 
 
 def _slo_text(slo: dict[str, float]) -> str:
-    p99, err = _num(slo.get("p99_ms")), _num(slo.get("max_error_rate"))
-    return f"p99 ≤ {_fmt(p99) or 'n/a'} ms, error rate ≤ {'n/a' if err is None else f'{err:.2%}'}"
+    p99, err, good = _num(slo.get("p99_ms")), _num(slo.get("max_error_rate")), _num(slo.get("min_goodput"))
+    text = f"p99 ≤ {_fmt(p99) or 'n/a'} ms, error rate ≤ {'n/a' if err is None else f'{err:.2%}'}"
+    return text + (f", goodput ≥ {good:.2%}" if good is not None else "")
+
+
+def _verdict_notes(run: RunResult) -> list[str]:
+    """What the verdict rests on: the limits missed or straddled, and what would settle it."""
+    return run.slo_violations + ([run.settle] if run.settle else [])
+
+
+INTERVAL_NOTE = (
+    "A run of two or more trials shows each figure as its mean over the trials with the 95% interval "
+    "(Student's t over the trials' values): estimate (low-high). Its SLO verdict is PASS when the interval's "
+    "worst end is within every limit, FAIL when its best end misses one, INCONCLUSIVE when it straddles."
+)
+GOODPUT_NOTE = (
+    "Goodput: requests answered without error within the p99 budget (every success when there is none), "
+    "as a share of all requests and per second."
+)
 
 
 def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
@@ -238,6 +280,10 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
         "",
     ]
     lines += _md_table(SUMMARY_HEADERS, _summary_table(result))
+    lines += ["", GOODPUT_NOTE]
+    trial_rows = _trial_table(result)
+    if trial_rows:
+        lines += ["", "## Trials", "", INTERVAL_NOTE, ""] + _md_table(TRIAL_HEADERS, trial_rows)
     lines += [
         "",
         "## Where the time goes",
@@ -249,8 +295,8 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     lines += _md_table(TIME_HEADERS, time_rows) if time_rows else ["No run has server stats."]
     lines += ["", "## SLO verdict", ""]
     for run in result.runs:
-        lines.append(f"- **{_label(run)}**: {'PASS' if run.passed else 'FAIL'}")
-        lines += [f"  - {v}" for v in run.slo_violations]
+        lines.append(f"- **{_label(run)}**: {run.outcome}")
+        lines += [f"  - {v}" for v in _verdict_notes(run)]
         lines += ["  - error `" + msg.replace("`", "'") + f"`: {n}" for msg, n in _top_errors(run)]
     lines += ["", "## Tuning", ""]
     blocks = _tuning_blocks(result.tuning)
@@ -263,189 +309,6 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     return "\n".join(lines)
 
 
-# --- plots -------------------------------------------------------------------------------------
-
-
-def _pyplot():
-    """matplotlib's pyplot, imported when the first plot is drawn (the ``tritonkit`` command line imports this
-    module), on the Agg backend: files only, never a window."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # must precede the pyplot import
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    _pyplot().close(fig)
-    return path
-
-
-def _no_data(path: Path, title: str, why: str) -> Path:
-    fig, ax = _pyplot().subplots(figsize=(5, 2))
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, f"no data: {why}", ha="center", va="center", fontsize=12, color="grey")
-    return _save(fig, path)
-
-
-def _grid(n: int, width: float = 5.0, height: float = 3.5, ncols: int = 3) -> tuple[Any, list[Any]]:
-    cols = min(n, ncols)
-    rows = math.ceil(n / cols)
-    fig, axes = _pyplot().subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
-    flat = list(axes.flat)
-    for ax in flat[n:]:
-        ax.set_axis_off()
-    return fig, flat[:n]
-
-
-def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
-    title = "Latency vs throughput"
-    scenarios = list(
-        dict.fromkeys(r.scenario for r in result.runs if _lat(r, "p50") is not None or _lat(r, "p99") is not None)
-    )
-    if not scenarios:
-        return _no_data(path, title, "no run has a successful request")
-    fig, axes = _grid(len(scenarios))
-    budget = _num(result.slo.get("p99_ms"))
-    # One colour per variant across all panels, so a config is recognisable from scenario to scenario.
-    colors = {v: f"C{i % 10}" for i, v in enumerate(dict.fromkeys(r.variant for r in result.runs))}
-    for ax, scenario in zip(axes, scenarios, strict=True):
-        runs = [r for r in result.runs if r.scenario == scenario]
-        for variant in dict.fromkeys(r.variant for r in runs):
-            points = sorted(
-                ((r.client.throughput_rps, _lat(r, "p50"), _lat(r, "p99")) for r in runs if r.variant == variant),
-                key=lambda p: p[0],
-            )
-            x = [p[0] for p in points]
-            color = colors[variant]
-            ax.plot(
-                x, [p[1] if p[1] is not None else math.nan for p in points], "o-", color=color, label=f"{variant} p50"
-            )
-            ax.plot(
-                x, [p[2] if p[2] is not None else math.nan for p in points], "^--", color=color, label=f"{variant} p99"
-            )
-        if budget is not None:
-            ax.axhline(budget, color="red", linestyle=":", linewidth=1, label="SLO p99 budget")
-        ax.set_title(scenario)
-        ax.set_xlabel("throughput (req/s)")
-        ax.set_ylabel("latency (ms)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"{title} (circle p50, triangle p99; one colour per variant)")
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def _plot_percentiles(result: CampaignResult, path: Path) -> Path:
-    title = "Client latency percentiles per run"
-    runs = [r for r in result.runs if any(_lat(r, k) is not None for k in PCT_KEYS)]
-    if not runs:
-        return _no_data(path, title, "no run has a successful request")
-    fig, ax = _pyplot().subplots(figsize=(max(6.0, 1.2 * len(runs) + 2), 4.5))
-    width = 0.8 / len(PCT_KEYS)
-    values = []
-    for j, key in enumerate(PCT_KEYS):
-        ys = [_lat(r, key) for r in runs]
-        values += [y for y in ys if y is not None and y > 0]
-        ax.bar(
-            [i + (j - (len(PCT_KEYS) - 1) / 2) * width for i in range(len(runs))],
-            [y if y is not None else 0.0 for y in ys],
-            width,
-            label=key,
-        )
-    budget = _num(result.slo.get("p99_ms"))
-    if budget is not None:
-        ax.axhline(budget, color="red", linestyle="--", label=f"SLO p99 budget ({budget:g} ms)")
-        values.append(budget)
-    # A tail 20x above the median flattens the median bars into nothing on a linear axis.
-    if values and max(values) / min(values) > 20:
-        ax.set_yscale("log")
-    ax.set_xticks(range(len(runs)), [_label(r) for r in runs], rotation=30, ha="right")
-    ax.set_ylabel("latency (ms)")
-    ax.set_title(title)
-    ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    return _save(fig, path)
-
-
-def _plot_batch_sizes(result: CampaignResult, path: Path) -> Path:
-    title = "Batch sizes Triton executed"
-    runs = [r for r in result.runs if r.server is not None and r.server.batch_histogram]
-    if not runs:
-        return _no_data(path, title, "no run has server batch statistics")
-    fig, axes = _grid(min(len(runs), MAX_BATCH_PANELS), width=4.5, height=3.0)
-    for ax, run in zip(axes, runs[:MAX_BATCH_PANELS], strict=True):
-        sizes = sorted(run.server.batch_histogram)
-        ax.bar([str(s) for s in sizes], [run.server.batch_histogram[s] for s in sizes], color="C2")
-        ax.set_title(f"{_label(run)} (avg {run.server.avg_batch:.2f})", fontsize=10)
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("executions")
-    more = f" (first {MAX_BATCH_PANELS} of {len(runs)} runs)" if len(runs) > MAX_BATCH_PANELS else ""
-    fig.suptitle(title + more)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def _plot_timeline(run: RunResult, path: Path) -> Path:
-    title = f"Timeline: {_label(run)}"
-    points = run.client.timeline
-    if not points:
-        return _no_data(path, title, "empty timeline")
-    t = [p.t for p in points]
-    fig, ax = _pyplot().subplots(figsize=(8, 3.5))
-    # Windows are one second long, so the counts are per-second rates.
-    ax.plot(t, [p.requests for p in points], color="C0", label="requests/s")
-    ax.plot(t, [p.failures for p in points], color="C3", label="failures/s")
-    ax.set_xlabel("time since run start (s)")
-    ax.set_ylabel("requests per second")
-    right = ax.twinx()
-    right.plot(t, [p.p50_ms if p.p50_ms is not None else math.nan for p in points], "--", color="C1", label="p50 ms")
-    right.plot(t, [p.p99_ms if p.p99_ms is not None else math.nan for p in points], ":", color="C4", label="p99 ms")
-    right.set_ylabel("latency (ms)")
-    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(
-        handles, [h.get_label() for h in handles], fontsize=8, ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.18)
-    )
-    ax.set_ylim(bottom=0)
-    right.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    return _save(fig, path)
-
-
-def _plot_time_breakdown(result: CampaignResult, path: Path) -> Path:
-    title = "Where the time goes (mean per request)"
-    runs = [r for r in result.runs if r.server is not None]
-    if not runs:
-        return _no_data(path, title, "no run has server stats")
-    fig, ax = _pyplot().subplots(figsize=(9, 1.0 + 0.5 * len(runs)))
-    left = [0.0] * len(runs)
-    labels = [_label(r) for r in runs]
-    for i, (key, name) in enumerate(STACK):
-        # A negative client+network (clock noise) cannot be stacked; clamp it.
-        widths = [max(_num(r.server.breakdown_ms.get(key)) or 0.0, 0.0) for r in runs]
-        ax.barh(labels, widths, left=left, color=f"C{i}", label=name)
-        left = [a + b for a, b in zip(left, widths, strict=True)]
-    ax.invert_yaxis()
-    ax.set_xlabel("mean latency (ms)")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    return _save(fig, path)
-
-
-def _plots(result: CampaignResult, plot_dir: Path) -> list[Path]:
-    plots = [
-        _plot_latency_vs_throughput(result, plot_dir / "latency_vs_throughput.png"),
-        _plot_percentiles(result, plot_dir / "percentiles.png"),
-        _plot_batch_sizes(result, plot_dir / "batch_sizes.png"),
-        _plot_time_breakdown(result, plot_dir / "time_breakdown.png"),
-    ]
-    return plots + [_plot_timeline(run, plot_dir / f"timeline_{i}.png") for i, run in enumerate(result.runs)]
-
-
 HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Load campaign {{ r.campaign }}</title>
 <style>
@@ -455,6 +318,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; }
 .PASS { background: #d8f5d8; color: #145214; font-weight: bold; }
 .FAIL { background: #f9d6d6; color: #7a1010; font-weight: bold; }
+.INCONCLUSIVE { background: #fbeecb; color: #6b4d00; font-weight: bold; }
 </style></head><body>
 <h1>Load campaign {{ r.campaign }}</h1>
 <p>Started {{ r.started }}. SLO: {{ slo }}.</p>
@@ -465,10 +329,15 @@ th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; 
 {% for row in rows %}<tr>{% for c in row[:-1] %}<td>{{ c }}</td>{% endfor %}
 <td class="{{ row[-1] }}">{{ row[-1] }}</td></tr>
 {% endfor %}</table>
+<p>{{ goodput_note }}</p>
+{% if trial_rows %}<h2>Trials</h2><p>{{ interval_note }}</p>
+<table><tr>{% for h in trial_headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in trial_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% endif %}
 <h2>SLO verdict</h2><ul>
 {% for run in r.runs %}<li><b>{{ run.scenario }} / {{ run.variant }}</b>:
-<span class="{{ 'PASS' if run.passed else 'FAIL' }}">{{ 'PASS' if run.passed else 'FAIL' }}</span>
-<ul>{% for v in run.slo_violations %}<li>{{ v }}</li>{% endfor %}
+<span class="{{ run.outcome }}">{{ run.outcome }}</span>
+<ul>{% for v in notes(run) %}<li>{{ v }}</li>{% endfor %}
 {% for msg, n in errors(run) %}<li>error <code>{{ msg }}</code>: {{ n }}</li>{% endfor %}</ul></li>
 {% endfor %}</ul>
 <h2>Where the time goes</h2>
@@ -494,6 +363,11 @@ def _index_html(result: CampaignResult, plots: list[Path]) -> str:
         slo=_slo_text(result.slo),
         headers=SUMMARY_HEADERS,
         rows=_summary_table(result),
+        goodput_note=GOODPUT_NOTE,
+        interval_note=INTERVAL_NOTE,
+        trial_headers=TRIAL_HEADERS,
+        trial_rows=_trial_table(result),
+        notes=_verdict_notes,
         time_headers=TIME_HEADERS,
         time_rows=_time_table(result),
         plots=[p.name for p in plots],
@@ -510,7 +384,7 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
     result.save(out_dir / "results.json")
     _write_csv(out_dir / "runs.csv", _runs_rows(result), RUN_FIELDS)
     _write_csv(out_dir / "timeline.csv", _timeline_rows(result), TIMELINE_FIELDS)
-    plots = _plots(result, out_dir / "plots")
+    plots = report_plots.plots(result, out_dir / "plots")
     (out_dir / "summary.md").write_text(_summary_md(result, plots))
     (out_dir / "index.html").write_text(_index_html(result, plots))
     return (

@@ -2,18 +2,28 @@
 
 One ``RunResult`` per (scenario, variant) pair: the client's view (every request's latency in an HDR
 histogram, merged over Locust worker processes), the server's view (Triton's counters read before and
-after the run) and the SLO verdict. The report, the SLO gate and the auto-tuner read only this file,
-so a campaign can be re-reported or re-tuned without running it again.
+after the run), goodput and the SLO verdict. The report, the SLO gate and the auto-tuner read only this
+file, so a campaign can be re-reported or re-tuned without running it again.
+
+A pair measured in several trials keeps every trial (``RunResult.trials``, each with its own client and
+server stats), the interval of each figure over them (``RunResult.intervals``) and, as ``client`` and
+``server``, the trials pooled (counts added, histograms merged, timelines one after another). One trial
+is the run itself: ``trials`` stays empty.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive.client_stats import ClientStats, TimelinePoint
+from loadtest.drive.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
+from loadtest.drive.latency import new_histogram, value_at
+from loadtest.measure import evidence
 
 
 @dataclasses.dataclass
@@ -42,6 +52,36 @@ class ServerStats:
 
 
 @dataclasses.dataclass
+class Trial:
+    """One run of the load generator for a (scenario, variant) pair."""
+
+    client: ClientStats
+    server: ServerStats | None = None
+    goodput_share: float = math.nan
+    """Requests answered without error within the p99 budget, over all requests (``evidence.goodput``)."""
+    goodput_rps: float = math.nan
+    """The same requests per second."""
+    goodput_budget_ms: float = math.nan
+    """The budget the goodput above was counted against (infinite: every success counted)."""
+
+    def figures(self, budget_ms: float | None = None) -> dict[str, float]:
+        """This trial's ``evidence.METRICS``; goodput as recorded, or recounted from the histogram when
+        ``budget_ms`` differs from the budget it was counted against (infinite: every success counts)."""
+        c = self.client
+        share, rate = self.goodput_share, self.goodput_rps
+        if budget_ms is not None and budget_ms != self.goodput_budget_ms:
+            share, rate = evidence.goodput(evidence.count_within(c.hdr, budget_ms), c.requests, c.duration_s)
+        return {
+            "throughput": c.throughput_rps,
+            "p50_ms": c.latency_ms.get("p50", math.nan),
+            "p99_ms": c.latency_ms.get("p99", math.nan),
+            "error_rate": c.error_rate,
+            "goodput_share": share,
+            "goodput_rps": rate,
+        }
+
+
+@dataclasses.dataclass
 class RunResult:
     """One scenario under one config variant."""
 
@@ -59,11 +99,116 @@ class RunResult:
     server: ServerStats | None = None
     """None when the target is not Triton (the FastAPI baseline)."""
     slo_violations: list[str] = dataclasses.field(default_factory=list)
-    """Empty when the run met the SLO; else one sentence per violated limit."""
+    """Empty when the run met the SLO; else one sentence per limit it missed or straddles."""
+    goodput_share: float = math.nan
+    """Requests answered without error within the p99 budget, over all requests (all trials pooled)."""
+    goodput_rps: float = math.nan
+    verdict: str = ""
+    """``pass``, ``fail`` or ``inconclusive`` (``loadtest.measure.slo``); "" in results written before it, where
+    ``slo_violations`` alone decides."""
+    settle: str = ""
+    """For an inconclusive verdict: how many more trials would likely settle it."""
+    trials: list[Trial] = dataclasses.field(default_factory=list)
+    """Every trial when there were two or more (``client``/``server`` then pool them); empty for one."""
+    intervals: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    """Figure (``evidence.METRICS``) -> its interval over the trials (``Interval.to_dict``); empty for one."""
 
     @property
     def passed(self) -> bool:
-        return not self.slo_violations
+        return self.verdict == "pass" if self.verdict else not self.slo_violations
+
+    @property
+    def outcome(self) -> str:
+        """``PASS``, ``FAIL`` or ``INCONCLUSIVE``."""
+        return (self.verdict or ("pass" if self.passed else "fail")).upper()
+
+    def all_trials(self) -> list[Trial]:
+        """Every trial; a one-trial run is its own trial."""
+        return self.trials or [Trial(self.client, self.server, self.goodput_share, self.goodput_rps)]
+
+    def samples(self, budget_ms: float | None = None) -> dict[str, list[float]]:
+        """Figure -> the trials' values (see ``Trial.figures``)."""
+        figures = [t.figures(budget_ms) for t in self.all_trials()]
+        return {metric: [f[metric] for f in figures] for metric in evidence.METRICS}
+
+    def interval(self, metric: str) -> evidence.Interval | None:
+        """The figure's interval over two or more trials; None for one trial."""
+        raw = self.intervals.get(metric)
+        return evidence.Interval.from_dict(raw) if raw else None
+
+
+def pooled(trials: Sequence[Trial]) -> tuple[ClientStats, ServerStats | None]:
+    """The trials as one run: counts and durations added, histograms merged, timelines one after another."""
+    clients = [t.client for t in trials]
+    if len(clients) == 1:
+        return clients[0], trials[0].server
+    hist = new_histogram()
+    for c in clients:
+        if c.hdr:
+            hist.decode_and_add(c.hdr)
+    timeline, windows, offset = [], [], 0.0
+    for c in clients:
+        timeline += [dataclasses.replace(p, t=p.t + offset) for p in c.timeline]
+        windows += [{**w, "t": w["t"] + offset} for w in c.windows]
+        offset += max([p.t + 1 for p in c.timeline] + [c.duration_s])
+
+    def total(name: str) -> int:
+        return sum(getattr(c, name) for c in clients)
+
+    def counts(name: str) -> dict[str, int]:
+        return dict(sum((Counter(getattr(c, name)) for c in clients), Counter()))
+
+    client = ClientStats(
+        requests=total("requests"),
+        failures=total("failures"),
+        duration_s=sum(c.duration_s for c in clients),
+        latency_ms=_latency_ms(hist, clients),
+        timeline=timeline,
+        hdr=hist.encode().decode() if hist.get_total_count() else "",
+        dropped=total("dropped"),
+        errors=counts("errors"),
+        warmup_requests=total("warmup_requests"),
+        retries=total("retries"),
+        refused=total("refused"),
+        failure_statuses=counts("failure_statuses"),
+        windows=windows,
+        latency_sum_ms=sum(c.latency_sum_ms for c in clients),
+    )
+    servers = [t.server for t in trials]
+    return client, (None if any(s is None for s in servers) else _pooled_server(servers))
+
+
+def _latency_ms(hist, clients: Sequence[ClientStats]) -> dict[str, float]:
+    """``ClientStats.latency_ms`` of the merged histogram; the mean from the trials' means (exact: each is a
+    sum over a count), since hdrh's own mean walks every bucket in Python."""
+    keys = [*map(percentile_key, PERCENTILES), "mean", "min", "max"]
+    if hist.get_total_count() == 0:
+        return dict.fromkeys(keys, math.nan)
+    *ranked, lowest, highest = (v / 1000 for v in value_at(hist, (*PERCENTILES, 0.0, 100.0)))
+    weights = [(c.latency_ms.get("mean", math.nan), c.accepted) for c in clients if c.accepted]
+    mean = sum(m * n for m, n in weights) / sum(n for _, n in weights) if weights else math.nan
+    return {**dict(zip(keys, ranked, strict=False)), "mean": mean, "min": lowest, "max": highest}
+
+
+def _pooled_server(servers: Sequence[ServerStats]) -> ServerStats:
+    handled = [s.requests + s.failures for s in servers]
+    keys = dict.fromkeys(k for s in servers for k in s.breakdown_ms)
+    breakdown = {
+        k: sum(s.breakdown_ms.get(k, 0.0) * n for s, n in zip(servers, handled, strict=True)) / sum(handled)
+        if sum(handled)
+        else math.nan
+        for k in keys
+    }
+    batches = sum((Counter(s.batch_histogram) for s in servers), Counter())
+    return ServerStats(
+        requests=sum(s.requests for s in servers),
+        failures=sum(s.failures for s in servers),
+        inferences=sum(s.inferences for s in servers),
+        executions=sum(s.executions for s in servers),
+        breakdown_ms=breakdown,
+        batch_histogram=dict(sorted(batches.items())),
+        summary_ms=dict(servers[-1].summary_ms),  # quantiles at the end of the last trial
+    )
 
 
 @dataclasses.dataclass
@@ -72,7 +217,7 @@ class CampaignResult:
     started: str
     """ISO 8601 UTC."""
     slo: dict[str, float]
-    """``p99_ms`` and ``max_error_rate``."""
+    """``p99_ms``, ``max_error_rate``, ``gate`` and ``min_goodput``."""
     runs: list[RunResult]
     tuning: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Auto-tune outcome per model: the pick, the runner-up reasons, Model Analyzer's pick."""
@@ -85,15 +230,30 @@ class CampaignResult:
         return from_dict(json.loads(Path(path).read_text()))
 
 
+def _client(raw: dict[str, Any]) -> ClientStats:
+    client = dict(raw)
+    client["timeline"] = [TimelinePoint(**p) for p in client.get("timeline", [])]
+    return ClientStats(**client)
+
+
+def _server(raw: dict[str, Any] | None) -> ServerStats | None:
+    if raw is None:
+        return None
+    server = dict(raw)
+    server["batch_histogram"] = {int(k): v for k, v in server.get("batch_histogram", {}).items()}
+    return ServerStats(**server)
+
+
 def from_dict(raw: dict[str, Any]) -> CampaignResult:
     runs = []
     for run in raw["runs"]:
-        client = dict(run["client"])
-        client["timeline"] = [TimelinePoint(**p) for p in client.get("timeline", [])]
-        server = run.get("server")
-        if server is not None:
-            server = dict(server)
-            server["batch_histogram"] = {int(k): v for k, v in server.get("batch_histogram", {}).items()}
-            server = ServerStats(**server)
-        runs.append(RunResult(**{**run, "client": ClientStats(**client), "server": server}))
+        trials = [
+            Trial(**{**t, "client": _client(t["client"]), "server": _server(t.get("server"))})
+            for t in run.get("trials", [])
+        ]
+        runs.append(
+            RunResult(
+                **{**run, "client": _client(run["client"]), "server": _server(run.get("server")), "trials": trials}
+            )
+        )
     return CampaignResult(raw["campaign"], raw["started"], raw["slo"], runs, raw.get("tuning", {}))

@@ -1,8 +1,11 @@
 """Measure one run: Locust's load for a scenario between two reads of Triton's counters, both sides of it
-(``measure_run``), and the run's ``RunResult`` with its SLO verdict (``run_scenario``)."""
+(``measure_run``), one trial of a (scenario, variant) pair with its goodput (``measure_trial``), and the
+pair's ``RunResult`` over its trials with the intervals and the SLO verdict (``run_result``; one trial:
+``run_scenario``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest.campaign import Candidate, Scenario, Slo
@@ -10,8 +13,8 @@ from loadtest.drive import apply
 from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import check_payloads, run_locust
 from loadtest.drive.target import Endpoints
-from loadtest.measure import server_metrics, slo
-from loadtest.measure.results import RunResult, ServerStats
+from loadtest.measure import evidence, server_metrics, slo
+from loadtest.measure.results import RunResult, ServerStats, Trial, pooled
 
 
 def measure_run(
@@ -43,10 +46,28 @@ def measure_run(
     return client, server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
 
 
-def run_scenario(
-    scenario: Scenario, variant: Candidate, served_model: str, endpoints: Endpoints, work: Path, budget: Slo, log=print
+def measure_trial(
+    scenario: Scenario,
+    served_model: str,
+    endpoints: Endpoints,
+    work: Path,
+    label: str,
+    budget: Slo,
+    log=print,
+) -> Trial:
+    """One run of the pair (its own warm-up window left out), with its goodput: requests answered without
+    error within the p99 budget (every success when there is none), counted on the client's histogram."""
+    client, server = measure_run(scenario, served_model, endpoints, work, label, log)
+    share, rate = evidence.goodput(evidence.count_within(client.hdr, budget.p99_ms), client.requests, client.duration_s)
+    return Trial(client, server, share, rate, budget.p99_ms)
+
+
+def run_result(
+    scenario: Scenario, variant: Candidate, served_model: str, trials: Sequence[Trial], budget: Slo
 ) -> RunResult:
-    client, server = measure_run(scenario, served_model, endpoints, work, f"{scenario.name}--{variant.name}", log)
+    """The pair's result over its trials: pooled stats, every trial and the intervals (two or more), goodput
+    and the SLO verdict (``slo.run_verdict``)."""
+    client, server = pooled(trials)
     run = RunResult(
         scenario.name,
         variant.name,
@@ -57,5 +78,21 @@ def run_scenario(
         client,
         server,
     )
-    run.slo_violations = slo.violations(run, budget)
-    return run
+    if len(trials) > 1:
+        run.trials = list(trials)
+        run.intervals = {
+            metric: evidence.interval(values, lower_bound=0.0).to_dict() for metric, values in run.samples().items()
+        }
+    # The trials' counts added (a share is within / requests), rather than counting the merged histogram again.
+    within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)
+    run.goodput_share, run.goodput_rps = evidence.goodput(within, client.requests, client.duration_s)
+    return slo.judge_run(run, budget)
+
+
+def run_scenario(
+    scenario: Scenario, variant: Candidate, served_model: str, endpoints: Endpoints, work: Path, budget: Slo, log=print
+) -> RunResult:
+    """One trial of the pair and its result."""
+    label = f"{scenario.name}--{variant.name}"
+    trial = measure_trial(scenario, served_model, endpoints, work, label, budget, log)
+    return run_result(scenario, variant, served_model, [trial], budget)

@@ -1,5 +1,5 @@
 """The SLO rule, in one place: the three-way verdict of a figure's interval against its limit (``verdict``),
-and the gate over a campaign's runs.
+a run's verdict over its trials (``run_verdict``) and the gate over a campaign's runs (``campaign_verdict``).
 
 A limit *passes* when the interval's worst end is within it (p99: the upper bound <= the budget), *fails* when
 its best end is beyond it (p99: the lower bound > the budget), and is *inconclusive* otherwise. One trial has
@@ -8,12 +8,13 @@ no interval: its value is both ends, so the verdict is pass or fail and says it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 from loadtest.campaign import Slo
 from loadtest.measure import evidence
-from loadtest.measure.evidence import Limit, SloVerdict
+from loadtest.measure.evidence import Limit, SloVerdict, Verdict
 from loadtest.measure.results import CampaignResult, RunResult
 
 
@@ -52,48 +53,113 @@ def verdict(samples: dict[str, Sequence[float]], slo: Slo) -> SloVerdict:
     return evidence.judge(limits(samples, slo), {name: samples[key] for name, key in SAMPLE_OF.items()})
 
 
-def violations(run: RunResult, slo: Slo) -> list[str]:
-    """One sentence per limit the run missed; empty when it met the SLO."""
-    out = []
+def run_verdict(run: RunResult, slo: Slo) -> tuple[SloVerdict, list[str]]:
+    """The run's verdict from ``verdict`` over its trials' values (goodput recounted from each trial's histogram
+    for ``slo``'s budget), and one sentence per limit it missed or straddles. A run without a single request
+    fails whatever the limits say."""
+    # Goodput recounted for this budget only when it is a limit (counting a histogram takes a while).
+    judged = verdict(run.samples(budget_ms=slo.p99_ms if slo.min_goodput is not None else None), slo)
     c = run.client
-    p99 = c.latency_ms.get("p99", math.nan)
     if c.requests == 0:
-        out.append("no request completed")
-    elif math.isnan(p99):
-        out.append(f"no request succeeded ({c.failures} failed)")
-    elif p99 > slo.p99_ms:
-        over = p99 - slo.p99_ms
-        out.append(f"p99 {p99:.3f} ms exceeds the {slo.p99_ms:g} ms budget by {over:.3f} ms ({over / slo.p99_ms:.0%})")
-    if c.requests and c.error_rate > slo.max_error_rate:
-        out.append(
-            f"error rate {c.error_rate:.3%} ({c.failures} of {c.requests}) exceeds the limit {slo.max_error_rate:.3%}"
-        )
-    return out
+        return dataclasses.replace(judged, verdict=Verdict.FAIL, settle=""), ["no request completed"]
+    sentences = [_sentence(limit, c) for limit in judged.limits if limit.verdict is not Verdict.PASS]
+    return judged, sentences
+
+
+def _sentence(limit: Limit, c) -> str:
+    iv, failed = limit.interval, limit.verdict is Verdict.FAIL
+    if limit.name == "p99":
+        if math.isnan(iv.estimate):
+            return f"no request succeeded ({c.failures} failed)"
+        value = f"p99 {iv.estimate:.3f} ms{_span(iv, '{:.3f}')}"
+        if not failed:
+            return f"{value} straddles the {limit.bound:g} ms budget"
+        over = iv.estimate - limit.bound
+        return f"{value} exceeds the {limit.bound:g} ms budget by {over:.3f} ms ({over / limit.bound:.0%})"
+    if limit.name == "error rate":
+        span = _span(iv, "{:.3%}")[2:-1] + "; " if iv.has_interval else ""
+        counts = f"{c.failures} of {c.requests}" + (" in all" if iv.has_interval else "")
+        relation = "exceeds" if failed else "straddles"
+        return f"error rate {iv.estimate:.3%} ({span}{counts}) {relation} the limit {limit.bound:.3%}"
+    value = f"goodput {iv.estimate:.2%}{_span(iv, '{:.2%}')}"
+    return f"{value} {'is below' if failed else 'straddles'} the floor {limit.bound:.2%}"
+
+
+def _span(iv: evidence.Interval, fmt: str) -> str:
+    """`` (95% CI low-high, N trials)`` after a value with an interval; "" for one trial."""
+    if not iv.has_interval:
+        return ""
+    return f" ({iv.confidence:.0%} CI {fmt.format(iv.low)}-{fmt.format(iv.high)}, {iv.trials} trials)"
+
+
+def violations(run: RunResult, slo: Slo) -> list[str]:
+    """One sentence per limit the run missed or straddles; empty when it met the SLO."""
+    return run_verdict(run, slo)[1]
+
+
+def judge_run(run: RunResult, slo: Slo) -> RunResult:
+    """Record the run's verdict, its sentences and what would settle it on the run; returns it."""
+    judged, sentences = run_verdict(run, slo)
+    run.verdict, run.slo_violations, run.settle = judged.verdict.value, sentences, judged.settle
+    return run
+
+
+@dataclasses.dataclass(frozen=True)
+class GateVerdict:
+    """The campaign's verdict and its lines: what failed (FAIL), or what straddles and how many more trials
+    would likely settle it (INCONCLUSIVE); no lines for PASS."""
+
+    verdict: Verdict
+    lines: list[str]
+
+
+def campaign_verdict(result: CampaignResult, slo: Slo) -> GateVerdict:
+    """``every-run``: every (scenario, variant) run passes; ``best-variant``: each scenario has a passing
+    variant. It fails when one run (``every-run``) or every variant of a scenario (``best-variant``) fails;
+    else it is inconclusive when one straddles; else it passes."""
+    judged = {id(run): run_verdict(run, slo) for run in result.runs}
+    failed, unsettled = [], []
+
+    def describe(run: RunResult) -> str:
+        verdict_, sentences = judged[id(run)]
+        text = "; ".join(sentences)
+        return f"{text}; {verdict_.settle}" if verdict_.settle else text
+
+    if slo.gate == "every-run":
+        for run in result.runs:
+            outcome = judged[id(run)][0].verdict
+            if outcome is Verdict.FAIL:
+                failed.append(f"{run.scenario} / {run.variant}: {describe(run)}")
+            elif outcome is Verdict.INCONCLUSIVE:
+                unsettled.append(f"{run.scenario} / {run.variant}: inconclusive: {describe(run)}")
+    else:
+        by_scenario: dict[str, list[RunResult]] = {}
+        for run in result.runs:
+            by_scenario.setdefault(run.scenario, []).append(run)
+        for scenario, runs in by_scenario.items():
+            outcomes = [judged[id(run)][0].verdict for run in runs]
+            if Verdict.PASS in outcomes:
+                continue
+            if Verdict.INCONCLUSIVE in outcomes:
+                open_runs = [r for r, o in zip(runs, outcomes, strict=True) if o is Verdict.INCONCLUSIVE]
+                unsettled.append(
+                    f"{scenario}: no variant passed yet; inconclusive: "
+                    + " | ".join(f"{r.variant}: {describe(r)}" for r in open_runs)
+                )
+                continue
+            closest = min(runs, key=_p99_or_inf)
+            failed.append(f"{scenario}: no variant met the SLO; closest {closest.variant}: {describe(closest)}")
+    if failed:
+        return GateVerdict(Verdict.FAIL, failed)
+    return GateVerdict(Verdict.INCONCLUSIVE, unsettled) if unsettled else GateVerdict(Verdict.PASS, [])
+
+
+def _p99_or_inf(run: RunResult) -> float:
+    p99 = run.client.latency_ms.get("p99", math.nan)
+    return math.inf if math.isnan(p99) else p99
 
 
 def gate(result: CampaignResult, slo: Slo) -> list[str]:
-    """What fails the campaign: every violating run (``every-run``), or every scenario none of whose
-    variants met the SLO (``best-variant``). Empty: the campaign passed."""
-    failures = []
-    if slo.gate == "every-run":
-        for run in result.runs:
-            if run.slo_violations:
-                failures.append(f"{run.scenario} / {run.variant}: {'; '.join(run.slo_violations)}")
-        return failures
-    by_scenario: dict[str, list[RunResult]] = {}
-    for run in result.runs:
-        by_scenario.setdefault(run.scenario, []).append(run)
-    for scenario, runs in by_scenario.items():
-        if not any(run.passed for run in runs):
-            closest = min(
-                runs,
-                key=lambda r: (
-                    r.client.latency_ms.get("p99", math.inf)
-                    if not math.isnan(r.client.latency_ms.get("p99", math.nan))
-                    else math.inf
-                ),
-            )
-            failures.append(
-                f"{scenario}: no variant met the SLO; closest {closest.variant}: {'; '.join(closest.slo_violations)}"
-            )
-    return failures
+    """What keeps the campaign from passing: its failures, else its inconclusive runs or scenarios (see
+    ``campaign_verdict``). Empty: the campaign passed."""
+    return campaign_verdict(result, slo).lines

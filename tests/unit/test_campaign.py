@@ -20,9 +20,10 @@ def example() -> str:
 def test_the_documented_example_parses_with_every_key():
     parsed = campaign.parse(example())
     assert parsed.name == "digits-tuning"
-    assert parsed.slo == campaign.Slo(5.0, 0.001, "best-variant")
+    assert parsed.slo == campaign.Slo(5.0, 0.001, "best-variant", min_goodput=0.99)
     (scenario,) = parsed.scenarios
     assert scenario.shape == {"kind": "users", "users": 32} and scenario.peak_users == 32
+    assert scenario.trials == 3  # its own key wins over the campaign's trials = 1
     (variant,) = parsed.variants
     assert variant.changes.preferred_batch_sizes == (16, 32) and variant.changes_config
     assert variant.changes.max_queue_size == 64 and variant.has_queue_policy_change
@@ -105,3 +106,28 @@ def test_locust_command_follows_the_shape():
     assert cmd[1:3] == ["-m", "loadtest.drive.locust_main"]  # gRPC readied for gevent before Locust imports
     assert "TritonUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "10s"
+
+
+def test_trials_default_to_one_and_the_top_level_key_reaches_every_scenario():
+    assert campaign.parse(MINIMAL).scenarios[0].trials == 1
+    both = MINIMAL + '[[scenarios]]\nname = "t"\nmodel = "digits"\nprotocol = "http"\ntrials = 5\n'
+    both += 'shape = { kind = "users", users = 2 }\n'
+    parsed = campaign.parse("trials = 3\n" + both)
+    assert [s.trials for s in parsed.scenarios] == [3, 5]  # a scenario's own key wins
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("trials = 0\n" + MINIMAL, "campaign: trials=0 must be an integer >= 1"),
+        ("trials = 2.5\n" + MINIMAL, "campaign: trials=2.5 must be an integer >= 1"),
+        ('trials = "3"\n' + MINIMAL, "campaign: trials='3' must be an integer >= 1"),
+        ("trials = true\n" + MINIMAL, "campaign: trials=True must be an integer >= 1"),
+        (MINIMAL + "trials = -1\n", "scenario 's': trials=-1 must be an integer >= 1"),
+        (MINIMAL + "trials = 1.0\n", "scenario 's': trials=1.0 must be an integer >= 1"),
+    ],
+)
+def test_a_bad_trial_count_is_one_clear_error(text, message):
+    with pytest.raises(CampaignError) as caught:
+        campaign.parse(text)
+    assert str(caught.value) == message

@@ -15,6 +15,7 @@ from PIL import Image
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
 from loadtest.measure.report import main, write_report
 from loadtest.measure.results import CampaignResult, RunResult, ServerStats
+from tests.trial_samples import PASSING, STRADDLING, campaign_of, run_of
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}
 FAILED_SENTENCE = "error rate 100.00% is above the SLO's 1.00%"
@@ -280,3 +281,23 @@ def test_many_runs_with_a_wide_latency_range(tmp_path):
     with Image.open(tmp_path / "plots" / "batch_sizes.png") as image:
         width, height = image.size
     assert width > 1000 and height > 800  # 12 panels in a 3-column grid
+
+
+def test_runs_of_several_trials_show_their_intervals_and_each_trial(tmp_path):
+    result = campaign_of(run_of(STRADDLING, "open"), run_of([5.0], "single"), run_of(PASSING, "steady"))
+    write_report(result, tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    p99 = result.runs[0].interval("p99_ms")
+    open_row = next(line for line in summary.splitlines() if line.startswith("| open |"))
+    assert f"{p99.estimate:.3f} ({p99.low:.3f}-{p99.high:.3f})" in open_row and "INCONCLUSIVE" in open_row
+    single_row = next(line for line in summary.splitlines() if line.startswith("| single |"))
+    assert "| 5.000 |" in single_row and "(" not in single_row.split("|")[11]  # one trial: no interval
+    trials = summary.split("## Trials")[1].split("## ")[0]
+    assert trials.count("| open / v |") == 4 and trials.count("| steady / v |") == 3 and "single" not in trials
+    assert "would likely settle p99" in summary
+    html = (tmp_path / "index.html").read_text()
+    assert 'class="INCONCLUSIVE"' in html and "<h2>Trials</h2>" in html
+    row = next(r for r in csv.DictReader((tmp_path / "runs.csv").open()) if r["scenario"] == "open")
+    assert row["trials"] == "4" and row["slo_verdict"] == "inconclusive"
+    assert float(row["p99_ms_low"]) < 10.0 < float(row["p99_ms_high"])
+    assert CampaignResult.load(tmp_path / "results.json").runs[0].intervals == result.runs[0].intervals

@@ -1,0 +1,49 @@
+"""The campaign's order of trials (interleaved per scenario) and the gate's exit status and lines, without a
+server: ``gate_status`` on recorded trial values."""
+
+from loadtest.campaign import Candidate, Scenario
+from loadtest.execution import gate_status, schedule
+from tests.trial_samples import BUDGET, FAILING, PASSING, STRADDLING, campaign_of, run_of
+from tritonkit_errors import ExitStatus
+
+
+def scenario(name: str, trials: int) -> Scenario:
+    return Scenario(name, "digits", "grpc", {"kind": "users", "users": 2}, trials=trials)
+
+
+def test_one_trial_keeps_the_variant_by_variant_order():
+    a, b, s, t = Candidate("a"), Candidate("b"), scenario("s", 1), scenario("t", 1)
+    order = schedule([(a, s), (a, t), (b, s), (b, t)])
+    assert [(v.name, x.name, i) for v, x, i in order] == [("a", "s", 0), ("a", "t", 0), ("b", "s", 0), ("b", "t", 0)]
+
+
+def test_trials_interleave_the_variants_scenario_by_scenario():
+    a, b, s, t = Candidate("a"), Candidate("b"), scenario("s", 2), scenario("t", 1)
+    order = schedule([(a, s), (a, t), (b, s), (b, t)])
+    assert [(v.name, x.name, i) for v, x, i in order] == [
+        ("a", "s", 0),
+        ("b", "s", 0),
+        ("a", "s", 1),
+        ("b", "s", 1),
+        ("a", "t", 0),
+        ("b", "t", 0),
+    ]
+
+
+def test_a_passing_campaign_exits_ok(capsys):
+    assert gate_status(campaign_of(run_of(PASSING)), BUDGET) is ExitStatus.OK
+    assert "SLO gate passed: p99 <= 10 ms" in capsys.readouterr().out
+
+
+def test_a_failing_run_exits_failed_naming_it(capsys):
+    assert gate_status(campaign_of(run_of(PASSING, "a"), run_of(FAILING, "b")), BUDGET) is ExitStatus.FAILED
+    err = capsys.readouterr().err
+    assert "SLO gate FAILED" in err and "b / v: p99 15.500 ms" in err and "exceeds the 10 ms budget by" in err
+
+
+def test_a_straddling_run_exits_inconclusive_with_the_trials_that_would_settle_it(capsys):
+    assert gate_status(campaign_of(run_of(PASSING, "a"), run_of(STRADDLING, "b")), BUDGET) is ExitStatus.INCONCLUSIVE
+    err = capsys.readouterr().err
+    assert "SLO gate INCONCLUSIVE" in err
+    (line,) = [x for x in err.splitlines() if x.startswith("  ")]
+    assert line.startswith("  b / v: inconclusive:") and "more trials (14 in all) would likely settle p99" in line
