@@ -3,10 +3,11 @@
 import ast
 import importlib
 import inspect
+import sys
 
 import pytest
 
-from tritonkit_errors import TritonkitError
+from tritonkit_errors import ExitStatus, TritonkitError
 
 FOLDERS = {"export": "ExportError", "deploy": "DeployError", "loadtest": "LoadTestError"}
 
@@ -26,9 +27,18 @@ def test_each_folder_has_one_base_under_the_root_and_its_errors_under_it(folder,
         assert issubclass(error, root), f"{error.__name__} is not a {base}"
 
 
-def test_the_root_imports_nothing_so_no_package_import_can_cycle_through_it():
+def test_the_root_imports_nothing_of_the_project_so_no_package_import_can_cycle_through_it():
     tree = ast.parse(inspect.getsource(importlib.import_module("tritonkit_errors")))
-    assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module or "." for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    assert [name for name in imported if name.split(".")[0] not in sys.stdlib_module_names] == []
+
+
+def test_every_exit_status_is_in_the_command_lines_table():
+    from tritonkit_cli import EXIT_STATUS
+
+    for status in ExitStatus:
+        assert f"\n  {int(status)}  " in EXIT_STATUS, f"{status!r} is not in tritonkit --help's exit status table"
 
 
 def test_errors_keep_the_builtin_bases_callers_catch():
