@@ -297,9 +297,9 @@ def _tune(options: TuneOptions, endpoints: Endpoints, out: Path, args: argparse.
         print(f"report: {summary}", file=sys.stderr)
         return decision.status
     start = outcome.result.start
-    head = "keeps the served config" if decision.kept_served else "pick"
+    kept = " (the served config, kept)" if decision.kept_served else ""
     print(
-        f"\ntune {options.model}: {head} #{best.order} {best.point.label()}: {_figures(best)} "
+        f"\ntune {options.model}: pick #{best.order} {best.point.label()}{kept}: {_figures(best)} "
         f"(served #{start.order}: {_figures(start)})\n{decision.reason}"
     )
     try:

@@ -9,8 +9,8 @@ then measured again, interleaved (``loadtest.measure.trials.run_trials``, A B C 
   several are, the highest throughput of them;
 - when the served config does not pass, the highest-throughput leader that passes replaces it;
 - when no leader passes, there is no pick: with an inconclusive leader the outcome is inconclusive (more
-  trials would decide), else the best leader is named with the load at which it does meet the budget
-  (``meets_at``).
+  trials would decide), else the best leader is named (``Decision.best``) and the tuner finds the load at
+  which it does meet the budget (``loadtest.measure.capacity``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from loadtest.campaign import Slo
 from loadtest.measure import evidence
 from loadtest.measure.evidence import Comparison, Difference, SloVerdict, Verdict
-from loadtest.measure.probe import Load, Measurement
+from loadtest.measure.probe import Measurement
 from loadtest.tune.search import Trial, score
 from loadtest.tune.space import Point
 from tritonkit_errors import ExitStatus
@@ -64,7 +64,7 @@ class Decision:
     comparisons: dict[int, Comparison]
     """Candidate's order -> its throughput against the served config's."""
     best: Trial | None = None
-    """When there is no pick: the leader closest to meeting the SLO (what ``meets_at`` is asked of)."""
+    """When there is no pick: the leader closest to meeting the SLO (whose capacity the tuner then finds)."""
     meets_at: str = ""
     """When there is no pick: the load at which ``best`` meets the budget, and how that was found."""
 
@@ -158,43 +158,6 @@ def decide(chosen: Sequence[Trial], slo: Slo, min_effect: float = MIN_EFFECT) ->
     best = max(chosen, key=lambda t: (score(t, slo), -t.order))
     reason = f"no candidate met the SLO; the best, #{best.order} {best.point.label()}: {verdicts[best.order].text()}"
     return Decision(None, ExitStatus.FAILED, reason, best=best, **made)
-
-
-def lower_loads(load: Load, steps: int = 6) -> list[Load]:
-    """The loads tried below ``load`` when nothing meets the SLO at it: halved each step, down to 1 user (a
-    closed loop) or ``steps`` halvings (an open loop)."""
-    if load.users:
-        out, users = [], load.users
-        while users > 1 and len(out) < steps:
-            users = max(1, users // 2)
-            out.append(Load(users=users))
-        return out
-    return [Load(rate=load.rate / 2**k) for k in range(1, steps + 1)]
-
-
-def meets_at(
-    measure_at: Callable[[Load], list[Measurement]],
-    slo: Slo,
-    load: Load,
-    point: Point,
-    log: Callable[[str], None] = lambda line: None,
-) -> tuple[Load | None, str]:
-    """The highest of the halved loads below ``load`` at which ``point``'s trials (``measure_at(load)``)
-    pass the SLO (``slo.verdict``), and a sentence saying so; (None, why) when none does."""
-    tried = []
-    for lower in lower_loads(load):
-        trial = Trial(point, [], confirmed=list(measure_at(lower)))
-        verdict = trial.verdict(slo) if trial.usable else None
-        state = verdict.verdict.value if verdict else "; ".join(trial.violations(slo))
-        log(f"  at {lower.text()}: {verdict.text() if verdict else state}")
-        tried.append(f"{lower.text()}: {state}")
-        if verdict is not None and verdict.verdict is Verdict.PASS:
-            p99 = trial.intervals()["p99_ms"]
-            return lower, (
-                f"it meets the budget at {lower.text()} (p99 {p99.text(unit=' ms')}; "
-                f"found by halving the load: {'; '.join(tried)})"
-            )
-    return None, f"it meets the budget at none of the lower loads tried ({'; '.join(tried)})"
 
 
 def describe_meets_at(best: Trial, sentence: str) -> str:

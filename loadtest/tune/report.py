@@ -110,7 +110,7 @@ def table_rows(
 ) -> list[list[str]]:
     rows = []
     for t in trials:
-        m = t.measurements[-1]
+        m = t.evidence[-1]
         p = t.point
         verdict = "meets SLO" if t.meets(slo) else "; ".join(t.violations(slo))
         if t.confirmed:

@@ -22,7 +22,7 @@ from loadtest.drive import apply
 from loadtest.drive.payloads import PayloadOptions
 from loadtest.drive.target import Endpoints
 from loadtest.errors import TuneError, VariantError
-from loadtest.measure import probe
+from loadtest.measure import capacity, probe
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.trials import Arm, run_trials
 from loadtest.tune import decide
@@ -187,11 +187,6 @@ class Runner:
         results = run_trials(arms, trials, log=self.log)
         return {point: results[point.label()].trials for point in points}
 
-    def measure_at(self, point: Point, load: Load, trials: int) -> list[Measurement]:
-        """``point`` applied and measured ``trials`` times at ``load``."""
-        self.apply(point)
-        return [self.probe(point, load) for _ in range(trials)]
-
     def point_of(self, candidate: Candidate) -> Point | None:
         """A candidate (served variant + serving changes) as a fully specified point, or None when the format
         it asks for is not served."""
@@ -317,13 +312,22 @@ def decided(
     return decision
 
 
-def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial) -> str:
-    """Where ``best`` meets the budget, as a sentence that says how it was found."""
-    _, sentence = decide.meets_at(
-        lambda load: runner.measure_at(best.point, load, options.trials), options.slo, options.load, best.point,
-        log=runner.log,
-    )  # fmt: skip
-    return sentence
+def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial, attempts: int = 3) -> str:
+    """Where ``best`` meets the budget, as a sentence that says how it was found: the highest open-loop rate
+    (``loadtest.measure.capacity.find_capacity``, confirmed by ``options.trials`` trials). The search only
+    climbs from its start, so it starts at an eighth of the throughput ``best`` reached at the asked load,
+    and an eighth of that again when even its first rate misses the budget."""
+    runner.apply(best.point)
+    start = max(1.0, best.throughput / 8)
+    for _ in range(attempts):
+        found = capacity.find_capacity(
+            lambda rate: runner.probe(best.point, Load(rate=rate)), options.slo, start, trials=options.trials,
+            log=runner.log,
+        )  # fmt: skip
+        if found.status is not ExitStatus.FAILED or found.confirmations or start <= 1.0:
+            break
+        start = max(1.0, start / 8)
+    return f"{found.sentence()} (loadtest.measure.capacity.find_capacity from {start:.0f} req/s)"
 
 
 def measure_side_by_side(

@@ -1,5 +1,6 @@
 """loadtest.tune.tuner's decision step without a server: the leaders are measured again interleaved through
-the runner, and with no pick the best candidate is named with the load at which it meets the budget."""
+the runner, and with no pick the best candidate is named with the load at which it meets the budget (its
+capacity, ``loadtest.measure.capacity``)."""
 
 from pathlib import Path
 
@@ -20,10 +21,11 @@ def run(throughput: float, p99: float) -> Measurement:
 
 
 class FakeRunner:
-    """Stands in for tuner.Runner: each point's throughput and p99 by load, a little spread by trial."""
+    """Stands in for tuner.Runner: each point's throughput and p99 at the asked load, a little spread by trial;
+    at an open-loop rate, every point keeps up and its p99 is 5 ms + 1 ms per 100 req/s."""
 
     def __init__(self, figures: dict[Point, dict[int, tuple[float, float]]]):
-        self.figures, self.lines, self.asked = figures, [], []
+        self.figures, self.lines, self.asked, self.serving = figures, [], [], None
 
     def log(self, line: str) -> None:
         self.lines.append(line)
@@ -36,9 +38,13 @@ class FakeRunner:
         self.asked.append(("trials", tuple(points), trials))
         return {point: self._trials(point, 16, trials) for point in points}
 
-    def measure_at(self, point: Point, load: Load, trials: int) -> list[Measurement]:
-        self.asked.append(("at", point, load.users))
-        return self._trials(point, load.users, trials)
+    def apply(self, point: Point) -> None:
+        self.serving = point
+
+    def probe(self, point: Point, load: Load) -> Measurement:
+        assert point == self.serving and load.rate is not None
+        self.asked.append(("rate", point))
+        return run(load.rate, 5.0 + load.rate / 100)
 
 
 def options(p99_ms: float) -> tuner.TuneOptions:
@@ -63,12 +69,14 @@ def test_no_pick_names_the_best_candidate_and_a_load_at_which_it_meets_the_budge
     runner = FakeRunner(
         {
             SERVED: {16: (3000, 20.0)},
-            NO_DELAY: {16: (4500, 15.0), 8: (4000, 11.0), 4: (3000, 7.0)},
+            NO_DELAY: {16: (4500, 15.0)},
         }
     )
     start, pool = screened()
     decision = tuner.decided(options(10.0), runner, pool, start)
     assert decision.pick is None and decision.status is ExitStatus.FAILED
-    assert decision.best.point == NO_DELAY
-    assert runner.asked[1:] == [("at", NO_DELAY, 8), ("at", NO_DELAY, 4)]
-    assert decision.meets_at.startswith("best candidate #2") and "meets the budget at 4 users" in decision.meets_at
+    assert decision.best.point == NO_DELAY and set(runner.asked[1:]) == {("rate", NO_DELAY)}
+    # Its capacity: p99 reaches the 10 ms budget at 500 req/s; the search brackets from 4500 / 4 req/s down.
+    assert decision.meets_at.startswith("best candidate #2") and "p99 <= 10 ms holds up to" in decision.meets_at
+    rate = float(decision.meets_at.split("holds up to ")[1].split(" req/s")[0])
+    assert 400 <= rate <= 500
