@@ -5,7 +5,9 @@
 returns one :class:`PerfRow` per concurrency level: client throughput (infer/s, i.e. items/s:
 requests/s times the batch size), p50/p90/p95/p99 latency, and the client send/recv and server
 queue/compute columns (microseconds in the CSV, milliseconds here). A failed or unstable run raises
-:class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output.
+:class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output. With ``profile_export=True`` it also
+reads every measured request's latency from ``--profile-export-file`` (``loadtest.drive.profile_export``), which
+goodput counts against a latency budget.
 
 Run: ``python -m loadtest.drive.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]`` with the payload
 flags of ``tritonkit loadtest --model`` (default: the catalog model's samples, else random values from the
@@ -32,6 +34,7 @@ import numpy as np
 from deploy.server import PROJECT_ROOT
 from loadtest.drive import apply
 from loadtest.drive.payloads import add_payload_arguments, default_options, input_data_json, payload_options, payloads
+from loadtest.drive.profile_export import MeasuredRequests, read_profile_export
 from loadtest.errors import LoadTestError
 
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
@@ -94,6 +97,8 @@ class PerfResult:
     """How long it ran."""
     request_rate: float | None = None
     """The rate asked for (``--request-rate-range``); None in concurrency mode."""
+    requests: list[MeasuredRequests] = dataclasses.field(default_factory=list)
+    """With ``profile_export``: the measured requests of each level, in the order of ``rows``."""
 
     @property
     def sent_rate(self) -> float | None:
@@ -182,6 +187,7 @@ def run(
     extra_args: tuple[str, ...] = (),
     binary: Path = PERF_ANALYZER,
     request_rate: float | None = None,
+    profile_export: bool = False,
 ) -> PerfResult:
     """Run perf_analyzer once and parse its CSV.
 
@@ -194,6 +200,9 @@ def run(
     cross-check. ``measurement_request_count``: measure windows of that many requests
     (``count_windows`` mode) instead of ``measurement_ms`` windows, for slow models. The result carries
     the CPU time perf_analyzer used, so a caller can tell whether the generator was the bottleneck.
+    ``profile_export``: also write ``--profile-export-file`` and read each level's measured requests from it
+    (``PerfResult.requests``); the file holds every request's inputs and outputs, so it is read as a stream
+    and deleted with the run's temporary folder.
     """
     if protocol not in ("grpc", "http"):
         raise ValueError(f"protocol {protocol!r} is not grpc or http")
@@ -239,6 +248,9 @@ def run(
             cmd += ["--input-data", str(input_data)]
         for name, dims in (shapes or {}).items():
             cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
+        export_path = Path(tmp) / "profile.json"
+        if profile_export:
+            cmd += ["--profile-export-file", str(export_path)]
         cmd += list(extra_args)
         log_path = Path(tmp) / "perf.log"
         returncode, cpu_s, wall_s = _run_measured(cmd, log_path, timeout_s, binary)
@@ -250,11 +262,12 @@ def run(
                 f"perf_analyzer exited with code {returncode}: {' '.join(cmd)}\n{output_tail(output)}"
             )
         text = csv_path.read_text()
-    try:
-        rows = parse_csv(text)
-    except ValueError as exc:
-        raise PerfAnalyzerError(f"{exc}\n{output_tail(output)}") from None
-    return PerfResult(model, protocol, batch_size, rows, cmd, text, output, cpu_s, wall_s, request_rate)
+        try:
+            rows = parse_csv(text)
+            measured = read_profile_export(export_path) if profile_export else []
+        except (ValueError, OSError) as exc:
+            raise PerfAnalyzerError(f"{exc}\n{output_tail(output)}") from None
+    return PerfResult(model, protocol, batch_size, rows, cmd, text, output, cpu_s, wall_s, request_rate, measured)
 
 
 def _run_measured(cmd: list[str], log_path: Path, timeout_s: float, binary: Path) -> tuple[int | None, float, float]:

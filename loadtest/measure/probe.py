@@ -165,9 +165,13 @@ def with_perf_analyzer(
     measurement_ms: int = 2000,
     max_trials: int = 5,
     timeout_s: float = 120,
+    budget_ms: float = math.inf,
 ) -> Measurement:
     """perf_analyzer at ``load`` against ``served_model``: one stable window (loosely: a shared CPU is never
-    steady to 10 %), Triton's counters read around it."""
+    steady to 10 %), Triton's counters read around it. ``budget_ms``: the latency budget goodput counts
+    against, from every measured request's latency in perf_analyzer's profile export (a finite budget only:
+    the export holds every request's tensors, so it is not written when no budget asks for it, and goodput is
+    then NaN). perf_analyzer stops at a failed request, so every request of a finished run succeeded."""
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     # Open loop: asynchronous requests, or each of perf_analyzer's threads waits for its answer and the
     # schedule slips (it reports the delayed share). A shared CPU is never steady to perf_analyzer's 10 %:
@@ -189,6 +193,7 @@ def with_perf_analyzer(
                     max_trials=max_trials,
                     timeout_s=timeout_s,
                     extra_args=extra,
+                    profile_export=math.isfinite(budget_ms),
                 )
                 break
             except perf.PerfAnalyzerError as exc:
@@ -208,6 +213,10 @@ def with_perf_analyzer(
     handled = stats.requests + stats.failures
     cpu = result.cpu_s / result.wall_s / len(client_cpus()) if result.wall_s > 0 else math.nan
     sent = result.sent_rate
+    share = rate = math.nan
+    if result.requests:  # the windows perf_analyzer's figures merge; one load level per run here
+        measured = result.requests[0]
+        share, rate = evidence.goodput(measured.within(budget_ms), len(measured.latencies_ms), measured.duration_s)
     return Measurement(
         throughput=row.throughput,
         p50_ms=_ms(row.p50_ms),
@@ -219,6 +228,8 @@ def with_perf_analyzer(
         sent_rate=sent,
         saturated=saturation(cpu, load, sent, result.delayed_percent),
         server=_server_view(stats),
+        goodput_share=share,
+        goodput_rps=rate,
     )
 
 

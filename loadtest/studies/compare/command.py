@@ -1,0 +1,267 @@
+"""`tritonkit compare MODEL --b SPEC (--users N | --rate R)`: is B worse than A? Two served configs, versions
+or models of one model, measured interleaved (A B A B ...) at the same load, judged per metric (throughput,
+p50, p99 and, with --budget-ms, goodput) as better, worse, no difference or inconclusive, each with its change
+and interval. `--aa` measures A against itself: the noise floor of the machine and the method.
+
+An arm spec is comma-separated key=value pairs (empty: the model as served): `model=NAME` another served
+model, `version=N` a version folder, or serving changes such as `max_queue_delay_us=5000,instances=2`
+(`preferred_batch_sizes=8+16`). A local server (the default) serves both arms side by side under two model
+names, so nothing reloads between trials; docs/compare.md says how. perf_analyzer measures tensor models,
+Locust the others. Writes reports/compare-MODEL/ (results.json with every trial, summary.md).
+
+Exit status: 0 no regression (B better or no different in every metric); 1 B worse in some metric; 2 bad
+arguments; 3 the server or the load generator failed; 4 inconclusive (a line says how many trials would
+likely settle it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+from export import config as config_io
+from export.errors import ExportError
+from loadtest.drive import apply, perf, profile_export, target
+from loadtest.drive.payloads import add_payload_arguments, default_options, is_decoupled, payload_options, payloads
+from loadtest.drive.target import Endpoints
+from loadtest.errors import LoadTestError
+from loadtest.measure import evidence, probe, trials
+from loadtest.measure.probe import Load, Measurement
+from loadtest.measure.study_report import save_report
+from loadtest.studies.compare import gate
+from loadtest.studies.compare.spec import ArmSpec, CompareError, ServedArm, needs_pipeline, parse_spec, plan, stage
+from tritonkit_errors import ExitStatus
+
+EXAMPLES = """\
+examples:
+  tritonkit compare digits --b max_queue_delay_us=5000 --users 1
+  tritonkit compare digits --b model=digits_onnx --rate 400 --budget-ms 5
+  tritonkit compare digits --aa --users 8 --trials 10                 the noise floor
+  tritonkit compare digits --b-repository candidate/model_repository --users 8
+"""
+
+
+def _number(kind, low: float, strict: bool):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (value > low if strict else value >= low) or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {'>' if strict else '>='} {low:g}")
+        return value
+
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="the model compared (a model of the repository)")
+    parser.add_argument("--a", default="", metavar="SPEC", help="arm A (default: the model as served)")
+    parser.add_argument("--b", metavar="SPEC", help="arm B, e.g. max_queue_delay_us=5000,instances=2 or model=NAME")
+    parser.add_argument("--aa", action="store_true", help="A/A: measure A as both arms (the noise floor)")
+    parser.add_argument("--a-repository", type=Path, metavar="DIR", help="arm A's model folder from this repository")
+    parser.add_argument("--b-repository", type=Path, metavar="DIR", help="arm B's model folder from this repository")
+    load = parser.add_mutually_exclusive_group(required=True)
+    load.add_argument("--users", type=_number(int, 0, True), help="closed loop: this many clients")
+    load.add_argument("--rate", type=_number(float, 0, True), help="open loop: this many requests per second")
+    parser.add_argument("--trials", type=int, default=5, help="trials of each arm (default 5, at least 2)")
+    parser.add_argument(
+        "--duration", type=_number(float, 0, True), default=5.0, help="seconds measured per trial (default 5)"
+    )
+    parser.add_argument(
+        "--warmup-rounds", type=_number(int, 0, False), default=1, help="rounds run first and left out (default 1)"
+    )
+    parser.add_argument(
+        "--min-effect",
+        type=_number(float, 0, False),
+        default=0.05,
+        help="relative change that matters (default 0.05): smaller is 'no difference'",
+    )
+    parser.add_argument("--budget-ms", type=_number(float, 0, True), help="latency budget that goodput counts")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    parser.add_argument("--out", type=Path, help="report folder (default reports/compare-MODEL)")
+    add_payload_arguments(parser)
+    target.add_server_arguments(parser)
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "compare",
+        help="A/B regression gate: two served configs, versions or models measured interleaved; --aa: noise floor",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def arm_specs(args: argparse.Namespace) -> tuple[dict[str, ArmSpec], bool]:
+    """The two arms from the flags, and whether this is an A/A comparison."""
+    evidence.require_trials(args.trials)
+    if args.aa and (args.b is not None or args.b_repository):
+        raise CompareError("--aa measures A as both arms: drop --b and --b-repository")
+    if not args.aa and args.b is None and not args.b_repository:
+        raise CompareError("give --b SPEC (or --b-repository DIR), or --aa for the noise floor")
+    a = parse_spec(args.a)
+    b = a if args.aa else parse_spec(args.b)
+    for folder in (args.a_repository, None if args.aa else args.b_repository):
+        if folder is not None and not Path(folder).is_dir():
+            raise CompareError(f"repository {folder} is not a folder")
+    a = _with_repository(a, args.a_repository)
+    b = a if args.aa else _with_repository(b, args.b_repository)
+    return {"A": a, "B": b}, a.same_as(b)
+
+
+def _with_repository(spec: ArmSpec, folder: Path | None) -> ArmSpec:
+    return dataclasses.replace(spec, repository=Path(folder).resolve()) if folder else spec
+
+
+def run(args: argparse.Namespace) -> int:
+    out = args.out or Path("reports") / f"compare-{args.model}"
+    try:
+        specs, aa = arm_specs(args)
+    except (LoadTestError, ValueError) as exc:
+        print(f"compare: error: {exc}", file=sys.stderr)
+        return int(ExitStatus.USAGE)
+    remote = bool(args.http_url)
+    repository = Path(args.repository).resolve()
+    if not args.http_url and not args.server_cpus and not args.client_cpus:
+        args.client_cpus, args.server_cpus = target.split_cpus()
+    with tempfile.TemporaryDirectory(prefix="tritonkit-compare-") as staged:
+        try:
+            arms = plan(args.model, specs, repository, remote=remote)
+            if not remote:
+                stage(arms, repository, Path(staged))
+        except (LoadTestError, ValueError, OSError) as exc:
+            print(f"compare: error: {exc}", file=sys.stderr)
+            return int(ExitStatus.USAGE)
+        served = tuple(dict.fromkeys(arm.served for arm in arms))
+        models = ("*",) if needs_pipeline(repository, arms) else served
+        server_args = argparse.Namespace(**{**vars(args), "repository": Path(staged)}) if not remote else args
+        status, value = target.run_with_server(
+            server_args, models, lambda endpoints, _server: _compare(args, arms, aa, endpoints, out)
+        )
+    return value if status == 0 else status
+
+
+def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoints: Endpoints, out: Path) -> int:
+    load = Load(users=args.users, rate=args.rate)
+    originals = {arm.served: apply.served_config(endpoints.http, arm.served) for arm in arms}
+    configs = {arm.name: _changed(endpoints, arm, originals[arm.served]) for arm in arms}
+    shared = arms[0].served == arms[1].served and configs["A"] != configs["B"]
+    try:
+        if not shared:  # each arm has its own name: its config is loaded once
+            for arm in arms:
+                if arm.spec.changes:
+                    apply.load(endpoints.http, arm.served, configs[arm.name])
+        generator = _generator([apply.served_config(endpoints.http, arm.served) for arm in arms])
+        options = default_options(args.model, payload_options(args))
+        config = apply.served_config(endpoints.http, arms[0].served)
+        out.mkdir(parents=True, exist_ok=True)
+        input_data = None
+        if generator == "perf_analyzer":
+            input_data = perf.write_input_data(out / "input_data.json", payloads(config, options), config)
+        budget = args.budget_ms if args.budget_ms is not None else math.inf
+        print(
+            f"compare {args.model}: {'A/A' if aa else 'A/B'}; A {arms[0].spec.describe()} ({arms[0].served}), "
+            f"B {arms[1].spec.describe()} ({arms[1].served}); {load.text()}, {generator}, {args.trials} trials of "
+            f"{args.duration:g} s + {args.warmup_rounds} warm-up round(s), interleaved",
+            flush=True,
+        )
+        measured = [
+            trials.Arm(
+                arm.name,
+                _measurer(args, endpoints, arm, load, generator, input_data, options, budget, out),
+                (lambda arm=arm: apply.load(endpoints.http, arm.served, configs[arm.name])) if shared else None,
+            )
+            for arm in arms
+        ]
+        results = trials.run_trials(measured, args.trials, warmup_rounds=args.warmup_rounds)
+    finally:
+        if args.http_url:  # a running server gets its configs back; a local one stops with the run
+            apply.restore(endpoints.http, {a.served: originals[a.served] for a in arms if a.spec.changes})
+    verdict = gate.judge(results, args.min_effect, budget)
+    data = {
+        "model": args.model,
+        "mode": "A/A" if aa else "A/B",
+        "command": shlex.join(["tritonkit", *sys.argv[1:]]),
+        "arms": [arm.to_dict() for arm in arms],
+        "load": load.text(),
+        "generator": generator,
+        "trials": args.trials,
+        "duration_s": args.duration,
+        "warmup_rounds": args.warmup_rounds,
+        "min_effect": args.min_effect,
+        "budget_ms": args.budget_ms,
+        "cpus": {"generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)},
+        "results": {name: result.to_dict() for name, result in results.items()},
+        "verdict": verdict.to_dict(),
+    }
+    if aa and verdict.comparisons:
+        data["noise_floor"] = gate.noise_floor(verdict.comparisons)
+    save_report(data, out, None, gate.markdown)
+    for line in gate.lines(verdict, aa):
+        print(line, file=sys.stderr if verdict.broken else sys.stdout)
+    print(f"report: {out / 'summary.md'} (every trial in {out / 'results.json'}); exit status {int(verdict.status)}")
+    return int(verdict.status)
+
+
+def _changed(endpoints: Endpoints, arm: ServedArm, original: dict) -> dict:
+    """The config the arm serves (Triton's JSON): its served one with the arm's serving changes."""
+    if not arm.spec.changes:
+        return original
+    try:
+        return config_io.to_json(arm.spec.changes.apply(config_io.from_json(original)))
+    except ExportError as exc:
+        raise CompareError(f"arm {arm.name} ({arm.spec.describe()}): {exc}") from None
+
+
+def _generator(configs: list[dict]) -> str:
+    """perf_analyzer when every arm is a tensor model it can drive, else Locust for both: one generator."""
+    kinds = set()
+    for config in configs:
+        datatypes = [str(t.get("data_type", "")).removeprefix("TYPE_") for t in config.get("input", [])]
+        platform = config.get("platform") or config.get("backend", "")
+        kinds.add(probe.generator_for(platform, is_decoupled(config), datatypes))
+    return "locust" if "locust" in kinds else "perf_analyzer"
+
+
+def _measurer(args, endpoints, arm, load, generator, input_data, options, budget, out):
+    """One trial of ``arm``: perf_analyzer's three windows together last --duration; Locust runs --duration."""
+    count = iter(range(1, 1_000_000))
+
+    def measure() -> Measurement:
+        if generator == "perf_analyzer":
+            return probe.with_perf_analyzer(
+                endpoints,
+                arm.served,
+                load,
+                protocol=args.protocol,
+                input_data=input_data,
+                measurement_ms=max(100, round(args.duration * 1000 / profile_export.STABILITY_WINDOWS)),
+                max_trials=profile_export.STABILITY_WINDOWS,
+                budget_ms=budget,
+            )
+        work = out / "runs"
+        work.mkdir(parents=True, exist_ok=True)
+        return probe.with_locust(
+            endpoints,
+            args.model,
+            arm.served,
+            load,
+            work,
+            f"{arm.name}-{next(count)}",
+            protocol=args.protocol,
+            duration_s=args.duration,
+            payload=options.to_table(),
+            budget_ms=budget,
+            log=lambda *_: None,
+        )
+
+    return measure

@@ -1,0 +1,66 @@
+"""`tritonkit compare` as a user runs it, on digits with the local server it starts (the arms served side by
+side from a staged repository, which is what is under test here, so not the session's server): A/A is not
+called better or worse, and a 5 ms batching window at one closed-loop user is a p50 regression (exit 1).
+Each run is a few seconds of load a trial on a shared 2-core machine."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from tritonkit_errors import ExitStatus
+
+PROJECT = Path(__file__).resolve().parents[2]
+SHORT = ["--users", "1", "--duration", "2", "--warmup-rounds", "1"]
+
+
+def tritonkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", *args], cwd=PROJECT, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def verdicts(out: Path) -> dict[str, str]:
+    results = json.loads((out / "results.json").read_text())
+    return {c["metric"]: c["verdict"] for c in results["verdict"]["comparisons"]}
+
+
+def test_a_against_itself_is_not_called_better_or_worse_in_p50(repository, tmp_path):
+    out = tmp_path / "aa"
+    done = tritonkit("compare", "digits", "--aa", *SHORT, "--trials", "3", "--budget-ms", "50", "--out", str(out))
+    log = done.stdout[-3000:] + done.stderr[-3000:]
+    # The noise of this shared machine often leaves 3 trials inconclusive; what must not happen is a verdict.
+    assert done.returncode in (ExitStatus.OK, ExitStatus.INCONCLUSIVE, ExitStatus.FAILED), log
+    assert verdicts(out)["p50_ms"] in ("no difference", "inconclusive"), log
+    assert "A/A noise floor" in done.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert results["mode"] == "A/A" and [a["served"] for a in results["arms"]] == ["digits", "digits__b"]
+    trials = results["results"]["A"]["trials"] + results["results"]["B"]["trials"]
+    assert len(trials) == 6 and all(t["generator"] == "perf_analyzer" for t in trials)
+    # Goodput from perf_analyzer's profile export: a share of the requests, at most the throughput.
+    for t in trials:
+        assert 0 <= t["goodput_share"] <= 1 and not math.isnan(t["goodput_rps"])
+        assert t["goodput_rps"] <= t["throughput"] * 1.05
+    assert "| p50 |" in (out / "summary.md").read_text()
+
+
+def test_a_5_ms_batching_window_at_one_user_is_a_p50_regression(repository, tmp_path):
+    out = tmp_path / "ab"
+    done = tritonkit(
+        "compare",
+        "digits",
+        "--a",
+        "max_queue_delay_us=0",
+        "--b",
+        "max_queue_delay_us=5000",
+        *SHORT,
+        "--trials",
+        "4",
+        "--out",
+        str(out),
+    )
+    log = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == ExitStatus.FAILED, log
+    assert verdicts(out)["p50_ms"] == "worse", log
+    assert "p50_ms: B is worse than A" in done.stdout
