@@ -77,7 +77,6 @@ def build_parser() -> argparse.ArgumentParser:
     from loadtest import capacity_cli
     from loadtest import cli as loadtest_cli
     from loadtest.studies.compare import command as compare_cli
-    from loadtest.studies.compare import command as compare_cli
     from loadtest.tune import command as tune_cli
 
     parser = argparse.ArgumentParser(
@@ -88,7 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
     deploy_cli.register(subparsers)
     loadtest_cli.register(subparsers)
     tune_cli.register(subparsers)
-    compare_cli.register(subparsers)
     compare_cli.register(subparsers)
     capacity_cli.register(subparsers)
     demo.register(subparsers)
