@@ -1,0 +1,68 @@
+"""`tritonkit capacity` against the session's real server, with short runs: digits' capacity under a 50 ms p99
+with an interval from two trials, the replica plan and HPA patch; and a budget no load can meet exits 1
+naming the lowest rate probed and its p99."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+PROJECT = Path(__file__).resolve().parents[2]
+# Short: a flow check on a shared machine. Runs of 3 s from 10 req/s, the bracket narrowed to 50%.
+SHORT = ["--duration", "3", "--start-rate", "10", "--max-rate", "80", "--tolerance", "0.5"]
+
+
+def capacity(server, *args: str) -> subprocess.CompletedProcess:
+    c = server.config
+    urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
+    return subprocess.run(
+        [sys.executable, "-m", "tritonkit_cli", "capacity", *args, *urls],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, tmp_path):
+    out, patch = tmp_path / "report", tmp_path / "hpa-patch.yaml"
+    done = capacity(
+        server,
+        "digits",
+        "--slo-p99-ms",
+        "50",
+        "--trials",
+        "2",
+        *SHORT,
+        "--target-rps",
+        "100",
+        "--write-patch",
+        str(patch),
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    line = re.search(
+        r"p99 <= 50 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), 2 trials", done.stdout
+    )
+    assert line, done.stdout
+    estimate, low, high = (float(line.group(i)) for i in (2, 3, 4))
+    assert low <= estimate <= high
+    assert "for Poisson arrivals" in done.stdout and "replicas for 100 req/s:" in done.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 2
+    assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()
+    hpa = yaml.safe_load(patch.read_text())
+    assert hpa["kind"] == "HorizontalPodAutoscaler" and hpa["spec"]["maxReplicas"] >= 2
+
+
+def test_a_budget_no_load_can_meet_exits_1_naming_the_lowest_rate_and_its_p99(server, tmp_path):
+    done = capacity(server, "digits", "--slo-p99-ms", "0.001", "--trials", "2", *SHORT, "--out", str(tmp_path))
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    (line,) = [text for text in done.stderr.splitlines() if text.strip()]
+    assert re.fullmatch(
+        r"capacity digits: no rate meets p99 <= 0.001 ms: the lowest probed, 10 req/s, had p99 [0-9.]+ ms .*", line
+    )
