@@ -127,13 +127,14 @@ def require_trials(trials: int, flag: str = "--trials") -> int:
 
 
 def interleaved(arms: Sequence[str], trials: int) -> list[tuple[int, str]]:
-    """The order to measure ``arms`` in: round by round, every arm once a round (A B A B ..., never A A B B),
-    so drift of the machine over the run falls on every arm alike. ``(round, arm)`` pairs."""
+    """The order to measure ``arms`` in: round by round, every arm once a round, never all trials of one arm
+    first (A A B B). Odd rounds run backwards (A B, B A, A B, ...), so a drift of the machine within a round
+    falls on every arm alike once rounds are paired, not always on the arm measured last. ``(round, arm)``."""
     if len(set(arms)) != len(arms):
         raise EvidenceError(f"arms {list(arms)} must have distinct names")
     if trials < 1:
         raise EvidenceError(f"trials={trials} must be >= 1")
-    return [(r, arm) for r in range(trials) for arm in arms]
+    return [(r, arm) for r in range(trials) for arm in (arms if r % 2 == 0 else list(reversed(arms)))]
 
 
 def trials_to_settle(values: Sequence[float], limit: float, confidence: float = CONFIDENCE) -> int | None:
@@ -329,8 +330,10 @@ def compare(
     metric: str, a_values: Sequence[float], b_values: Sequence[float], min_effect: float, confidence: float = CONFIDENCE
 ) -> Comparison:
     """B against A: *no difference* when the whole interval of the change lies within +-``min_effect``;
-    else *better* or *worse* when it excludes no change; else *inconclusive*. Trials of equal count pair by
-    round (the interleaved order), which cancels the machine's drift between rounds."""
+    *better* or *worse* when the interval excludes no change and the estimate is beyond the minimum effect;
+    else *inconclusive* (a change that is surely there but may be smaller than the minimum effect is not yet a
+    regression). Trials of equal count pair by round (the interleaved order), which cancels the machine's drift
+    between rounds."""
     a, b = _finite(a_values), _finite(b_values)
     if len(a) < 2 or len(b) < 2:
         raise EvidenceError(f"{metric}: comparing needs at least 2 trials of each side, got {len(a)} and {len(b)}")
@@ -350,9 +353,9 @@ def compare(
     higher_better = metric in HIGHER_IS_BETTER
     if -min_effect <= change.low and change.high <= min_effect:
         verdict = Difference.SAME
-    elif change.low > 0:
+    elif change.low > 0 and change.estimate > min_effect:
         verdict = Difference.BETTER if higher_better else Difference.WORSE
-    elif change.high < 0:
+    elif change.high < 0 and change.estimate < -min_effect:
         verdict = Difference.WORSE if higher_better else Difference.BETTER
     else:
         verdict = Difference.INCONCLUSIVE

@@ -109,10 +109,10 @@ def test_a_trial_with_no_success_fails_the_p99_limit():
     assert verdict.verdict is Verdict.FAIL
 
 
-def test_arms_are_interleaved_round_by_round_never_back_to_back():
-    order = evidence.interleaved(["A", "B"], 3)
-    assert [arm for _, arm in order] == ["A", "B", "A", "B", "A", "B"]
-    assert [r for r, _ in order] == [0, 0, 1, 1, 2, 2]
+def test_arms_are_interleaved_round_by_round_with_odd_rounds_reversed():
+    order = evidence.interleaved(["A", "B", "C"], 3)
+    assert [arm for _, arm in order] == ["A", "B", "C", "C", "B", "A", "A", "B", "C"]
+    assert [r for r, _ in order] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
 
 def test_interleaving_refuses_two_arms_of_one_name():
@@ -140,6 +140,13 @@ def test_a_slower_p50_is_worse_and_a_faster_one_better():
     assert worse.change.low > 9  # B/A - 1: about ten times slower
     assert evidence.compare("p50_ms", b, a, 0.05).verdict is Difference.BETTER
     assert "worse" in worse.text()
+
+
+def test_a_change_surely_there_but_maybe_smaller_than_the_minimum_effect_is_inconclusive():
+    a = [100.0, 100.0, 100.0, 100.0]
+    b = [101.0, 106.0, 104.0, 105.0]  # about +0.6% to +7.3%: surely slower, not surely by 5%
+    assert evidence.compare("p99_ms", a, b, 0.05).verdict is Difference.INCONCLUSIVE
+    assert evidence.compare("p99_ms", a, b, 0.02).verdict is Difference.WORSE
 
 
 def test_higher_throughput_is_better():

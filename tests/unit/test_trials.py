@@ -19,12 +19,12 @@ def _arm(name, values, calls, prepares=None):
     return trials.Arm(name, measure, prepare)
 
 
-def test_arms_are_measured_a_b_a_b_with_the_warm_up_round_left_out():
+def test_arms_are_measured_interleaved_with_the_warm_up_round_left_out():
     calls, prepares = [], []
     arms = [_arm("A", [1, 10, 11, 12], calls, prepares), _arm("B", [2, 20, 21, 22], calls, prepares)]
     results = trials.run_trials(arms, 3, warmup_rounds=1, log=lambda _: None)
-    assert calls == ["A", "B"] * 4
-    assert prepares == ["A", "B"] * 4  # the server is switched before every trial of the other arm
+    assert calls == ["A", "B", "B", "A"] * 2
+    assert prepares == ["A", "B", "A", "B", "A"]  # switched only when the arm changes (A B | B A | A B | B A)
     assert [m.throughput for m in results["A"].trials] == [10, 11, 12]
     assert [m.throughput for m in results["A"].warmup] == [1]
     assert results["B"].intervals()["throughput"].estimate == 21
