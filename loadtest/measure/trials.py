@@ -1,7 +1,7 @@
 """Repeated, interleaved trials of the things compared, and their figures with intervals.
 
 An *arm* is one thing measured (a served config, a model version, a rate); ``run_trials`` measures every arm
-once a round for ``trials`` rounds (A B A B ..., ``evidence.interleaved``), switching the server to each arm
+once a round for ``trials`` rounds (A B, B A, ...: ``evidence.interleaved``), switching the server to each arm
 before its trial. Each trial is one ``Measurement`` (``loadtest.measure.probe``: perf_analyzer or Locust behind
 one interface); ``summarize`` turns an arm's trials into an interval per figure and ``slo.verdict`` judges them.
 """

@@ -16,7 +16,7 @@ MODEL=NAME``) with the requests of ``tritonkit loadtest --model`` (the payload f
 own real data). Rows 2-5 run the same closed-loop Locust load (same users, duration, warm-up and processes).
 
 Trials: the rows are measured round by round, ``--trials`` rounds (default 3; row 1 too, so every ratio pairs
-up): 1 2 3 4 5, 1 2 3 4 5, ... (``loadtest.measure.trials.run_trials``), never all trials of one row first, so
+up): 1 2 3 4 5, 5 4 3 2 1, ... (``loadtest.measure.trials.run_trials``), never all trials of one row first, so
 the machine's drift falls on every row alike. Each row reports throughput, p50 and p99 with 95% intervals over
 its trials; each ratio is paired by round (``bench_report.paired_ratio``); a target whose interval straddles
 its threshold is inconclusive. One trial is allowed and labelled "1 trial, no interval".

@@ -9,7 +9,7 @@
 2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, with the model's queue policy (from its
    served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and with
    none, each applied through model control (the served config is restored afterwards). At each load the two
-   configs run ``--trials`` times each, interleaved (policy, none, policy, none, ...), so the machine's drift
+   configs run ``--trials`` times each, interleaved (policy, none, none, policy, ...: ``evidence.interleaved``), so the machine's drift
    falls on both alike. The default, 3 trials of 15 s, keeps the study near 10 minutes on a 2-core machine
    (18 runs, the search, a reload per run and the drain of the runs without a policy).
 3. **Table.** Per trial: offered and accepted rate, refusal rate (refused / offered), client drops, other
@@ -269,7 +269,7 @@ def measure(
     log=print,
 ) -> dict[str, Any]:
     """Saturation, then open-loop load at each factor: ``trials`` runs with and ``trials`` without the queue
-    policy, interleaved (A B A B ...); the results dict.
+    policy, interleaved (A B, B A, ...); the results dict.
     ``policy`` replaces the served policy; ``overrides`` changes single fields of it (None keeps a field);
     ``payload``: the requests' payload table (``Scenario.payload``; default: the catalog model's samples, else
     random values from the served config)."""
@@ -303,7 +303,7 @@ def measure(
     try:
         for factor in factors:
             rate = round(sat.rps * factor, 1)
-            # the two configs interleaved at this load: A B A B ..., each switch a reload through model control
+            # the two configs interleaved at this load (A B, B A, ...), each switch a reload through model control
             for round_, name in evidence.interleaved([WITH_POLICY, WITHOUT_POLICY], trials):
                 variant, trial = by_name[name], round_ + 1
                 settle(endpoints, served)  # a run without a policy can leave a backlog behind

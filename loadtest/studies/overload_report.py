@@ -226,7 +226,7 @@ def summary_md(data: dict[str, Any]) -> str:
         f"{data['policy']}. Open-loop Poisson load, {data['duration_s']:g} s per run "
         f"({data['warmup_s']:g} s warm-up left out), client slots (max_inflight) {data['max_inflight']}. "
         + (
-            f"{trials} trials per config and load, the two configs interleaved at each load (A B A B)."
+            f"{trials} trials per config and load, the two configs interleaved at each load (A B, B A, ...)."
             if trials > 1
             else "1 trial per config and load, no interval."
         ),

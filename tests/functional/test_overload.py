@@ -106,8 +106,8 @@ def test_the_command_writes_the_report(digits_server, tmp_path):
     assert [(r["config"], r["factor"], r["trial"]) for r in data["rows"]] == [
         (overload.WITH_POLICY, 2.0, 1),
         (overload.WITHOUT_POLICY, 2.0, 1),
-        (overload.WITH_POLICY, 2.0, 2),
         (overload.WITHOUT_POLICY, 2.0, 2),
+        (overload.WITH_POLICY, 2.0, 2),
     ]
     assert [lv["trials"] for lv in data["verdict"]["levels"]] == [2, 2]
     assert status == overload.EXIT[data["verdict"]["verdict"]]

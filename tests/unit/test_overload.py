@@ -479,13 +479,13 @@ def test_each_load_runs_its_trials_interleaved_across_the_two_configs(monkeypatc
         log=lambda *_: None,
     )
     a, b = overload.WITH_POLICY, overload.WITHOUT_POLICY
-    assert ran == [(100.0, a), (100.0, b), (100.0, a), (100.0, b), (200.0, a), (200.0, b), (200.0, a), (200.0, b)]
-    assert applied == [name for _, name in ran]  # every switch of config is a reload
+    assert ran == [(100.0, a), (100.0, b), (100.0, b), (100.0, a), (200.0, a), (200.0, b), (200.0, b), (200.0, a)]
+    assert applied == [a, b, a, b, a]  # every switch of config is a reload, and only a switch
     assert [(r["config"], r["factor"], r["trial"]) for r in data["rows"][:4]] == [
         (a, 1.0, 1),
         (b, 1.0, 1),
-        (a, 1.0, 2),
         (b, 1.0, 2),
+        (a, 1.0, 2),
     ]
     assert data["trials"] == 2 and {lv["trials"] for lv in data["verdict"]["levels"]} == {2}
     with pytest.raises(ValueError, match="--trials 0 must be an integer >= 1"):

@@ -1,5 +1,5 @@
 """`tritonkit compare MODEL --b SPEC (--users N | --rate R)`: is B worse than A? Two served configs, versions
-or models of one model, measured interleaved (A B A B ...) at the same load, judged per metric (throughput,
+or models of one model, measured interleaved (A B, B A, ...) at the same load, judged per metric (throughput,
 p50, p99 and, with --budget-ms, goodput) as better, worse, no difference or inconclusive, each with its change
 and interval. `--aa` measures A against itself: the noise floor of the machine and the method.
 

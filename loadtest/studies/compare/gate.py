@@ -164,7 +164,7 @@ def markdown(data: dict[str, Any]) -> str:
         f"- A: {data['arms'][0]['spec']} (served as `{data['arms'][0]['served']}`)",
         f"- B: {data['arms'][1]['spec']} (served as `{data['arms'][1]['served']}`)",
         f"- load: {data['load']}, {data['generator']}, {data['trials']} trials of {data['duration_s']:g} s "
-        f"(+{data['warmup_rounds']} warm-up rounds), interleaved A B A B; minimum effect {data['min_effect']:.0%}"
+        f"(+{data['warmup_rounds']} warm-up rounds), interleaved A B, B A, ...; minimum effect {data['min_effect']:.0%}"
         + (f"; goodput budget {data['budget_ms']:g} ms" if data.get("budget_ms") is not None else ""),
         f"- command: `{data['command']}`",
         f"- exit status {verdict['status']}",
