@@ -51,8 +51,8 @@ from tritonkit_errors import ExitStatus
 REPORTS = Path("reports") / "tune"
 EXAMPLES = """\
 examples:
-  tritonkit tune digits --slo-p99-ms 5 --users 16
-  tritonkit tune digits --slo-p99-ms 5 --users 16 --analyzer       also Model Analyzer's pick, same load
+  tritonkit tune digits --slo-p99-ms 30 --users 4 --trials 3
+  tritonkit tune digits --slo-p99-ms 30 --users 4 --analyzer       also Model Analyzer's pick, same load
   tritonkit tune scorer --slo-p99-ms 20 --rate 500 --budget-s 60 --dry-run
   tritonkit tune minilm --slo-p99-ms 400 --users 8 --shape input_ids:32 --shape attention_mask:32
 """
