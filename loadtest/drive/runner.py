@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import threading
 from pathlib import Path
 
 from loadtest.campaign import Scenario
+from loadtest.drive.arrivals import from_shape
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
 from loadtest.drive.payloads import PayloadOptions, default_options, payloads
 from loadtest.errors import RunError
@@ -81,7 +83,11 @@ def payload_options(scenario: Scenario, served_model: str) -> PayloadOptions:
 
 def check_payloads(scenario: Scenario, served_model: str, config: dict) -> list[dict]:
     """Make the scenario's payloads against the served ``config`` here, before any load: a bad option or data
-    file stops the run with a ``PayloadError`` naming it. Returns them (batch-1 samples)."""
+    file stops the run with a ``PayloadError`` naming it. Returns them (batch-1 samples). An open shape's
+    arrival pattern is read here too, so a replay's schedule file that does not parse stops it as early
+    (``ArrivalError``, a ``CampaignError``)."""
+    if scenario.shape.get("kind") == "open":
+        from_shape(scenario.shape, f"scenario {scenario.name!r}: shape")
     return payloads(config, payload_options(scenario, served_model))
 
 
@@ -106,6 +112,9 @@ def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Pat
         "max_inflight": scenario.shape.get("max_inflight", 256),
         "warmup_s": scenario.warmup_s,
         "out": str(out_json),
+        # Every Locust process draws the same open-loop schedule and sends its share (loadtest/drive/arrivals.py);
+        # a fresh seed per run keeps repeated runs independent.
+        "arrival_seed": secrets.randbits(32),
     }
     if config is not None:
         settings["config"] = config

@@ -10,11 +10,14 @@ Two ways to load a server:
 - closed loop (``users``, ``step``, ``spike`` shapes): each user sends a request, waits for the answer,
   sends the next. Simple, but a slow server slows the clients down, so queueing delay never shows
   (coordinated omission).
-- open loop (``open`` shape): each user draws Poisson arrivals at its share of the target rate and sends
-  each in its own greenlet, whether or not earlier ones have returned; latency counts from the moment the
-  request was due, so time spent waiting for a free connection is charged to the server, as a real
-  client would experience it. Arrivals beyond ``max_inflight`` outstanding requests are dropped and
-  counted as failures: the client is saturated and the figure says so.
+- open loop (``open`` shape): arrivals at the target rate, Poisson unless the shape's ``arrival`` names
+  another pattern (gamma, ramp, replay of a recorded schedule: ``loadtest/drive/arrivals.py``). Each
+  Locust process (one user each) draws the run's one schedule from the shared ``arrival_seed`` and sends
+  every N-th arrival (N = ``generators``, its share), each in its own greenlet, whether or not earlier ones
+  have returned; latency counts from the moment the request was due, so time spent waiting for a free
+  connection is charged to the server, as a real client would experience it. Arrivals beyond
+  ``max_inflight`` outstanding requests are dropped and counted as failures: the client is saturated and
+  the figure says so.
 
 Retry is opt-in: ``settings["retry"] = {"attempts": N, "backoff_ms": B}`` (optional ``max_backoff_ms``) sends
 a request that failed with a retryable status again, up to N attempts in all, with exponential backoff and
@@ -30,9 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import pickle
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gevent
@@ -44,6 +49,7 @@ from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
 from loadtest.drive import apply
+from loadtest.drive.arrivals import Arrival, Due, from_shape
 from loadtest.drive.latency import Recorder
 from loadtest.drive.payloads import PayloadOptions, default_options, payloads, served_model
 
@@ -206,13 +212,18 @@ class LoadTarget:
     url: str
     payloads: list[dict[str, np.ndarray]]
     decoupled: bool
+    arrival: Arrival | None = None
+    """The open loop's arrival pattern (None: a closed-loop shape)."""
 
 
 def resolve(settings: dict[str, Any], host: str = "") -> LoadTarget:
     """The settings' model, protocol and payload options made concrete: the served config is read off the
     server (unless ``settings["config"]`` carries it: the FastAPI baseline has none to give) and turned
-    into payloads. Raises ``PayloadError`` (bad options) or ``ValueError`` (no model or URL named)."""
+    into payloads. Raises ``PayloadError`` (bad options) or ``ValueError`` (no model or URL named, a bad
+    arrival pattern or schedule)."""
     protocol = settings.get("protocol", "grpc")
+    shape = settings.get("shape", {"kind": "users"})
+    arrival = from_shape(shape, "TRITONKIT_LOAD shape") if shape.get("kind") == "open" else None
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
     served = settings.get("served_model") or settings.get("model")
@@ -229,7 +240,8 @@ def resolve(settings: dict[str, Any], host: str = "") -> LoadTarget:
     else:
         options = default_options(served, PayloadOptions.from_table(settings.get("payload"), "TRITONKIT_LOAD payload"))
         samples = payloads(config, options)
-    return LoadTarget(settings.get("model") or served, served, protocol, url, samples, served_model(config).decoupled)
+    decoupled = served_model(config).decoupled
+    return LoadTarget(settings.get("model") or served, served, protocol, url, samples, decoupled, arrival)
 
 
 def fetch_config(settings: dict[str, Any], protocol: str, url: str, model: str) -> dict:
@@ -273,7 +285,9 @@ class TritonUser(User):
         self.sender = make_sender(target, pool)
         self.index = random.randrange(len(self.sender.payloads))
         self.inflight = gevent.pool.Group()
-        self.rate = float(shape.get("rate", 0)) / max(1, int(shape.get("generators", 1)))
+        if self.open_loop:
+            worker = max(0, getattr(self.environment.runner, "worker_index", 0))
+            self.dues = open_loop_dues(target.arrival, self.settings, worker)
         self.retry = RetryPolicy.from_settings(self.settings)
 
     def on_stop(self) -> None:
@@ -283,12 +297,12 @@ class TritonUser(User):
         self.inflight.kill(block=True, timeout=5)
         self.sender.close()
 
-    def _timed(self, started: float) -> None:
+    def _timed(self, started: float, payload: int | None = None) -> None:
         second = int(started - RUN_START[0])
         warming = started - RUN_START[0] < float(self.settings.get("warmup_s", 0))
         self.index += 1
         name = f"{self.protocol}:{self.model}"
-        index = self.index
+        index = self.index if payload is None else payload
         try:
             # Opt-in retry of retryable failures; the latency stays that of the whole request (first send on).
             call_with_retry(
@@ -328,10 +342,16 @@ class TritonUser(User):
         if not self.open_loop:
             self._timed(time.monotonic())
             return
-        due = time.monotonic()
+        # The schedule runs on the run's clock (a ramp ends at the run's end, every process keeps time
+        # together); what fell due before this user was ready was never sent, not sent late in one burst.
+        ready = time.monotonic()
         end = RUN_START[0] + float(self.settings.get("shape", {}).get("duration_s", float("inf")))
-        while self._state != LOCUST_STATE_STOPPING:
-            due += random.expovariate(self.rate)
+        for offset, payload in self.dues:
+            if self._state == LOCUST_STATE_STOPPING:
+                break
+            due = RUN_START[0] + offset
+            if due < ready:
+                continue
             if due >= end:  # the run is over: let the answers in, then idle until Locust stops the user
                 self.inflight.join(timeout=30)
                 gevent.sleep(max(0.0, end - time.monotonic()) + 1.0)
@@ -342,5 +362,15 @@ class TritonUser(User):
             if len(self.inflight) >= self.sender.pool:
                 RECORDER.drop(_second())
                 continue
-            self.inflight.spawn(self._timed, due)
+            self.inflight.spawn(self._timed, due, payload)
         self.inflight.join(timeout=10)
+
+
+def open_loop_dues(arrival: Arrival, settings: dict[str, Any], generator: int) -> Iterator[Due]:
+    """This generator's share of the run's arrivals (offsets from the run's start): generator ``generator`` of the
+    shape's ``generators`` sends every N-th arrival of the one schedule all draw from ``arrival_seed``."""
+    shape = settings["shape"]
+    count = max(1, int(shape.get("generators", 1)))
+    rate = float(shape["rate"]) if "rate" in shape else None
+    duration = float(shape.get("duration_s", math.inf))
+    return arrival.share(rate, duration, int(settings.get("arrival_seed", 0)), generator % count, count)
