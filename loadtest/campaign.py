@@ -4,7 +4,7 @@ A campaign runs every scenario under every variant (a variant lists the models i
 whose model it does not name runs as deployed). Example, with every key::
 
     name = "digits-tuning"
-    trials = 1                # runs of each scenario under each variant, interleaved (variant A, B, A, B, ...);
+    trials = 1                # runs of each scenario under each variant, interleaved (variants A B, B A, ...);
                               # 2 or more: every figure gets its 95% interval and the verdict may be inconclusive
     [slo]
     p99_ms = 5.0              # client-side p99 budget

@@ -39,7 +39,7 @@ def pairs_of(campaign: Campaign) -> list[Pair]:
 def schedule(pairs: list[Pair]) -> list[tuple[Candidate, Scenario, int]]:
     """The order of the trials, ``(variant, scenario, trial index)``. All at one trial: the pairs' order
     (variant by variant, so each config is applied once). Else scenario by scenario, its variants interleaved
-    round by round (A B A B, ``evidence.interleaved``), so the machine's drift falls on every variant alike."""
+    round by round (A B, B A, ...: ``evidence.interleaved``), so the machine's drift falls on every variant alike."""
     if all(s.trials == 1 for _, s in pairs):
         return [(v, s, 0) for v, s in pairs]
     order = []
