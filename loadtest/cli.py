@@ -3,6 +3,7 @@ write ``reports/<name>/`` (results, Markdown, plots, HTML), tune (campaigns) and
 
   tritonkit loadtest CAMPAIGN.toml                       every scenario under every variant (loadtest/campaign.py)
   tritonkit loadtest --model NAME [--protocol grpc] [--users N | --rate R] [--duration S] [--slo-p99-ms X]
+                     [--arrival poisson|gamma:B|ramp:END_RATE|replay:FILE]
                      [--shape NAME:D1,D2] [--int-range LO:HI] [--input-data FILE.json | --samples FILE.py:FUNC]
 
 ``--model`` loads one model of the repository with no campaign file: a local server serving that model (and
@@ -35,6 +36,7 @@ from export import config as config_io
 from loadtest import campaign as campaign_io
 from loadtest.campaign import Campaign, Scenario, Slo
 from loadtest.drive import apply, target
+from loadtest.drive.arrivals import parse_arrival
 from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
 from loadtest.drive.runner import check_payloads
 from loadtest.errors import CampaignError, PayloadError, VariantError
@@ -81,6 +83,12 @@ def register(subparsers) -> None:
         "--users", type=int, help=f"closed loop: this many users, each waiting for its answer (default {DEFAULT_USERS})"
     )
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals at this many requests/s")
+    one.add_argument(
+        "--arrival",
+        metavar="SPEC",
+        help="open-loop arrivals at --rate: poisson (default), gamma:B (burstiness B: < 1 burstier, > 1 more "
+        "regular), ramp:END_RATE (linear from --rate), replay:FILE (a recorded schedule; --rate optional)",
+    )
     one.add_argument(
         "--warmup",
         type=float,
@@ -190,6 +198,7 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
         for f, v in (
             ("--users", args.users),
             ("--rate", args.rate),
+            ("--arrival", args.arrival),
             ("--slo-p99-ms", args.slo_p99_ms),
             ("--slo-goodput", args.slo_goodput),
             ("--warmup", args.warmup),
@@ -254,6 +263,13 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
     shape = (
         {"kind": "open", "rate": args.rate} if args.rate else {"kind": "users", "users": args.users or DEFAULT_USERS}
     )
+    if args.arrival is not None:
+        arrival = parse_arrival(args.arrival)
+        if args.users is not None:
+            raise ValueError(f"--arrival {args.arrival} is for the open loop (--rate), not --users")
+        if args.rate is None and arrival.name != "replay":
+            raise ValueError(f"--arrival {args.arrival} needs --rate R (requests/s)")
+        shape = {"kind": "open", **({"rate": args.rate} if args.rate else {}), **arrival.shape_keys()}
     options = payload_options(args)
     scenario = Scenario(
         f"{args.model}-{args.protocol}",
