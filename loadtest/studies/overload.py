@@ -9,9 +9,9 @@
 2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, with the model's queue policy (from its
    served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and with
    none, each applied through model control (the served config is restored afterwards). At each load the two
-   configs run ``--trials`` times each, interleaved (policy, none, none, policy, ...: ``evidence.interleaved``), so the machine's drift
-   falls on both alike. The default, 3 trials of 15 s, keeps the study near 10 minutes on a 2-core machine
-   (18 runs, the search, a reload per run and the drain of the runs without a policy).
+   configs run ``--trials`` times each, interleaved (policy, none, none, policy, ...: ``evidence.interleaved``),
+   so the machine's drift falls on both alike. The default, 3 trials of 15 s, keeps the study near 10 minutes on
+   a 2-core machine (18 runs, the search, a reload per run and the drain of the runs without a policy).
 3. **Table.** Per trial: offered and accepted rate, refusal rate (refused / offered), client drops, other
    errors, goodput, p99 of accepted requests against the budget, the statuses refusals came with. Per config
    and load (``overload_report.level``): p99 of accepted requests, refusal share, goodput and accepted rate
