@@ -34,6 +34,9 @@ def tune(*args: str) -> subprocess.CompletedProcess:
             ["--input-data missing.json: no such file"],
         ),
         (["digits", "--slo-p99-ms", "5", "--users", "4", "--max-error-rate", "2"], ["--max-error-rate 2"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--trials", "1"], ["--trials 1", "at least 2 trials"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--min-effect", "1.5"], ["--min-effect 1.5"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--leaders", "0"], ["'0' must be > 0"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):
@@ -54,6 +57,10 @@ def test_help_teaches_the_load_the_budget_and_the_write_paths():
         "--budget-s",
         "--analyzer",
         "--dry-run",
+        "--trials",
+        "--min-effect",
+        "better beyond the",
+        "inconclusive",
         "export/tuned.toml",
         "config.pbtxt",
         "perf_analyzer",
