@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,7 +225,38 @@ def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple
     space, start = space_for(spec, limit, formats, users=options.load.users, max_instances=options.max_instances)
     if options.axes:
         space = restricted(space, options.axes, limit, formats)
+    served = {Point(fmt, None, (), 1, 0).served_model(options.model) for fmt in formats} | {options.model}
+    floor, callers = ensemble_floor(Path(options.repository), served)
+    if floor and "max_batch_size" in space.values:
+        sizes = tuple(size for size in space.values["max_batch_size"] if size >= floor)
+        if not sizes:
+            raise TuneError(
+                f"max batch sizes {list(space.values['max_batch_size'])} are all below {floor}, the max batch size "
+                f"of {', '.join(callers)}, which calls {options.model}"
+            )
+        space = dataclasses.replace(space, values={**space.values, "max_batch_size": sizes})
+        runner.log(f"tune {options.model}: max_batch_size >= {floor} (what {', '.join(callers)} sends it)")
     return space, start, limit, runner.generator(spec)
+
+
+ENSEMBLE_STEP = re.compile(r'model_name:\s*"([^"]+)"')
+MAX_BATCH = re.compile(r"^max_batch_size:\s*(\d+)", re.MULTILINE)
+
+
+def ensemble_floor(repository: Path, served: set[str]) -> tuple[int, list[str]]:
+    """The largest max_batch_size of the repository's ensembles with a step calling one of ``served``, and
+    their names: Triton refuses to load an ensemble whose max batch size exceeds a member's, so the tuner
+    never offers a member less than that."""
+    floor, callers = 0, []
+    for config in sorted(repository.glob("*/config.pbtxt")):
+        text = config.read_text()
+        if 'platform: "ensemble"' not in text or not served & set(ENSEMBLE_STEP.findall(text)):
+            continue
+        found = MAX_BATCH.search(text)
+        if found and int(found.group(1)) > 0:
+            floor = max(floor, int(found.group(1)))
+            callers.append(config.parent.name)
+    return floor, callers
 
 
 def restricted(space: SearchSpace, axes: dict[str, tuple], limit: int, formats: list[str]) -> SearchSpace:

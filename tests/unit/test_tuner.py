@@ -80,3 +80,20 @@ def test_no_pick_names_the_best_candidate_and_a_load_at_which_it_meets_the_budge
     assert decision.meets_at.startswith("best candidate #2") and "p99 <= 10 ms holds up to" in decision.meets_at
     rate = float(decision.meets_at.split("holds up to ")[1].split(" req/s")[0])
     assert 400 <= rate <= 500
+
+
+def test_a_model_an_ensemble_calls_is_never_offered_a_max_batch_size_below_the_ensembles(tmp_path):
+    ensemble = 'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 32\nensemble_scheduling {{ {steps} }}\n'
+    configs = {
+        "embedder": ensemble.format(
+            name="embedder", steps='step { model_name: "tokenize" } step { model_name: "minilm" }'
+        ),
+        "other": ensemble.format(name="other", steps='step { model_name: "tokenize" }'),
+        "minilm": 'name: "minilm"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 32\n',
+    }
+    for name, text in configs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.pbtxt").write_text(text)
+    assert tuner.ensemble_floor(tmp_path, {"minilm", "minilm_onnx"}) == (32, ["embedder"])
+    assert tuner.ensemble_floor(tmp_path, {"minilm_onnx"}) == (0, [])
+    assert tuner.ensemble_floor(tmp_path, {"digits"}) == (0, [])
