@@ -6,16 +6,22 @@ docs/load-testing.md and docs/tuning.md explain the parts.
 
 Layers, each importing only the ones below it (``tests/unit/test_imports.py`` checks it)::
 
-    cli.py, execution.py   the command line and a campaign end to end: may import every layer
-    studies/               bench (+ baselines/), overload (+ overload_report), soak, generation;
-                           no study imports another
-    tune/                  command (tritonkit tune), space, search, tuner, writer, autotune, report, tuning
-                           (the campaign's [tune] step), analyzer, compare (Model Analyzer side by side)
-    measure/               results, server_metrics, slo, report, run (one run, both sides), probe (one
-                           measurement, saturation marked), saturation
-                           (the searches the studies share), study_report, inprocess, first_request
-    drive/                 payloads, users, locustfile, locust_main, latency, client_stats, runner
-                           (Locust as a subprocess), perf, perf_windows, apply (model control), target
+    cli.py, execution.py,  the command lines of loadtest and capacity, a campaign end to end: may import
+    capacity_cli.py        every layer
+    studies/               bench (+ baselines/, bench_report), overload (+ overload_report), soak, generation,
+                           compare/ (tritonkit compare, the A/B gate); no study imports another
+    tune/                  command (tritonkit tune), space, search, decide (the pick on interleaved trials),
+                           tuner, writer, autotune, report, tuning (the campaign's [tune] step), analyzer,
+                           compare (Model Analyzer side by side)
+    measure/               evidence (intervals over trials, the three-way verdict, A/B verdicts, goodput),
+                           trials (interleaved arms), slo (the one SLO rule), capacity (+ capacity_report: the
+                           highest rate under the SLO), results, server_metrics, report (+ report_plots), run
+                           (one run, both sides), probe (one measurement by either generator, saturation
+                           marked), saturation (the searches the studies share), study_report, inprocess,
+                           first_request
+    drive/                 payloads, users, locustfile, locust_main, latency, client_stats (the one percentile),
+                           arrivals (open-loop patterns), runner (Locust as a subprocess), perf, perf_windows,
+                           profile_export (perf_analyzer's per-request times), apply (model control), target
     campaign.py, errors.py the campaign model
 
 Project modules are imported at the top of each module. An import inside a function is kept only where it
