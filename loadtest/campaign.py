@@ -372,6 +372,13 @@ def parse(text: str, path: Path | None = None) -> Campaign:
     scenario_models = {s.model for s in scenarios}
     if set(tune_models) - scenario_models:
         raise CampaignError(f"{where}: [tune] models {sorted(set(tune_models) - scenario_models)} have no scenario")
+    for model in tune_models:  # the search runs at the model's first scenario's load (loadtest/tune/tuning.py)
+        first = next(s for s in scenarios if s.model == model)
+        if first.shape["kind"] == "open" and "rate" not in first.shape:
+            raise CampaignError(
+                f"{where}: [tune] model {model!r}: its first scenario {first.name!r} replays a schedule without a "
+                "rate; the search needs one (add rate = R to its shape)"
+            )
     budget = tune.get("budget_s", 120.0)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise CampaignError(f"{where}: [tune] budget_s={budget!r} must be a number of seconds > 0")

@@ -9,6 +9,7 @@ from typing import Any
 
 from loadtest.campaign import Campaign, Scenario
 from loadtest.drive import apply
+from loadtest.errors import CampaignError
 from loadtest.measure.probe import Load
 from loadtest.measure.results import CampaignResult
 from loadtest.tune import compare, writer
@@ -21,6 +22,10 @@ def load_of(scenario: Scenario) -> Load:
     """The load the search runs at: the scenario's users (its peak for step and spike shapes) or its rate."""
     shape = scenario.shape
     if shape["kind"] == "open":
+        if "rate" not in shape:  # a replayed schedule sets its own pace
+            raise CampaignError(
+                f"scenario {scenario.name!r}: [tune] needs a rate to search at; a replay without rate = ... has none"
+            )
         return Load(rate=float(shape["rate"]))
     return Load(users=int(scenario.peak_users))
 

@@ -259,6 +259,14 @@ def test_a_campaigns_schedule_is_found_beside_it_and_a_replay_takes_a_rate_or_a_
         campaign.load(path)
 
 
+def test_a_tuned_model_whose_scenario_replays_without_a_rate_is_refused_before_any_load(schedule):
+    path = schedule.with_name("tuned-replay.toml")
+    shape = 'shape = { kind = "open", arrival = "replay", schedule = "trace.jsonl" }'
+    path.write_text(MINIMAL.replace('shape = { kind = "users", users = 4 }', shape) + '[tune]\nmodels = ["digits"]\n')
+    with pytest.raises(CampaignError, match="the search needs one"):
+        campaign.load(path)
+
+
 # --- tritonkit loadtest --model ... --arrival SPEC --------------------------------------------------
 
 
