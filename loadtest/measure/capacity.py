@@ -8,7 +8,8 @@ or a recorded curve in the tests). The search:
    p99 is over the budget, its error rate over the limit, or the server fell behind the offered rate
    (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
    generator could not offer the rate (``generator_behind``) also ends the bracket, and makes the result a
-   lower bound. A failing first run: no rate meets the budget.
+   lower bound. A first run that fails is measured again with ``trials`` runs: no rate meets the budget only
+   when their verdict fails (inconclusive: so is the answer); a pass carries the bracket on.
 2. Narrow: between the last passing and the first failing rate, the next rate is where a straight line
    through their p99s meets the budget (kept inside the middle of the bracket), or the geometric middle
    when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other.
@@ -105,6 +106,8 @@ class CapacityResult:
     confirmations: list[Confirmation] = dataclasses.field(default_factory=list)
     """The trials, at the knee first, then at each step down."""
     first_fail: Probe | None = None
+    below_start: bool = False
+    """The lowest rate probed failed its trials too: the capacity, if any, lies below the start rate."""
     """The lowest failing rate of the search (None: none failed up to ``max_rate``)."""
     notes: list[str] = dataclasses.field(default_factory=list)
 
@@ -138,11 +141,17 @@ class CapacityResult:
                 f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s ({span}, {iv.trials} trials at "
                 f"{self.rate:g} req/s offered) on this server, for {arrivals}"
             )
-        if self.status is ExitStatus.FAILED and not self.confirmations:
-            low = min(self.probes, key=lambda p: p.rate)
+        low = min(self.probes, key=lambda p: p.rate) if self.probes else None
+        if self.status is ExitStatus.FAILED and low is not None and not self.confirmations:
             return (
                 f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
                 f"{low.measurement.p99_ms:.3f} ms ({low.outcome}); a lower --start-rate may"
+            )
+        if self.status is ExitStatus.FAILED and low is not None and self.confirmations[-1].rate <= low.rate:
+            p99 = self.confirmations[-1].result.intervals()["p99_ms"]
+            return (
+                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
+                f"{p99.text('{:.3f}', ' ms')}; a lower --start-rate may"
             )
         if self.confirmations:
             last = self.confirmations[-1]
@@ -261,6 +270,17 @@ def find_capacity(
         p = run(rate, "bracket")
         if p.outcome == FAILED:
             return _broken(result, f"the run at {rate:g} req/s failed: {p.measurement.error}")
+        if not p.passed and best is None and p.outcome != GENERATOR:
+            # One run at the lowest rate is not evidence that no rate meets the budget (a single hiccup is
+            # the p99 of a few hundred requests): its trials and the three-way verdict decide.
+            verdict = _lowest_rate_verdict(result, measure_at, p, trials, log)
+            if verdict is Verdict.FAIL:
+                result.status, result.below_start = ExitStatus.FAILED, True
+                return result
+            if verdict is Verdict.INCONCLUSIVE:
+                result.status = ExitStatus.INCONCLUSIVE
+                return result
+            p = dataclasses.replace(p, outcome=PASS)
         if not p.passed:
             result.first_fail = p
             break
@@ -316,6 +336,23 @@ def _confirm(
     last = result.confirmations[-1].verdict.verdict
     result.status = ExitStatus.INCONCLUSIVE if last is Verdict.INCONCLUSIVE else ExitStatus.FAILED
     return result
+
+
+def _lowest_rate_verdict(
+    result: CapacityResult, measure_at: Callable[[float], Measurement], probe_: Probe, trials: int, log: Log
+) -> Verdict:
+    """The verdict of ``trials`` runs at the lowest rate, which missed the budget once (kept in ``result``)."""
+    rate = probe_.rate
+    log(f"  trials at {rate:g} req/s ({trials}): the lowest rate missed once ({probe_.outcome})")
+    arms = run_trials([Arm(f"{rate:g} req/s", lambda: measure_at(rate))], trials, log=log)
+    arm = next(iter(arms.values()))
+    if len(arm.usable) < 2:
+        return Verdict.FAIL
+    verdict = slo.verdict(arm.samples(), result.budget)
+    log(f"  verdict at {rate:g} req/s: {verdict.text()}")
+    if verdict.verdict is not Verdict.PASS:
+        result.confirmations.append(Confirmation(rate, arm, verdict))
+    return verdict.verdict
 
 
 def _rejudged(measure_at: Callable[[float], Measurement], measured_s: float | None) -> Callable[[float], Measurement]:

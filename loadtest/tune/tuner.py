@@ -356,7 +356,7 @@ def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial, atte
             lambda rate: runner.probe(best.point, Load(rate=rate)), options.slo, start, trials=options.trials,
             log=runner.log,
         )  # fmt: skip
-        if found.status is not ExitStatus.FAILED or found.confirmations or start <= 1.0:
+        if not found.below_start or start <= 1.0:
             break
         start = max(1.0, start / 8)
     return f"{found.sentence()} (loadtest.measure.capacity.find_capacity from {start:.0f} req/s)"

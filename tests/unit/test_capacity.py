@@ -1,6 +1,7 @@
 """loadtest/measure/capacity.py: the knee search on a recorded latency-against-rate curve (with noise), the
 confirmation by trials and its step down, the outcomes of one run, the replica arithmetic and bad input."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -119,11 +120,26 @@ def test_the_sentence_names_the_budget_the_interval_and_the_arrivals():
 def test_a_budget_no_rate_meets_fails_naming_the_lowest_rate_and_its_p99():
     curve = Curve(noise=0.0)
     result = find_capacity(curve, Slo(0.001), 20.0, trials=2, log=quiet)
-    assert result.status is ExitStatus.FAILED
-    assert [p.rate for p in result.probes] == [20.0] and not result.confirmations
+    assert result.status is ExitStatus.FAILED and result.below_start
+    # one run missed, then its trials failed too: only then is there no rate
+    assert [p.rate for p in result.probes] == [20.0] and len(result.confirmations[0].result.trials) == 2
     assert result.sentence().startswith(
-        f"no rate meets p99 <= 0.001 ms: the lowest probed, 20 req/s, had p99 {curve.p99(20):.3f} ms"
+        f"no rate meets p99 <= 0.001 ms: the lowest probed, 20 req/s, had p99 {curve.p99(20):.3f} ms (95% CI"
     )
+
+
+def test_one_hiccup_at_the_lowest_rate_does_not_end_the_search():
+    curve = Curve(noise=0.0)
+    calls = []
+
+    def hiccup_first(rate: float) -> Measurement:
+        m = curve(rate)
+        calls.append(rate)
+        return dataclasses.replace(m, p99_ms=90.0) if len(calls) == 1 else m  # the first run's one slow spike
+
+    result = find_capacity(hiccup_first, BUDGET, 20.0, trials=2, log=quiet, warmup_runs=0)
+    assert result.status is ExitStatus.OK and not result.below_start
+    assert result.rate > 400  # it carried the bracket on past the start rate
 
 
 def straddling(low: float, high: float):
