@@ -9,6 +9,7 @@ The interval is Student's t interval of the mean of the trials' values (``scipy.
 trials a command can afford, a percentile bootstrap over the trials cannot be wider than their range and so
 claims more than it knows; the t interval widens with few trials as it should. Its assumption (trial values
 roughly normal around their mean) is mild for means of thousands of requests; docs/load-testing.md says so.
+Latencies are taken on the log scale (``interval(log=True)``): a geometric mean with a multiplicative interval.
 """
 
 from __future__ import annotations
@@ -101,10 +102,17 @@ def _finite(values: Sequence[float]) -> np.ndarray:
     return array[np.isfinite(array)]
 
 
-def interval(values: Sequence[float], confidence: float = CONFIDENCE, *, lower_bound: float | None = None) -> Interval:
+def interval(
+    values: Sequence[float], confidence: float = CONFIDENCE, *, lower_bound: float | None = None, log: bool = False
+) -> Interval:
     """Student's t interval of the mean of the trials' values (NaNs left out). One value: no interval
-    (low == high). ``lower_bound`` clips the interval where the quantity cannot go (0 for rates and shares)."""
+    (low == high). ``lower_bound`` clips the interval where the quantity cannot go (0 for rates and shares).
+    ``log``: on the log scale (for latencies: positive and skewed), i.e. the geometric mean with a
+    multiplicative interval that never reaches 0, so a tiny budget is failed, not straddled."""
     array = _finite(values)
+    if log and len(array) and (array > 0).all():
+        iv = interval(np.log(array), confidence)
+        return Interval(*(math.exp(v) for v in (iv.estimate, iv.low, iv.high)), iv.trials, confidence)
     n = len(array)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, confidence)
@@ -137,11 +145,17 @@ def interleaved(arms: Sequence[str], trials: int) -> list[tuple[int, str]]:
     return [(r, arm) for r in range(trials) for arm in (arms if r % 2 == 0 else list(reversed(arms)))]
 
 
-def trials_to_settle(values: Sequence[float], limit: float, confidence: float = CONFIDENCE) -> int | None:
+def trials_to_settle(
+    values: Sequence[float], limit: float, confidence: float = CONFIDENCE, *, log: bool = False
+) -> int | None:
     """How many trials in all would likely put the interval on one side of ``limit``, if the mean and spread
     stay what they are; None when the mean sits on the limit (no number of trials would settle it) or it
     would take more than ``MAX_TRIALS_ADVISED``. At least the trials already run."""
     array = _finite(values)
+    if log:
+        if not (len(array) and (array > 0).all() and limit > 0):
+            return None
+        array, limit = np.log(array), math.log(limit)
     n = len(array)
     if n < 2:
         return None
@@ -172,6 +186,8 @@ class Limit:
     fmt: str = "{:.3f}"
     at_least: bool = False
     """The limit is a floor (goodput >= bound), not a ceiling."""
+    log: bool = False
+    """The interval is on the log scale (latencies): trials that would settle it are counted there too."""
 
     @property
     def verdict(self) -> Verdict:
@@ -246,7 +262,7 @@ def judge(limits: Sequence[Limit], samples: dict[str, Sequence[float]] | None = 
         if limit.verdict is not Verdict.INCONCLUSIVE:
             continue
         values = (samples or {}).get(limit.name)
-        total = trials_to_settle(values, limit.bound) if values is not None else None
+        total = trials_to_settle(values, limit.bound, log=limit.log) if values is not None else None
         if total is None:
             notes.append(f"{limit.name} sits at its limit: more trials are unlikely to settle it")
         else:

@@ -23,7 +23,8 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
     error-rate limit, and the goodput floor (when set)."""
     out = []
     if math.isfinite(slo.p99_ms):
-        out.append(Limit("p99", evidence.interval(samples["p99_ms"], lower_bound=0.0), slo.p99_ms, " ms"))
+        p99 = evidence.interval(samples["p99_ms"], log=True)
+        out.append(Limit("p99", p99, slo.p99_ms, " ms", log=True))
     out.append(
         Limit(
             "error rate",

@@ -70,7 +70,8 @@ def test_a_row_is_the_mean_of_its_usable_trials_and_says_how_many_failed():
         "fastapi", [trial(100.0, 8.0), Trial.failed("locust", "ConnectionError: gone"), trial(120.0, 12.0)]
     )
     row = bench_report.row_summary(result, note="uvicorn")
-    assert row["throughput"] == pytest.approx(110.0) and row["p50_ms"] == pytest.approx(10.0)
+    # throughput: the arithmetic mean; latencies: the geometric mean (evidence.interval(log=True))
+    assert row["throughput"] == pytest.approx(110.0) and row["p50_ms"] == pytest.approx(math.sqrt(8.0 * 12.0))
     assert row["intervals"]["throughput"]["trials"] == 2
     assert row["intervals"]["throughput"]["low"] < 110.0 < row["intervals"]["throughput"]["high"]
     assert [t.get("error") for t in row["trials"]] == [None, "failed: ConnectionError: gone", None]

@@ -81,6 +81,15 @@ def test_a_mean_on_the_limit_cannot_be_settled():
     assert evidence.trials_to_settle([9.0, 11.0], 10.0) is None
 
 
+def test_latencies_are_judged_on_the_log_scale_so_a_tiny_budget_fails_rather_than_straddles():
+    # two noisy trials: on the linear scale their interval reaches below 0 and would straddle 0.001 ms
+    assert evidence.interval([5.156, 18.242], lower_bound=0.0).low == 0.0
+    verdict = slo.verdict(_samples([5.156, 18.242]), Slo(p99_ms=0.001))
+    assert verdict.verdict is Verdict.FAIL
+    p99 = verdict.limits[0].interval
+    assert p99.estimate == pytest.approx(math.sqrt(5.156 * 18.242)) and p99.low > 0.001
+
+
 def test_one_trial_gives_a_pass_or_fail_on_its_value():
     assert slo.verdict(_samples([4.0]), Slo(p99_ms=5)).verdict is Verdict.PASS
     assert slo.verdict(_samples([6.0]), Slo(p99_ms=5)).verdict is Verdict.FAIL

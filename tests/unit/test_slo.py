@@ -11,7 +11,7 @@ def test_a_run_passes_fails_or_straddles_on_its_trials_interval():
     failing = run_of(FAILING)
     assert failing.verdict == "fail"
     (sentence,) = failing.slo_violations
-    assert sentence.startswith("p99 15.500 ms (95% CI ") and "exceeds the 10 ms budget by 5.500 ms (55%)" in sentence
+    assert sentence.startswith("p99 15.495 ms (95% CI ") and "exceeds the 10 ms budget by 5.495 ms (55%)" in sentence
     straddling = run_of(STRADDLING)
     assert straddling.verdict == "inconclusive" and not straddling.passed
     assert "straddles the 10 ms budget" in straddling.slo_violations[0]
@@ -39,7 +39,7 @@ def test_every_run_gate_fails_on_a_failing_run_before_an_inconclusive_one():
     gate = slo.campaign_verdict(result, BUDGET)
     assert gate.verdict is Verdict.FAIL
     (line,) = gate.lines
-    assert line.startswith("c / v: p99 15.500 ms")
+    assert line.startswith("c / v: p99 15.495 ms")
 
 
 def test_every_run_gate_is_inconclusive_when_none_fails_and_one_straddles():
@@ -59,4 +59,4 @@ def test_best_variant_gate_needs_a_passing_variant_per_scenario():
     assert gate.verdict is Verdict.INCONCLUSIVE and gate.lines[0].startswith("s: no variant passed yet")
     none = campaign_of(run_of(FAILING, "s", "x", best), run_of([20.0, 21.0], "s", "y", best), budget=best)
     (line,) = slo.gate(none, best)
-    assert line.startswith("s: no variant met the SLO; closest x: p99 15.500 ms")
+    assert line.startswith("s: no variant met the SLO; closest x: p99 15.495 ms")
