@@ -1,5 +1,5 @@
 """`tritonkit capacity` against the session's real server, with short runs: digits' capacity under a 50 ms p99
-with an interval from two trials, the replica plan and HPA patch; and a budget no load can meet exits 1
+with an interval from three trials, the replica plan and HPA patch; and a budget no load can meet exits 1
 naming the lowest rate probed and its p99."""
 
 import json
@@ -36,7 +36,7 @@ def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, 
         "--slo-p99-ms",
         "50",
         "--trials",
-        "2",
+        "3",
         *SHORT,
         "--target-rps",
         "100",
@@ -47,21 +47,21 @@ def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, 
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     line = re.search(
-        r"p99 <= 50 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), 2 trials", done.stdout
+        r"p99 <= 50 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), 3 trials", done.stdout
     )
     assert line, done.stdout
     estimate, low, high = (float(line.group(i)) for i in (2, 3, 4))
     assert low <= estimate <= high
     assert "for Poisson arrivals" in done.stdout and "replicas for 100 req/s:" in done.stdout
     results = json.loads((out / "results.json").read_text())
-    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 2
+    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 3
     assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()
     hpa = yaml.safe_load(patch.read_text())
     assert hpa["kind"] == "HorizontalPodAutoscaler" and hpa["spec"]["maxReplicas"] >= 2
 
 
 def test_a_budget_no_load_can_meet_exits_1_naming_the_lowest_rate_and_its_p99(server, tmp_path):
-    done = capacity(server, "digits", "--slo-p99-ms", "0.001", "--trials", "2", *SHORT, "--out", str(tmp_path))
+    done = capacity(server, "digits", "--slo-p99-ms", "0.001", "--trials", "3", *SHORT, "--out", str(tmp_path))
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (line,) = [text for text in done.stderr.splitlines() if text.strip()]
     assert re.fullmatch(
