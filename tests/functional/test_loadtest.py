@@ -110,14 +110,20 @@ def test_client_counts_agree_with_the_servers_counters(campaign_run):
     for run in result.runs:
         c, s = run.client, run.server
         assert c.failures == 0 and c.requests > 0, run.scenario
-        # Every request the clients sent (warm-up included) reached the server once, and nothing else did.
-        assert c.requests + c.warmup_requests == s.requests + s.failures, (run.scenario, run.variant)
+        # Every request the clients sent (warm-up included) reached the server once, and nothing else did. The
+        # open loop's one known gap: a few requests still in flight when Locust stops a worker reach the server
+        # but not the client's figures (seen: 3 of 414); closed-loop users send none after they are stopped.
+        sent = c.requests + c.warmup_requests
+        if run.shape["kind"] == "open":
+            assert sent <= s.requests + s.failures <= sent + max(3, sent // 100), (run.scenario, run.variant)
+        else:
+            assert sent == s.requests + s.failures, (run.scenario, run.variant)
         assert s.inferences >= s.executions > 0 and s.avg_batch >= 1
         assert sum(size * n for size, n in s.batch_histogram.items()) <= s.inferences
         assert c.latency_ms["p50"] <= c.latency_ms["p99"] <= c.latency_ms["p99.9"] <= c.latency_ms["max"]
         # Each request's client time contains its server time; both sums cover the same requests (warm-up
         # included), so the client's is the larger with no slack.
-        server_sum_ms = s.breakdown_ms["request"] * (s.requests + s.failures)
+        server_sum_ms = s.breakdown_ms["request"] * min(sent, s.requests + s.failures)
         assert c.latency_sum_ms >= server_sum_ms, (run.scenario, run.variant, c.latency_sum_ms, server_sum_ms)
         assert sum(p.requests for p in c.timeline) == c.requests
 
