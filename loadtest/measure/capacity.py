@@ -317,8 +317,7 @@ def _confirm(
 ) -> CapacityResult:
     for step in range(max_step_downs + 1):
         log(f"  trials at {rate:g} req/s ({trials}):")
-        arms = run_trials([Arm(f"{rate:g} req/s", lambda r=rate: measure_at(r))], trials, log=log)
-        arm = next(iter(arms.values()))
+        arm = _trials_at(measure_at, rate, trials, log)
         if len(arm.usable) < 2:
             reasons = "; ".join(sorted({m.not_usable_reason for m in arm.trials if not m.usable}))
             return _broken(result, f"fewer than 2 usable trials at {rate:g} req/s: {reasons}")
@@ -338,14 +337,18 @@ def _confirm(
     return result
 
 
+def _trials_at(measure_at: Callable[[float], Measurement], rate: float, trials: int, log: Log) -> ArmResult:
+    """``trials`` runs at one rate (one arm of ``run_trials``)."""
+    return run_trials([Arm(f"{rate:g} req/s", lambda: measure_at(rate))], trials, log=log)[f"{rate:g} req/s"]
+
+
 def _lowest_rate_verdict(
     result: CapacityResult, measure_at: Callable[[float], Measurement], probe_: Probe, trials: int, log: Log
 ) -> Verdict:
     """The verdict of ``trials`` runs at the lowest rate, which missed the budget once (kept in ``result``)."""
     rate = probe_.rate
     log(f"  trials at {rate:g} req/s ({trials}): the lowest rate missed once ({probe_.outcome})")
-    arms = run_trials([Arm(f"{rate:g} req/s", lambda: measure_at(rate))], trials, log=log)
-    arm = next(iter(arms.values()))
+    arm = _trials_at(measure_at, rate, trials, log)
     if len(arm.usable) < 2:
         return Verdict.FAIL
     verdict = slo.verdict(arm.samples(), result.budget)
