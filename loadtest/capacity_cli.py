@@ -32,7 +32,7 @@ from loadtest.drive.arrivals import Arrival, parse_arrival
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity, capacity_report, probe
+from loadtest.measure import capacity, capacity_report, probe, replica_plan
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.saturation import settle
@@ -91,7 +91,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--target-rps", type=float, help="plan the replicas that serve this many requests/s")
     parser.add_argument(
-        "--headroom", type=float, default=capacity.HEADROOM, help="burst headroom over --target-rps (default 0.2)"
+        "--headroom", type=float, default=replica_plan.HEADROOM, help="burst headroom over --target-rps (default 0.2)"
     )
     parser.add_argument("--write-patch", type=Path, metavar="FILE", help="write the HPA patch here (default: print)")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
@@ -265,13 +265,13 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
 
 def plan(result: CapacityResult, args) -> list[str]:
     """The replica plan and the HPA target as printed lines; the patch printed or written."""
-    lower = result.throughput.low
+    lower = result.plan_rate
     if not lower > 0:
         return ["no replica plan: the capacity interval reaches 0 req/s; more --trials would narrow it"]
     lines = []
     max_replicas = None
     if args.target_rps is not None:
-        max_replicas = capacity.replicas(args.target_rps, lower, args.headroom)
+        max_replicas = replica_plan.replicas(args.target_rps, lower, args.headroom)
         lines.append(
             f"replicas for {args.target_rps:g} req/s: {max_replicas} = ceil({args.target_rps:g} x "
             f"{1 + args.headroom:g} / {lower:.1f}) + 1 (the interval's lower bound per replica, "

@@ -9,18 +9,20 @@ or a recorded curve in the tests). The search:
    (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
    generator could not offer the rate (``generator_behind``) also ends the bracket, and makes the result a
    lower bound. A first run that fails is measured again with ``trials`` runs: no rate meets the budget only
-   when their verdict fails (inconclusive: so is the answer); a pass carries the bracket on.
+   when their verdict fails; a pass or an inconclusive verdict carries the bracket on (said in the notes).
 2. Narrow: between the last passing and the first failing rate, the next rate is where a straight line
    through their p99s meets the budget (kept inside the middle of the bracket), or the geometric middle
    when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other.
-3. Confirm: ``trials`` runs at the highest passing rate (``trials.run_trials``) and the three-way SLO verdict
-   over them (``slo.verdict``). PASS: the capacity is that rate, and its interval is the trials' interval
-   of the sustained (completed) throughput there. Inconclusive or FAIL: one step down (``step_down`` of
-   the rate) and trials again, at most ``max_step_downs`` times, each step said.
+3. The knee: ``trials`` rounds of runs at the highest passing rate, one ``knee.SPREAD`` below and one above,
+   interleaved (``trials.run_trials``). Each round gives the rate at which its p99 reaches the budget
+   (``knee.round_knee``); the capacity is their mean with its t interval (``knee.estimate``).
+4. Confirm: the three-way SLO verdict (``slo.verdict``) over the trials at the highest passing rate; when it
+   is not PASS, over the trials one spread below (already measured), then ``step_down`` of that rate with
+   new trials, at most ``max_step_downs`` steps in all, each step said.
 
-The knee itself lies between the confirmed rate and the first failing rate; the interval is that of the
-throughput the server sustained while the verdict passed, which is what a replica plan may count on
-(``replicas``).
+A replica plan counts on the lower of the knee interval's lower bound and the throughput sustained where the
+verdict passed (``plan_rate``). When the search ended at the generator's limit, not the server's, there is no
+knee to estimate: the trials run at the highest rate only and the answer is a lower bound.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ import numpy as np
 
 from loadtest.campaign import Slo
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, probe, slo
+from loadtest.measure import evidence, knee, probe, slo
 from loadtest.measure.evidence import Interval, SloVerdict, Verdict
+from loadtest.measure.knee import KneeEstimate
 from loadtest.measure.probe import Measurement
 from loadtest.measure.saturation import keeps_up
 from loadtest.measure.trials import Arm, ArmResult, line, run_trials
@@ -47,7 +50,6 @@ TOLERANCE = 0.05
 STEP_DOWN = 0.9
 MAX_STEP_DOWNS = 2
 MAX_PROBES = 16
-HEADROOM = 0.2
 
 PASS, OVER, ERRORS, BEHIND, GENERATOR, FAILED = (
     "pass",
@@ -104,18 +106,19 @@ class CapacityResult:
     probes: list[Probe] = dataclasses.field(default_factory=list)
     """The search's runs in order (bracket, then narrow)."""
     confirmations: list[Confirmation] = dataclasses.field(default_factory=list)
-    """The trials, at the knee first, then at each step down."""
+    """The trials with their verdicts, highest rate first (the knee's rounds, then each step down)."""
     first_fail: Probe | None = None
+    """The lowest failing rate of the search (None: none failed up to ``max_rate``)."""
     below_start: bool = False
     """The lowest rate probed failed its trials too: the capacity, if any, lies below the start rate."""
-    """The lowest failing rate of the search (None: none failed up to ``max_rate``)."""
+    knee: KneeEstimate | None = None
+    """The rate at which p99 reaches the budget, per round of trials, with its interval."""
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def confirmed(self) -> Confirmation | None:
-        """The trials whose verdict passed (the last confirmation, when it passed)."""
-        last = self.confirmations[-1] if self.confirmations else None
-        return last if last is not None and last.verdict.verdict is Verdict.PASS else None
+        """The highest rate whose trials' verdict passed."""
+        return next((c for c in self.confirmations if c.verdict.verdict is Verdict.PASS), None)
 
     @property
     def rate(self) -> float | None:
@@ -126,6 +129,22 @@ class CapacityResult:
         return self.confirmed.throughput if self.confirmed else None
 
     @property
+    def capacity(self) -> Interval | None:
+        """The answer: the knee's interval, or (no knee: the search ended at the generator's limit) the
+        throughput sustained where the verdict passed."""
+        if self.confirmed is None:
+            return None
+        return self.knee.interval if self.knee is not None and self.knee.interval.trials else self.throughput
+
+    @property
+    def plan_rate(self) -> float | None:
+        """What one replica may be counted on for: the capacity interval's lower bound, no more than the
+        throughput sustained where the verdict passed."""
+        if self.confirmed is None or self.capacity is None:
+            return None
+        return min(self.capacity.low, self.confirmed.throughput.estimate)
+
+    @property
     def lower_bound_only(self) -> bool:
         """The search stopped at the generator's limit, not the server's: the capacity is at least this."""
         return self.first_fail is None or self.first_fail.outcome == GENERATOR
@@ -133,14 +152,20 @@ class CapacityResult:
     def sentence(self, arrivals: str = "Poisson arrivals") -> str:
         """The one line of the answer."""
         b = f"{self.budget.p99_ms:g} ms"
-        if self.status is ExitStatus.OK and self.throughput is not None:
-            iv = self.throughput
-            span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
+        if self.status is ExitStatus.OK and self.capacity is not None:
+            iv, confirmed = self.capacity, self.confirmed
             head = "at least " if self.lower_bound_only else ""
-            return (
-                f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s ({span}, {iv.trials} trials at "
-                f"{self.rate:g} req/s offered) on this server, for {arrivals}"
-            )
+            if self.knee is None or not self.knee.interval.trials:
+                span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
+                where = f"{iv.trials} trials at {confirmed.rate:g} req/s offered"
+            else:
+                span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 round, no interval"
+                rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
+                where = f"the knee of {iv.trials} rounds at {rates} req/s; verdict pass at {confirmed.rate:g} req/s"
+                if self.knee.censored:
+                    where += f"; {self.knee.censored} rounds did not cross the budget"
+            holds = f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s"
+            return f"{holds} ({span}, {where}) on this server, for {arrivals}"
         low = min(self.probes, key=lambda p: p.rate) if self.probes else None
         if self.status is ExitStatus.FAILED and low is not None and not self.confirmations:
             return (
@@ -159,12 +184,15 @@ class CapacityResult:
         return "; ".join(self.notes) or "the search failed"
 
     def to_dict(self) -> dict[str, Any]:
-        iv = self.throughput
+        iv, cap = self.throughput, self.capacity
         return {
             "status": int(self.status),
             "budget": dataclasses.asdict(self.budget),
             "rate": self.rate,
+            "capacity": cap.to_dict() if cap else None,
+            "plan_rate": self.plan_rate,
             "throughput": iv.to_dict() if iv else None,
+            "knee": self.knee.to_dict() if self.knee else None,
             "lower_bound_only": self.lower_bound_only,
             "first_fail": self.first_fail.to_dict() if self.first_fail else None,
             "probes": [p.to_dict() for p in self.probes],
@@ -278,8 +306,12 @@ def find_capacity(
                 result.status, result.below_start = ExitStatus.FAILED, True
                 return result
             if verdict is Verdict.INCONCLUSIVE:
-                result.status = ExitStatus.INCONCLUSIVE
-                return result
+                # The p99 of a few hundred requests at a low rate is noisy; higher rates measure it on more
+                # requests. Only a passing verdict (at the knee or a step down) gives the answer.
+                result.notes.append(
+                    f"the verdict at the start rate {rate:g} req/s was inconclusive: the search carried on"
+                )
+                log(f"  {result.notes[-1]}")
             p = dataclasses.replace(p, outcome=PASS)
         if not p.passed:
             result.first_fail = p
@@ -303,7 +335,55 @@ def find_capacity(
             result.first_fail = p
     if result.first_fail is None:
         result.notes.append(f"every rate up to {best.rate:g} req/s met the budget (--max-rate or the probe limit)")
-    return _confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs)
+    if result.lower_bound_only:
+        return _confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs)
+    return _knee_then_confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs, measured_s)
+
+
+def _knee_then_confirm(
+    result: CapacityResult,
+    measure_at: Callable[[float], Measurement],
+    rate: float,
+    trials: int,
+    log: Log,
+    step_down: float,
+    max_step_downs: int,
+    measured_s: float | None,
+) -> CapacityResult:
+    """The knee's rounds around ``rate``, the verdict at ``rate`` and one spread below, then step downs."""
+    rates = knee.sweep_rates(rate)
+    log(f"  the knee: {trials} rounds at {', '.join(f'{r:g}' for r in rates)} req/s, interleaved")
+    arms = run_trials([Arm(f"{r:g} req/s", lambda r=r: measure_at(r)) for r in rates], trials, log=log)
+    by_rate = {r: arms[f"{r:g} req/s"] for r in rates}
+    rounds = []
+    for i in range(trials):
+        points = []
+        for r in rates:
+            m = by_rate[r].trials[i]
+            outcome = judge_run(m, r, result.budget, measured_s)
+            if outcome not in (FAILED, GENERATOR):
+                p99 = m.p99_ms if outcome != ERRORS else math.nan
+                points.append(knee.Point(r, p99, outcome == PASS))
+        rounds.append(points)
+    result.knee = knee.estimate(rates, rounds, result.budget.p99_ms)
+    log(f"  the knee: {result.knee.interval.text('{:.1f}', ' req/s')}")
+    for r in reversed(rates):  # the verdict where each rate's trials stand, highest first
+        arm = by_rate[r]
+        if len(arm.usable) >= 2:
+            verdict = slo.verdict(arm.samples(), result.budget)
+            result.confirmations.append(Confirmation(r, arm, verdict))
+            log(f"  verdict at {r:g} req/s: {verdict.text()}")
+    if result.confirmed is not None and result.confirmed.rate >= rates[0]:
+        result.status = ExitStatus.OK
+        return result
+    if max_step_downs < 2:
+        last = result.confirmations[-1].verdict.verdict if result.confirmations else Verdict.FAIL
+        result.status = ExitStatus.INCONCLUSIVE if last is Verdict.INCONCLUSIVE else ExitStatus.FAILED
+        return result
+    lower = rates[0] * step_down
+    result.notes.append(f"no verdict passed at {rates[0]:g}-{rates[1]:g} req/s: stepped down to {lower:g}")
+    log(f"  {result.notes[-1]}")
+    return _confirm(result, measure_at, lower, trials, log, step_down, max_step_downs - 2)
 
 
 def _confirm(
@@ -373,32 +453,3 @@ def _broken(result: CapacityResult, why: str) -> CapacityResult:
     result.status = ExitStatus.BROKEN
     result.notes.append(why)
     return result
-
-
-# --- the plan --------------------------------------------------------------------------------------
-
-
-def replicas(target_rps: float, per_replica_rps: float, headroom: float = HEADROOM, spare: int = 1) -> int:
-    """Replicas that serve ``target_rps`` with ``headroom`` for bursts when each holds ``per_replica_rps`` (the
-    capacity interval's lower bound), plus ``spare`` so that one may fail or be drained (N+1)."""
-    if not (math.isfinite(target_rps) and target_rps > 0):
-        raise CapacityError(f"target rate {target_rps!r} must be > 0 requests/s")
-    if not (math.isfinite(per_replica_rps) and per_replica_rps > 0):
-        raise CapacityError(f"per-replica capacity {per_replica_rps!r} must be > 0 requests/s")
-    if not (math.isfinite(headroom) and headroom >= 0):
-        raise CapacityError(f"headroom {headroom!r} must be >= 0 (0.2: 20% above the target)")
-    # A ratio that is a whole number up to float rounding (100 * 1.2 / 40) needs no extra replica.
-    return math.ceil(round(target_rps * (1 + headroom) / per_replica_rps, 9)) + spare
-
-
-def metric_at(points: list[tuple[float, float]], rate: float) -> float:
-    """A server metric at ``rate`` from (rate, value) points measured around it: linear between the nearest
-    two, the nearest end's value outside them; NaN without points."""
-    by_rate: dict[float, list[float]] = {}
-    for r, v in points:
-        if math.isfinite(r) and math.isfinite(v):
-            by_rate.setdefault(r, []).append(v)
-    if not by_rate:
-        return math.nan
-    rates = sorted(by_rate)  # trials at one rate: their mean
-    return float(np.interp(rate, rates, [float(np.mean(by_rate[r])) for r in rates]))

@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from loadtest.errors import LoadTestError
-from loadtest.measure.capacity import CapacityResult, metric_at
+from loadtest.measure.capacity import CapacityResult
+from loadtest.measure.replica_plan import metric_at
 
 PROJECT = Path(__file__).resolve().parents[2]
 HPA_FILE = PROJECT / "deploy" / "k8s" / "base" / "triton-hpa.yaml"
@@ -118,6 +119,12 @@ def markdown(result: CapacityResult, extra: dict[str, Any], sentence: str) -> st
         f"- {key}: {extra[key]}" for key in ("command", "generator", "arrivals", "date", "commit") if key in extra
     ]
     lines += [f"- {note}" for note in result.notes]
+    if result.knee is not None:
+        rates = ", ".join(f"{r:.1f}" for r in result.knee.rates)
+        knees = ", ".join(f"{k.rate:.1f}" + (f" ({k.censored})" if k.censored else "") for k in result.knee.rounds)
+        lines.append(f"- the knee of each round of runs at {rates} req/s: {knees}")
+    if result.plan_rate is not None:
+        lines.append(f"- one replica is planned at {result.plan_rate:.1f} req/s")
     lines += [
         "",
         "## Search",
@@ -175,7 +182,7 @@ def plot(result: CapacityResult, path: Path) -> Path:
     if trials:
         ax.scatter(*zip(*trials, strict=True), marker="x", color="black", label="trials", zorder=4)
     ax.axhline(budget, color="tab:red", linestyle="--", label=f"budget {budget:g} ms")
-    iv = result.throughput
+    iv = result.capacity
     if iv is not None:
         if iv.has_interval:
             ax.axvspan(iv.low, iv.high, color="tab:green", alpha=0.2, label="capacity 95% CI")
