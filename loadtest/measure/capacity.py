@@ -134,7 +134,22 @@ class CapacityResult:
         throughput sustained where the verdict passed."""
         if self.confirmed is None:
             return None
-        return self.knee.interval if self.knee is not None and self.knee.interval.trials else self.throughput
+        return self.knee.interval if self.knee_applies else self.throughput
+
+    @property
+    def knee_applies(self) -> bool:
+        """The rounds located the knee: some crossed the budget, and the verdict passed at one of their rates
+        (after a step down below them, the knee lies between that rate and the rounds')."""
+        k, confirmed = self.knee, self.confirmed
+        if k is None or confirmed is None or not k.interval.trials or confirmed.rate < k.rates[0]:
+            return False
+        return k.censored < len(k.rounds)
+
+    def _why_no_knee(self) -> str:
+        rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
+        if self.confirmed is not None and self.confirmed.rate < self.knee.rates[0]:
+            return f"the verdict passed only below the knee's rounds at {rates} req/s"
+        return f"no round at {rates} req/s crossed the budget"
 
     @property
     def plan_rate(self) -> float | None:
@@ -155,9 +170,11 @@ class CapacityResult:
         if self.status is ExitStatus.OK and self.capacity is not None:
             iv, confirmed = self.capacity, self.confirmed
             head = "at least " if self.lower_bound_only else ""
-            if self.knee is None or not self.knee.interval.trials:
+            if not self.knee_applies:
                 span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
                 where = f"{iv.trials} trials at {confirmed.rate:g} req/s offered"
+                if self.knee is not None:
+                    where += f"; {self._why_no_knee()}"
             else:
                 span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 round, no interval"
                 rates = "/".join(f"{r:.0f}" for r in self.knee.rates)

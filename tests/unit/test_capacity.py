@@ -306,3 +306,15 @@ def test_an_inconclusive_verdict_at_the_start_rate_carries_the_search_on_and_say
     assert result.confirmations[0].rate == 20.0 and result.confirmations[0].verdict.verdict.value == "inconclusive"
     assert result.status is ExitStatus.OK and result.rate > 400
     assert result.notes[0] == "the verdict at the start rate 20 req/s was inconclusive: the search carried on"
+
+
+def test_after_a_step_down_below_the_rounds_the_capacity_is_the_throughput_where_the_verdict_passed():
+    calls = iter(range(10**6))
+
+    def measure(rate):  # the search passes up to 400 req/s; later, everything at 360 req/s and above fails
+        return m(rate, 10.0 if next(calls) < 4 and rate <= 400 or rate < 350 else 90.0)
+
+    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet, warmup_runs=0)
+    assert result.status is ExitStatus.OK and round(result.rate) == 324
+    assert not result.knee_applies and result.capacity == result.throughput
+    assert "the verdict passed only below the knee's rounds at 360/400/440 req/s" in result.sentence()
