@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.campaign import Candidate
 from loadtest.drive import apply
-from loadtest.studies import bench
+from loadtest.studies import bench, bench_rows
 from tests.served import served_config
 
 # Shaped like bench.json from a run (figures rounded), digits and minilm.
@@ -158,10 +158,10 @@ def test_tables_render_from_the_recorded_json():
 
 
 def test_perf_levels_double_up_to_the_users():
-    assert bench.perf_levels(32) == [1, 2, 4, 8, 16, 32]
-    assert bench.perf_levels(8) == [1, 2, 4, 8]
-    assert bench.perf_levels(12) == [1, 2, 4, 8, 12]
-    assert bench.perf_levels(1) == [1]
+    assert bench_rows.perf_levels(32) == [1, 2, 4, 8, 16, 32]
+    assert bench_rows.perf_levels(8) == [1, 2, 4, 8]
+    assert bench_rows.perf_levels(12) == [1, 2, 4, 8, 12]
+    assert bench_rows.perf_levels(1) == [1]
 
 
 DEPLOYED = served_config("digits")
@@ -169,11 +169,11 @@ DEPLOYED = served_config("digits")
 
 def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
     tuned = tmp_path / "tuned.toml"
-    assert "has no [digits] table" in bench.tuned_source("digits", tuned)
+    assert "has no [digits] table" in bench_rows.tuned_source("digits", tuned)
     tuned.write_text('[minilm]\nnote = "x"\nwarmup = false\n')
-    assert "has no [digits] table" in bench.tuned_source("digits", tuned)
+    assert "has no [digits] table" in bench_rows.tuned_source("digits", tuned)
     tuned.write_text('[digits]\nnote = "best of 3"\ninstance_groups = [{ count = 1, kind = "KIND_CPU" }]\n')
-    assert bench.tuned_source("digits", tuned).endswith("[digits] (best of 3)")
+    assert bench_rows.tuned_source("digits", tuned).endswith("[digits] (best of 3)")
 
 
 def test_describe_says_instances_batching_and_warmup():
