@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
-import statistics
 import sys
 import threading
 import time
@@ -55,12 +53,11 @@ from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, payload_options, payloads
 from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.run import measure_run
-from loadtest.measure.saturation import KEEP_UP, KNEE, START_FRACTION, find_saturation, find_sustained_rate, settle
-from loadtest.measure.study_report import ms_text, save_report
+from loadtest.measure.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
+from loadtest.studies.soak_checks import check_errors, check_memory, check_p99, full_windows
+from loadtest.studies.soak_report import write_outputs
 
 OUT = Path("reports/soak")
-P99_DRIFT = 0.20
-MEMORY_GROWTH = 0.05
 
 
 # --- memory --------------------------------------------------------------------------------------
@@ -115,222 +112,6 @@ class MemorySampler:
         self._stop.set()
         self._thread.join(timeout=30)
         return self.samples
-
-
-# --- checks --------------------------------------------------------------------------------------
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def check_errors(client_failures: int, server_failures: int | None, statuses: dict[str, int]) -> dict[str, Any]:
-    failures = client_failures + (server_failures or 0)
-    return {
-        "name": "no errors",
-        "passed": failures == 0,
-        "client_failures": client_failures,
-        "server_failures": server_failures,
-        "failure_statuses": statuses,
-        "detail": "no failed request"
-        if failures == 0
-        else f"{client_failures} failed at the client ({statuses}), {server_failures or 0} counted by Triton",
-    }
-
-
-def full_windows(windows: list[dict[str, Any]], duration_s: float) -> list[dict[str, Any]]:
-    """The windows that end within the run and hold successes (the first one's latency starts after the
-    warm-up seconds; a last, partial window is left out)."""
-    return [w for w in windows if w["t"] + w["length_s"] <= duration_s + 1e-9 and w.get("p99_ms") is not None]
-
-
-def p99_trend(windows: list[dict[str, Any]]) -> float | None:
-    """The least-squares line through the windows' p99: its change from the first window's start to the
-    last one's, relative to the mean p99. Unlike first-vs-last, one noisy window moves it little, so it
-    tells drift (a leak, fragmentation) from window-to-window noise."""
-    times, p99s = [w["t"] for w in windows], [w["p99_ms"] for w in windows]
-    if len(set(times)) < 2 or not statistics.fmean(p99s):
-        return None
-    slope, _ = statistics.linear_regression(times, p99s)
-    return slope * (times[-1] - times[0]) / statistics.fmean(p99s)
-
-
-def check_p99(windows: list[dict[str, Any]], limit: float = P99_DRIFT) -> dict[str, Any]:
-    if len(windows) < 2:
-        return {
-            "name": "p99 steady",
-            "passed": False,
-            "first_ms": None,
-            "last_ms": None,
-            "drift": None,
-            "trend": None,
-            "detail": f"needs two full windows with successes, has {len(windows)}",
-        }
-    first, last = windows[0]["p99_ms"], windows[-1]["p99_ms"]
-    drift = abs(last - first) / first if first else math.inf
-    trend = p99_trend(windows)
-    values = [w["p99_ms"] for w in windows]
-    detail = (
-        f"p99 first window {first:.3f} ms, last {last:.3f} ms: {drift:.1%} apart (limit {limit:.0%}); "
-        f"windows {min(values):.3f} to {max(values):.3f} ms"
-    )
-    if trend is not None:
-        detail += f", fitted trend over the run {trend:+.1%}"
-    return {
-        "name": "p99 steady",
-        "passed": drift <= limit,
-        "first_ms": first,
-        "last_ms": last,
-        "drift": drift,
-        "trend": trend,
-        "detail": detail,
-    }
-
-
-def check_memory(
-    samples: list[dict[str, Any]], warmup_s: float, window_s: float, limit: float = MEMORY_GROWTH
-) -> dict[str, Any]:
-    """Mean RSS of the first window after the warm-up against the mean of the last window."""
-    if not samples:
-        return {"name": "memory flat", "passed": False, "detail": "no memory sample"}
-    end = samples[-1]["t"]
-    first = [s["total_bytes"] for s in samples if warmup_s <= s["t"] < warmup_s + window_s]
-    last = [s["total_bytes"] for s in samples if s["t"] > end - window_s and s["t"] >= warmup_s + window_s]
-    if not first or not last:
-        return {
-            "name": "memory flat",
-            "passed": False,
-            "baseline_bytes": _mean(first),
-            "final_bytes": _mean(last),
-            "growth": None,
-            "detail": f"needs samples in the window after the {warmup_s:g} s warm-up and in a "
-            f"later window of {window_s:g} s; run longer",
-        }
-    baseline, final = _mean(first), _mean(last)
-    growth = (final - baseline) / baseline
-    return {
-        "name": "memory flat",
-        "passed": growth <= limit,
-        "baseline_bytes": baseline,
-        "final_bytes": final,
-        "growth": growth,
-        "detail": f"server + stubs RSS {baseline / 2**20:.1f} MiB after warm-up, "
-        f"{final / 2**20:.1f} MiB at the end: {growth:+.2%} (limit {limit:.0%})",
-    }
-
-
-# --- output --------------------------------------------------------------------------------------
-
-
-def cpu_text(server_cpus: list[int] | None, client_cpus: list[int] | None) -> str:
-    if not server_cpus and not client_cpus:
-        return "Server and load generator shared the CPUs."
-    return f"Server and stubs on CPUs {server_cpus or 'any'}, load generator on CPUs {client_cpus or 'any'}."
-
-
-def summary_md(data: dict[str, Any]) -> str:
-    checks = data["checks"]
-    lines = [
-        f"# Soak: `{data['served_model']}` over {data['protocol']}",
-        "",
-        f"Started {data['started']}. Open-loop Poisson load from {data.get('generator', 'locust')} at "
-        f"{data['fraction']:g} x {data['saturation_rps']:.1f} "
-        f"req/s (saturation) = {data['rate']:.1f} req/s for {data['duration_s']:g} s; p99 in windows of "
-        f"{data['window_s']:g} s; RSS of tritonserver and its stubs every {data['sample_s']:g} s. "
-        f"{cpu_text(data.get('server_cpus'), data.get('client_cpus'))}",
-        "",
-        f"Served {data['requests']} requests ({data['throughput_rps']:.1f}/s), p99 overall "
-        f"{ms_text(data['p99_ms'])} ms.",
-        "",
-        "## Checks",
-        "",
-        "| check | result | detail |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {c['name']} | {'PASS' if c['passed'] else 'FAIL'} | {c['detail']} |" for c in checks]
-    search = data.get("saturation_search") or {}
-    if search.get("open_loop"):
-        lines += [
-            "",
-            "## Saturation",
-            "",
-            f"Closed loop: {search['closed_loop_rps']:.1f} req/s. Open loop, the highest "
-            f"rate kept up with (completed >= {KEEP_UP:.0%} of it or within Poisson noise, no failure, p99 <= "
-            f"{KNEE:g}x the lowest step's):",
-            "",
-            "| offered req/s | completed req/s | p99 ms | failures |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {s['rate']:g} | {s['throughput_rps']:g} | {ms_text(s['p99_ms'])} | {s['failures']} |"
-            for s in search["open_loop"]
-        ]
-    lines += [
-        "",
-        "## p99 per window",
-        "",
-        "| from s | requests | failures | p50 ms | p99 ms |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {w['t']:g} | {w['requests']} | {w['failures']} | {ms_text(w['p50_ms'])} | {ms_text(w['p99_ms'])} |"
-        for w in data["windows"]
-    ]
-    if data.get("plot"):
-        lines += ["", f"![soak]({data['plot']})"]
-    lines += [
-        "",
-        "**PASS**: every check held." if data["passed"] else "",
-        "**FAIL**: " + "; ".join(c["name"] for c in checks if not c["passed"]) if not data["passed"] else "",
-    ]
-    return "\n".join(line for line in lines).rstrip() + "\n"
-
-
-def plot(data: dict[str, Any], path: Path) -> Path | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    seconds = [p for p in data["timeline"] if p.get("p99_ms") is not None]
-    top.plot(
-        [p["t"] for p in seconds], [p["p99_ms"] for p in seconds], color="0.75", linewidth=0.8, label="p99 per second"
-    )
-    windows = [w for w in data["windows"] if w.get("p99_ms") is not None]
-    top.step(
-        [w["t"] for w in windows] + ([windows[-1]["t"] + windows[-1]["length_s"]] if windows else []),
-        [w["p99_ms"] for w in windows] + ([windows[-1]["p99_ms"]] if windows else []),
-        where="post",
-        color="C0",
-        linewidth=2,
-        label=f"p99 per {data['window_s']:g} s window",
-    )
-    top.set(ylabel="latency, ms", title=f"{data['served_model']}: {data['rate']:.0f} req/s open loop")
-    top.legend(fontsize=8)
-    samples = data["memory"]
-    if samples:
-        times = [s["t"] for s in samples]
-        bottom.plot(
-            times, [s["total_bytes"] / 2**20 for s in samples], color="C1", linewidth=2, label="tritonserver + stubs"
-        )
-        names = sorted({n for s in samples for n in s["processes"]})
-        for name in names:
-            bottom.plot(times, [s["processes"].get(name, math.nan) / 2**20 for s in samples], linewidth=0.8, label=name)
-        bottom.axvline(data["memory_warmup_s"], color="0.5", linestyle=":", label="end of memory warm-up")
-    bottom.set(xlabel="seconds since the load started", ylabel="RSS, MiB")
-    bottom.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return save_report(data, out_dir, plot(data, out_dir / "soak.png"), summary_md)
 
 
 # --- the run -------------------------------------------------------------------------------------

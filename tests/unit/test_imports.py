@@ -55,7 +55,15 @@ LAYERS = (
 )
 """loadtest's modules by layer: a module may import its own layer and those below, never one above."""
 STUDIES = "loadtest.studies"
-STUDY_PARTS = {"overload_report": "overload", "baselines": "bench", "bench_report": "bench"}
+STUDY_PARTS = {
+    "overload_report": "overload",
+    "baselines": "bench",
+    "bench_report": "bench",
+    "bench_rows": "bench",
+    "bench_once": "bench",
+    "soak_checks": "soak",
+    "soak_report": "soak",
+}
 """Modules of ``loadtest/studies/`` that belong to a study of another name."""
 
 

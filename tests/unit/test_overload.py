@@ -15,7 +15,7 @@ from loadtest.drive.runner import load_settings
 from loadtest.errors import CampaignError, VariantError
 from loadtest.measure import saturation
 from loadtest.measure.results import RunResult, ServerStats
-from loadtest.studies import overload, overload_report, soak
+from loadtest.studies import overload, overload_report, soak, soak_checks, soak_report
 from tests.campaign_samples import MINIMAL
 from tests.served import served_config
 
@@ -353,23 +353,23 @@ def test_the_budget_defaults_to_the_models_campaign():
 
 
 def test_soak_checks():
-    assert soak.check_errors(0, 0, {})["passed"] and not soak.check_errors(1, 0, {"503": 1})["passed"]
+    assert soak_checks.check_errors(0, 0, {})["passed"] and not soak_checks.check_errors(1, 0, {"503": 1})["passed"]
     windows = [
         {"t": 0, "length_s": 10, "p99_ms": 10.0},
         {"t": 10, "length_s": 10, "p99_ms": 30.0},
         {"t": 20, "length_s": 10, "p99_ms": 11.5},
         {"t": 30, "length_s": 10, "p99_ms": 99.0},
     ]
-    full = soak.full_windows(windows, 35.0)  # the last one runs past the end
+    full = soak_checks.full_windows(windows, 35.0)  # the last one runs past the end
     assert [w["t"] for w in full] == [0, 10, 20]
-    p99 = soak.check_p99(full)
+    p99 = soak_checks.check_p99(full)
     assert p99["passed"] and p99["drift"] == pytest.approx(0.15)
-    assert not soak.check_p99(full[:2])["passed"] and not soak.check_p99(full[:1])["passed"]
+    assert not soak_checks.check_p99(full[:2])["passed"] and not soak_checks.check_p99(full[:1])["passed"]
     samples = [{"t": t, "total_bytes": b} for t, b in [(0, 50), (5, 100), (12, 100), (18, 102), (25, 103), (30, 104)]]
-    memory = soak.check_memory(samples, warmup_s=10, window_s=10)
+    memory = soak_checks.check_memory(samples, warmup_s=10, window_s=10)
     assert memory["passed"] and memory["growth"] == pytest.approx(2.5 / 101)  # mean 101 after warm-up, 103.5 last
-    assert not soak.check_memory(samples + [{"t": 36, "total_bytes": 120}], 10, 10)["passed"]
-    assert not soak.check_memory(samples[:2], 10, 10)["passed"]  # nothing after the warm-up
+    assert not soak_checks.check_memory(samples + [{"t": 36, "total_bytes": 120}], 10, 10)["passed"]
+    assert not soak_checks.check_memory(samples[:2], 10, 10)["passed"]  # nothing after the warm-up
 
 
 def test_the_sustained_rate_is_the_last_open_loop_step_the_server_kept_up_with(monkeypatch, tmp_path):
@@ -426,14 +426,14 @@ def test_the_p99_trend_is_the_fitted_line_not_two_windows():
     def windows(values):
         return [{"t": 60.0 * i, "length_s": 60.0, "p99_ms": v} for i, v in enumerate(values)]
 
-    assert soak.p99_trend(windows([10.0, 15.0, 20.0])) == pytest.approx(10.0 / 15.0)  # +10 ms on a 15 ms mean
-    assert soak.p99_trend(windows([10.0] * 5)) == 0.0
+    assert soak_checks.p99_trend(windows([10.0, 15.0, 20.0])) == pytest.approx(10.0 / 15.0)  # +10 ms on a 15 ms mean
+    assert soak_checks.p99_trend(windows([10.0] * 5)) == 0.0
     # one bad last window fails first-vs-last, but barely moves the line through ten
     noisy = windows([10.0, 11.0, 9.0, 10.0, 11.0, 9.0, 10.0, 11.0, 9.0, 14.0])
-    check = soak.check_p99(noisy)
+    check = soak_checks.check_p99(noisy)
     assert not check["passed"] and check["drift"] == pytest.approx(0.4)
     assert abs(check["trend"]) < 0.3 and "fitted trend over the run" in check["detail"]
-    assert soak.p99_trend(windows([10.0])) is None
+    assert soak_checks.p99_trend(windows([10.0])) is None
 
 
 def test_split_cpus_gives_the_load_generator_the_lower_half_and_the_server_the_rest():
@@ -450,8 +450,8 @@ def test_the_soak_splits_the_cpus_unless_told_otherwise():
     assert soak.parse_args([]).http_url is None
     with pytest.raises(SystemExit):
         soak.parse_args(["--http-url", "127.0.0.1:8000"])
-    assert soak.cpu_text([], []) == "Server and load generator shared the CPUs."
-    assert soak.cpu_text([1], [0]) == "Server and stubs on CPUs [1], load generator on CPUs [0]."
+    assert soak_report.cpu_text([], []) == "Server and load generator shared the CPUs."
+    assert soak_report.cpu_text([1], [0]) == "Server and stubs on CPUs [1], load generator on CPUs [0]."
 
 
 def test_each_load_runs_its_trials_interleaved_across_the_two_configs(monkeypatch, tmp_path):
