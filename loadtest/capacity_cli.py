@@ -3,16 +3,16 @@ interval, and a replica plan.
 
 Open-loop load (Poisson by default, `--arrival` for another pattern) made by Locust, whose latency counts from
 each request's intended send time; `loadtest.measure.capacity.find_capacity` brackets the knee (rates
-doubling), narrows it to 5%, and confirms it with `--trials` runs and the three-way SLO verdict, stepping
-down 10% when the verdict there is not a pass. `--target-rps Q` prints the replicas that serve Q at the
-interval's lower bound with `--headroom` for bursts, plus one (N+1), and the autoscaling target: Triton's
-queue time per request (the metric deploy/k8s's HPA scales on) at the rate each replica is planned to carry,
-as a kustomize patch (printed, or `--write-patch FILE`). Report: reports/capacity-NAME/ (results.json,
-summary.md, capacity.png).
+doubling), narrows it to 5%, then runs `--trials` rounds at 0.9x, 1x and 1.1x the highest passing rate: each
+round's knee gives the interval, the three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it.
+`--target-rps Q` prints the replicas that serve Q at the interval's lower bound with `--headroom` for bursts,
+plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
+scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
+FILE`). Report: reports/capacity-NAME/ (results.json, summary.md, capacity.png).
 
-Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every
-step down; 2 bad arguments, or a model that is not in the repository or not served; 3 the server or the
-load generator failed; 4 the verdict at the knee stayed inconclusive.
+Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every step
+down; 2 bad arguments, or a model that is not in the repository or not served; 3 the server or the load
+generator failed; 4 the verdict at the knee stayed inconclusive.
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ def register(subparsers) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     parser.add_argument("--slo-p99-ms", type=float, required=True, help="client-side p99 budget (ms)")
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
-    parser.add_argument("--trials", type=int, default=3, help="runs at the knee for its interval (>= 2, default 3)")
+    parser.add_argument(
+        "--trials", type=int, default=5, help="rounds of runs around the knee for its interval (>= 2, default 5)"
+    )
     parser.add_argument(
         "--arrival",
         metavar="SPEC",
@@ -227,7 +229,8 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
     measure_at, measured_s, arrivals = _measurer(args, arrival, options, endpoints, out)
     print(
         f"capacity {args.model}: p99 <= {budget.p99_ms:g} ms, errors <= {budget.max_error_rate:.2%}; {arrivals}, "
-        f"{args.generator}, {args.duration:g} s runs from {args.start_rate:g} req/s, {args.trials} trials at the knee",
+        f"{args.generator}, {args.duration:g} s runs from {args.start_rate:g} req/s, "
+        f"{args.trials} rounds around the knee",
         flush=True,
     )
     result = capacity.find_capacity(
