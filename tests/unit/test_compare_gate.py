@@ -2,6 +2,7 @@
 rounds where both arms were usable are compared, an inconclusive metric says how many trials would settle it,
 and the report renders."""
 
+import dataclasses
 import math
 
 from loadtest.measure.evidence import Difference, compare
@@ -119,3 +120,13 @@ def test_the_a_a_lines_state_the_noise_floor_and_the_report_renders():
     }
     summary = gate.markdown(data)
     assert "| p50 |" in summary and "| A | 1 |" in summary and "| B | 3 |" in summary
+
+
+def test_p99_is_judged_against_its_own_minimum_effect():
+    a = [dataclasses.replace(_m(1.0), p99_ms=10.0) for _ in range(4)]
+    b = [dataclasses.replace(_m(1.0), p99_ms=v) for v in (11.5, 11.0, 11.6, 11.2)]  # +10% to +16%
+    strict = {c.metric: c for c in gate.judge(_results(a, b), 0.05).comparisons}
+    tail = {c.metric: c for c in gate.judge(_results(a, b), 0.05, p99_min_effect=0.2).comparisons}
+    assert strict["p99_ms"].verdict is Difference.WORSE and strict["p99_ms"].min_effect == 0.05
+    assert tail["p99_ms"].verdict is Difference.SAME and tail["p99_ms"].min_effect == 0.2
+    assert tail["throughput"].min_effect == 0.05

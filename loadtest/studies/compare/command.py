@@ -41,7 +41,7 @@ EXAMPLES = """\
 examples:
   tritonkit compare digits --b max_queue_delay_us=5000 --users 1
   tritonkit compare digits --b model=digits_onnx --rate 400 --budget-ms 5
-  tritonkit compare digits --aa --users 8 --trials 10                 the noise floor
+  tritonkit compare digits --aa --users 8                             the noise floor
   tritonkit compare digits --b-repository candidate/model_repository --users 8
 """
 
@@ -69,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load = parser.add_mutually_exclusive_group(required=True)
     load.add_argument("--users", type=_number(int, 0, True), help="closed loop: this many clients")
     load.add_argument("--rate", type=_number(float, 0, True), help="open loop: this many requests per second")
-    parser.add_argument("--trials", type=int, default=5, help="trials of each arm (default 5, at least 2)")
+    parser.add_argument("--trials", type=int, default=10, help="trials of each arm (default 10, at least 2)")
     parser.add_argument(
-        "--duration", type=_number(float, 0, True), default=5.0, help="seconds measured per trial (default 5)"
+        "--duration", type=_number(float, 0, True), default=3.0, help="seconds measured per trial (default 3)"
     )
     parser.add_argument(
         "--warmup-rounds", type=_number(int, 0, False), default=1, help="rounds run first and left out (default 1)"
@@ -79,8 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-effect",
         type=_number(float, 0, False),
-        default=0.05,
-        help="relative change that matters (default 0.05): smaller is 'no difference'",
+        default=0.1,
+        help="relative change that matters (default 0.1): smaller is 'no difference'",
+    )
+    parser.add_argument(
+        "--min-effect-p99",
+        type=_number(float, 0, False),
+        default=0.2,
+        help="the same for p99 (default 0.2): a tail moves more between trials than a rate or a median",
     )
     parser.add_argument("--budget-ms", type=_number(float, 0, True), help="latency budget that goodput counts")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
@@ -186,7 +192,7 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
     finally:
         if args.http_url:  # a running server gets its configs back; a local one stops with the run
             apply.restore(endpoints.http, {a.served: originals[a.served] for a in arms if a.spec.changes})
-    verdict = gate.judge(results, args.min_effect, budget)
+    verdict = gate.judge(results, args.min_effect, budget, args.min_effect_p99)
     data = {
         "model": args.model,
         "mode": "A/A" if aa else "A/B",
@@ -198,6 +204,7 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
         "duration_s": args.duration,
         "warmup_rounds": args.warmup_rounds,
         "min_effect": args.min_effect,
+        "p99_min_effect": args.min_effect_p99,
         "budget_ms": args.budget_ms,
         "cpus": {"generator": sorted(args.client_cpus), "server": sorted(args.server_cpus)},
         "results": {name: result.to_dict() for name, result in results.items()},

@@ -85,8 +85,12 @@ def paired(results: dict[str, ArmResult], a: str = "A", b: str = "B") -> tuple[l
     return [x for x, _ in pairs], [y for _, y in pairs]
 
 
-def judge(results: dict[str, ArmResult], min_effect: float, budget_ms: float = math.inf) -> Verdict:
-    """B against A in every compared metric over the paired rounds."""
+def judge(
+    results: dict[str, ArmResult], min_effect: float, budget_ms: float = math.inf, p99_min_effect: float | None = None
+) -> Verdict:
+    """B against A in every compared metric over the paired rounds. ``p99_min_effect``: the change that matters
+    for p99 (None: ``min_effect``); a tail percentile of a few thousand requests moves more from trial to
+    trial than a mean rate or a median does."""
     a_trials, b_trials = paired(results)
     if len(a_trials) < 2:
         reasons = sorted({m.not_usable_reason for r in results.values() for m in r.trials if not m.usable})
@@ -102,7 +106,8 @@ def judge(results: dict[str, ArmResult], min_effect: float, budget_ms: float = m
         if any(math.isnan(v) for v in (*a_values, *b_values)):
             skipped[metric] = "a trial has no value"
             continue
-        comparison = evidence.compare(metric, a_values, b_values, min_effect)
+        effect = p99_min_effect if metric == "p99_ms" and p99_min_effect is not None else min_effect
+        comparison = evidence.compare(metric, a_values, b_values, effect)
         comparisons.append(comparison)
         if comparison.verdict is Difference.INCONCLUSIVE:
             settle[metric] = trials_to_settle(comparison, a_values, b_values)
@@ -165,6 +170,7 @@ def markdown(data: dict[str, Any]) -> str:
         f"- B: {data['arms'][1]['spec']} (served as `{data['arms'][1]['served']}`)",
         f"- load: {data['load']}, {data['generator']}, {data['trials']} trials of {data['duration_s']:g} s "
         f"(+{data['warmup_rounds']} warm-up rounds), interleaved A B, B A, ...; minimum effect {data['min_effect']:.0%}"
+        + (f" (p99 {data['p99_min_effect']:.0%})" if data.get("p99_min_effect") is not None else "")
         + (f"; goodput budget {data['budget_ms']:g} ms" if data.get("budget_ms") is not None else ""),
         f"- command: `{data['command']}`",
         f"- exit status {verdict['status']}",
