@@ -81,6 +81,13 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
+def _counts(text: str) -> tuple[int, ...]:
+    values = _ints(text)
+    if 0 in values:
+        raise argparse.ArgumentTypeError(f"{text!r}: instance counts must be >= 1")
+    return values
+
+
 def _delays(text: str) -> tuple[int | None, ...]:
     parts = text.split(",")
     try:
@@ -143,6 +150,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="descent: one setting at a time (default); grid: every combination",
     )
     parser.add_argument("--max-instances", type=_positive(int), default=4, help="instance counts 1..N (default 4)")
+    parser.add_argument(
+        "--instances",
+        type=_counts,
+        metavar="LIST",
+        help="instance counts to search, e.g. 2 or 1,2 (in place of 1..--max-instances)",
+    )
     parser.add_argument("--measurement-ms", type=_positive(int), default=2000, help="perf_analyzer window (ms)")
     parser.add_argument(
         "--delays-us",
@@ -218,6 +231,7 @@ def _axes(args: argparse.Namespace) -> dict[str, tuple]:
         "max_batch_size": args.batch_sizes,
         "format": args.formats,
         "preferred": args.preferred,
+        "instances": args.instances,
     }
     return {axis: values for axis, values in given.items() if values}
 

@@ -270,6 +270,8 @@ def restricted(space: SearchSpace, axes: dict[str, tuple], limit: int, formats: 
         raise TuneError(
             f"max batch sizes {list(axes['max_batch_size'])} must be in 0..{limit} (what the export was checked for)"
         )
+    if any(count < 1 for count in axes.get("instances", ())):
+        raise TuneError(f"instance counts {list(axes['instances'])} must be >= 1")
     missing = [f for f in axes.get("format", ()) if f not in formats]
     if missing:
         raise TuneError(f"formats {missing} are not served; served: {formats}")

@@ -37,6 +37,7 @@ def tune(*args: str) -> subprocess.CompletedProcess:
         (["digits", "--slo-p99-ms", "5", "--users", "4", "--trials", "1"], ["--trials 1", "at least 2 trials"]),
         (["digits", "--slo-p99-ms", "5", "--users", "4", "--min-effect", "1.5"], ["--min-effect 1.5"]),
         (["digits", "--slo-p99-ms", "5", "--users", "4", "--leaders", "0"], ["'0' must be > 0"]),
+        (["digits", "--slo-p99-ms", "5", "--users", "4", "--instances", "2,0"], ["instance counts must be >= 1"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):
