@@ -161,11 +161,14 @@ def test_staged_model_has_no_warmup_or_preferred_sizes(tmp_path):
     source = tmp_path / "repo" / "digits"
     (source / "1").mkdir(parents=True)
     (source / "labels.txt").write_text("0\n")
-    (source / "config.pbtxt").write_text((REPOSITORY / "digits" / "config.pbtxt").read_text())
+    served = text_format.Parse((REPOSITORY / "digits" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+    served.dynamic_batching.max_queue_delay_microseconds = 1000  # whatever the repository's tuning says
+    served.dynamic_batching.preferred_batch_size[:] = [8, 16]
+    (source / "config.pbtxt").write_text(text_format.MessageToString(served))
     staged = analyzer.stage_model(tmp_path / "repo", "digits", tmp_path / "staged")
     config = text_format.Parse((staged / "digits" / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
     assert not config.model_warmup and not config.dynamic_batching.preferred_batch_size
-    assert config.dynamic_batching.max_queue_delay_microseconds > 0 and config.max_batch_size == 64
+    assert config.dynamic_batching.max_queue_delay_microseconds == 1000 and config.max_batch_size == 64
     assert (staged / "digits" / "1").resolve() == (source / "1").resolve()
     assert (staged / "digits" / "labels.txt").is_symlink()
 

@@ -60,14 +60,14 @@ def test_a_catalog_models_dry_run_diffs_tuned_toml_and_every_format_and_writes_n
     tuned = tmp_path / "tuned.toml"
     shutil.copy(catalog.TUNED, tuned)
     before = snapshot(tuned, catalog.TUNED, *REPOSITORY.glob("digits*/"))
-    picked = outcome_for("digits", REPOSITORY, Point("onnx/fp32", 0, (), 3, 32))
+    picked = outcome_for("digits", REPOSITORY, Point("onnx/fp32", 500, (), 3, 32))
     written = writer.write_pick(picked, dry_run=True, tuned_path=tuned)
     assert snapshot(tuned, catalog.TUNED, *REPOSITORY.glob("digits*/")) == before
     assert written.kind == "catalog" and written.dry_run and written.clients_call == "digits_onnx"
     assert str(tuned) in written.files and str(REPOSITORY / "digits_onnx" / "config.pbtxt") in written.files
     for text in (
         "+max_batch_size = 32",
-        "-  max_queue_delay_microseconds: 1000",
+        "+  max_queue_delay_microseconds: 500",
         "-  count: 2",
         "+  count: 3",
         "digits_fp16/config.pbtxt",
