@@ -368,7 +368,7 @@ def _knee_then_confirm(
     measured_s: float | None,
 ) -> CapacityResult:
     """The knee's rounds around ``rate``, the verdict at ``rate`` and one spread below, then step downs."""
-    rates = knee.sweep_rates(rate)
+    rates = knee.sweep_rates(rate, knee.SPREAD)
     log(f"  the knee: {trials} rounds at {', '.join(f'{r:g}' for r in rates)} req/s, interleaved")
     arms = run_trials([Arm(f"{r:g} req/s", lambda r=r: measure_at(r)) for r in rates], trials, log=log)
     by_rate = {r: arms[f"{r:g} req/s"] for r in rates}
@@ -382,21 +382,16 @@ def _knee_then_confirm(
                 p99 = m.p99_ms if outcome != ERRORS else math.nan
                 points.append(knee.Point(r, p99, outcome == PASS))
         rounds.append(points)
-    result.knee = knee.estimate(rates, rounds, result.budget.p99_ms)
+    result.knee = knee.estimate(rates, rounds, result.budget.p99_ms, knee.SPREAD)
     log(f"  the knee: {result.knee.interval.text('{:.1f}', ' req/s')}")
     for r in reversed(rates):  # the verdict where each rate's trials stand, highest first
-        arm = by_rate[r]
-        if len(arm.usable) >= 2:
-            verdict = slo.verdict(arm.samples(), result.budget)
-            result.confirmations.append(Confirmation(r, arm, verdict))
-            log(f"  verdict at {r:g} req/s: {verdict.text()}")
+        if len(by_rate[r].usable) >= 2:
+            result.confirmations.append(_judged(result, r, by_rate[r], log))
     if result.confirmed is not None and result.confirmed.rate >= rates[0]:
         result.status = ExitStatus.OK
         return result
     if max_step_downs < 2:
-        last = result.confirmations[-1].verdict.verdict if result.confirmations else Verdict.FAIL
-        result.status = ExitStatus.INCONCLUSIVE if last is Verdict.INCONCLUSIVE else ExitStatus.FAILED
-        return result
+        return _unconfirmed(result)
     lower = rates[0] * step_down
     result.notes.append(f"no verdict passed at {rates[0]:g}-{rates[1]:g} req/s: stepped down to {lower:g}")
     log(f"  {result.notes[-1]}")
@@ -418,9 +413,9 @@ def _confirm(
         if len(arm.usable) < 2:
             reasons = "; ".join(sorted({m.not_usable_reason for m in arm.trials if not m.usable}))
             return _broken(result, f"fewer than 2 usable trials at {rate:g} req/s: {reasons}")
-        verdict = slo.verdict(arm.samples(), result.budget)
-        result.confirmations.append(Confirmation(rate, arm, verdict))
-        log(f"  verdict at {rate:g} req/s: {verdict.text()}")
+        confirmation = _judged(result, rate, arm, log)
+        result.confirmations.append(confirmation)
+        verdict = confirmation.verdict
         if verdict.verdict is Verdict.PASS:
             result.status = ExitStatus.OK
             return result
@@ -429,7 +424,19 @@ def _confirm(
             result.notes.append(f"verdict at {rate:g} req/s was {verdict.verdict.value}: stepped down to {lower:g}")
             log(f"  {result.notes[-1]}")
             rate = lower
-    last = result.confirmations[-1].verdict.verdict
+    return _unconfirmed(result)
+
+
+def _judged(result: CapacityResult, rate: float, arm: ArmResult, log: Log) -> Confirmation:
+    """The SLO verdict over ``arm``'s usable trials at ``rate``, said."""
+    confirmation = Confirmation(rate, arm, slo.verdict(arm.samples(), result.budget))
+    log(f"  verdict at {rate:g} req/s: {confirmation.verdict.text()}")
+    return confirmation
+
+
+def _unconfirmed(result: CapacityResult) -> CapacityResult:
+    """No verdict passed: status 4 when the last one was inconclusive, else 1."""
+    last = result.confirmations[-1].verdict.verdict if result.confirmations else Verdict.FAIL
     result.status = ExitStatus.INCONCLUSIVE if last is Verdict.INCONCLUSIVE else ExitStatus.FAILED
     return result
 
@@ -448,11 +455,10 @@ def _lowest_rate_verdict(
     arm = _trials_at(measure_at, rate, trials, log)
     if len(arm.usable) < 2:
         return Verdict.FAIL
-    verdict = slo.verdict(arm.samples(), result.budget)
-    log(f"  verdict at {rate:g} req/s: {verdict.text()}")
-    if verdict.verdict is not Verdict.PASS:
-        result.confirmations.append(Confirmation(rate, arm, verdict))
-    return verdict.verdict
+    confirmation = _judged(result, rate, arm, log)
+    if confirmation.verdict.verdict is not Verdict.PASS:
+        result.confirmations.append(confirmation)
+    return confirmation.verdict.verdict
 
 
 def _rejudged(measure_at: Callable[[float], Measurement], measured_s: float | None) -> Callable[[float], Measurement]:

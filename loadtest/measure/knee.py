@@ -111,8 +111,10 @@ def round_knee(points: Sequence[Point], budget_ms: float, spread: float = SPREAD
     return RoundKnee(min(max(guess, low.rate), high.rate))
 
 
-def estimate(rates: Sequence[float], rounds: Sequence[Sequence[Point]], budget_ms: float) -> KneeEstimate:
-    """The knee of each round (a round with no usable run left out) and the t interval over them."""
-    spread = (rates[-1] / rates[len(rates) // 2]) - 1 if len(rates) > 1 else SPREAD
+def estimate(
+    rates: Sequence[float], rounds: Sequence[Sequence[Point]], budget_ms: float, spread: float = SPREAD
+) -> KneeEstimate:
+    """The knee of each round (a round with no usable run left out) and the t interval over them; ``spread``:
+    the one ``sweep_rates`` spaced the rounds' rates by."""
     knees = [round_knee(points, budget_ms, spread) for points in rounds if points]
     return KneeEstimate(list(rates), knees, evidence.interval([k.rate for k in knees], lower_bound=0.0))
