@@ -1,5 +1,5 @@
-"""`tritonkit capacity` against the session's real server, with short runs: digits' capacity under a 50 ms p99
-with an interval from three trials, the replica plan and HPA patch; and a budget no load can meet exits 1
+"""`tritonkit capacity` against the session's real server, with short runs: digits' capacity under a 250 ms p99
+with an interval from four trials, the replica plan and HPA patch; and a budget no load can meet exits 1
 naming the lowest rate probed and its p99."""
 
 import json
@@ -13,6 +13,10 @@ import yaml
 PROJECT = Path(__file__).resolve().parents[2]
 # Short: a flow check on a shared machine. Runs of 4 s from 10 req/s, the bracket narrowed to 50%; one Locust
 # process (a second one starts late on 2 busy cores and misses the first arrivals of so short a run).
+# The budget sits far above the stalls of a busy 2-core runner: there one request in 50-100 takes 30-75 ms, and
+# a 4 s run at 10-20 req/s has only 40-80 requests, so its p99 is its slowest request. Under a 50 ms budget three
+# such trials (p99 5.6, 8.0 and 29.8 ms) gave a log-scale interval of 1.2-98.6 ms: inconclusive (exit 4), which
+# is the command's honest answer there but not the flow this test checks.
 SHORT = ["--duration", "4", "--processes", "1", "--start-rate", "10", "--max-rate", "80", "--tolerance", "0.5"]
 
 
@@ -28,15 +32,15 @@ def capacity(server, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, tmp_path):
+def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server, tmp_path):
     out, patch = tmp_path / "report", tmp_path / "hpa-patch.yaml"
     done = capacity(
         server,
         "digits",
         "--slo-p99-ms",
-        "50",
+        "250",
         "--trials",
-        "3",
+        "4",
         *SHORT,
         "--target-rps",
         "100",
@@ -47,8 +51,8 @@ def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, 
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     line = re.search(
-        r"p99 <= 50 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), "
-        r"(3 trials at|the knee of 3 rounds at)",
+        r"p99 <= 250 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), "
+        r"(4 trials at|the knee of 4 rounds at)",
         done.stdout,
     )
     assert line, done.stdout
@@ -56,7 +60,7 @@ def test_digits_capacity_under_50_ms_has_an_interval_a_plan_and_a_patch(server, 
     assert low <= estimate <= high
     assert "for Poisson arrivals" in done.stdout and "replicas for 100 req/s:" in done.stdout
     results = json.loads((out / "results.json").read_text())
-    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 3
+    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 4
     assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()
     hpa = yaml.safe_load(patch.read_text())
     assert hpa["kind"] == "HorizontalPodAutoscaler" and hpa["spec"]["maxReplicas"] >= 2
