@@ -51,6 +51,8 @@ whose model it does not name runs as deployed). Example, with every key::
     analyzer = false          # also run Triton Model Analyzer and compare its pick under the same load
     budget_s = 120            # the tuner's search (tritonkit tune's) at the model's first scenario's load; the
                               # variants above are measured beside it as compared points
+    leaders = 2               # candidates measured again beside the served config (tritonkit tune --leaders)
+    trials = 3                # interleaved trials of each of them (tritonkit tune --trials, at least 2)
 """
 
 from __future__ import annotations
@@ -290,6 +292,10 @@ class Campaign:
     tune_budget_s: float = 120.0
     """[tune] budget_s: wall-clock budget of the tuner's search per model."""
     path: Path | None = None
+    tune_leaders: int | None = None
+    """[tune] leaders: candidates measured again beside the served config (None: the tuner's default)."""
+    tune_trials: int | None = None
+    """[tune] trials: interleaved trials of each leader (None: the tuner's default)."""
 
 
 def check_trials(trials: Any, what: str = "trials") -> int:
@@ -365,7 +371,7 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         if len(set(names)) != len(names):
             raise CampaignError(f"{where}: {kind} names repeat: {names}")
     tune = raw.get("tune", {})
-    unknown = set(tune) - {"models", "analyzer", "budget_s"}
+    unknown = set(tune) - {"models", "analyzer", "budget_s", "leaders", "trials"}
     if unknown:
         raise CampaignError(f"{where}: [tune]: unknown keys {sorted(unknown)}")
     tune_models = tuple(tune.get("models", ()))
@@ -382,6 +388,11 @@ def parse(text: str, path: Path | None = None) -> Campaign:
     budget = tune.get("budget_s", 120.0)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise CampaignError(f"{where}: [tune] budget_s={budget!r} must be a number of seconds > 0")
+    leaders, tune_trials = tune.get("leaders"), tune.get("trials")
+    if leaders is not None:
+        check_trials(leaders, f"{where}: [tune] leaders")
+    if tune_trials is not None and check_trials(tune_trials, f"{where}: [tune] trials") < 2:
+        raise CampaignError(f"{where}: [tune] trials={tune_trials!r}: the leaders' intervals need at least 2")
     return Campaign(
         raw.get("name") or (path.stem if path else "campaign"),
         slo,
@@ -391,6 +402,8 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         bool(tune.get("analyzer", False)),
         float(budget),
         path,
+        leaders,
+        tune_trials,
     )
 
 

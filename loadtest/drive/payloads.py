@@ -225,7 +225,10 @@ def add_payload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def payload_options(args: argparse.Namespace) -> PayloadOptions:
-    """The parsed payload flags as :class:`PayloadOptions` (PayloadError when they contradict each other)."""
+    """The parsed payload flags as :class:`PayloadOptions` (PayloadError when they contradict each other, or
+    name a file that is not there: said before any server is started or reached)."""
+    if args.input_data is not None and not Path(args.input_data).is_file():
+        raise PayloadError(f"--input-data {args.input_data}: no such file")
     return PayloadOptions(
         shapes=dict(args.shape or []),
         int_range=tuple(args.int_range),

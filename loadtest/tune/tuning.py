@@ -52,6 +52,11 @@ def tune(
         budget_s=campaign.tune_budget_s,
         protocol=scenario.protocol,
         work=out_dir / "tune" / model / "runs",
+        **{
+            name: value
+            for name, value in (("leaders", campaign.tune_leaders), ("trials", campaign.tune_trials))
+            if value is not None
+        },
     )
     compared = {v.name: v for v in campaign.variants if v.applies_to(model)}
     try:

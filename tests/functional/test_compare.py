@@ -56,7 +56,7 @@ def test_a_5_ms_batching_window_at_one_user_is_a_p50_regression(repository, tmp_
         "max_queue_delay_us=5000",
         *SHORT,
         "--trials",
-        "4",
+        "3",
         "--out",
         str(out),
     )

@@ -54,6 +54,8 @@ CAMPAIGN = textwrap.dedent("""
     [tune]
     models = ["digits"]
     budget_s = 15
+    leaders = 1
+    trials = 2
 """)
 
 

@@ -27,9 +27,9 @@ def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
             "--model",
             "digits",
             "--minutes",
-            "0.5",
+            "0.3",
             "--window-s",
-            "10",
+            "6",
             "--sample-s",
             "2",
             "--warmup",
@@ -52,7 +52,7 @@ def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
     assert all(isinstance(c["passed"], bool) and c["detail"] for c in data["checks"])
     p99 = data["checks"][1]
     assert p99["first_ms"] is not None and p99["last_ms"] is not None and p99["drift"] is not None
-    assert [w["t"] for w in data["windows"]][:3] == [0, 10, 20]
+    assert [w["t"] for w in data["windows"]][:3] == [0, 6, 12]
     memory = data["checks"][2]
     assert memory["baseline_bytes"] > 0 and memory["final_bytes"] > 0
     assert len(data["memory"]) >= 5
@@ -130,9 +130,9 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
             "--generator",
             "perf_analyzer",
             "--minutes",
-            "0.5",
+            "0.3",
             "--window-s",
-            "10",
+            "6",
             "--sample-s",
             "2",
             "--memory-warmup-s",
@@ -146,10 +146,10 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
     data = json.loads((tmp_path / "digits" / "results.json").read_text())
     assert status == (0 if data["passed"] else 1)
     assert data["generator"] == "perf_analyzer" and data["rate"] == 70.0
-    assert [w["t"] for w in data["windows"]] == [0, 10, 20]
+    assert [w["t"] for w in data["windows"]] == [0, 6, 12]
     assert all(w["p99_ms"] > 0 and w["requests"] > 0 for w in data["windows"])
-    # about 70 req/s for 30 s, and Triton counted no failure
-    assert 0.8 * 70 * 30 < data["requests"] < 1.2 * 70 * 30
+    # about 70 req/s for 18 s, and Triton counted no failure
+    assert 0.8 * 70 * 18 < data["requests"] < 1.2 * 70 * 18
     assert data["server_failures"] == 0 and data["checks"][0]["passed"]
     assert "Open-loop Poisson load from perf_analyzer" in (tmp_path / "digits" / "summary.md").read_text()
 
