@@ -32,7 +32,7 @@ from loadtest.drive.arrivals import Arrival, parse_arrival
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity, capacity_report, probe, replica_plan
+from loadtest.measure import capacity, capacity_report, evidence, probe, replica_plan
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.saturation import settle
@@ -257,13 +257,31 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
     lines = plan(result, args) if result.status is ExitStatus.OK else []
     if lines:
         extra["plan"] = {"lines": lines}
+    hint = thin_runs_hint(result, args.duration)
+    if hint:
+        extra["hint"] = hint
     summary = capacity_report.write(result, out, extra, sentence)
     print()
+    if hint:
+        print(hint)
     print(f"capacity {args.model}: {sentence}", file=sys.stdout if result.status is ExitStatus.OK else sys.stderr)
     for text in lines:
         print(text)
     print(f"report: {summary} (plot {out / 'capacity.png'}, results {out / 'results.json'})")
     return int(result.status)
+
+
+def thin_runs_hint(result: CapacityResult, duration_s: float) -> str:
+    """For an inconclusive answer whose last runs were too short to estimate a p99 (``evidence.thin_tail``):
+    what to change, as one line; "" otherwise."""
+    if result.status is not ExitStatus.INCONCLUSIVE or not result.confirmations:
+        return ""
+    rate = result.confirmations[-1].rate
+    note = evidence.thin_tail(rate * duration_s)
+    if not note:
+        return ""
+    seconds = math.ceil(evidence.TAIL_REQUESTS / 0.01 / rate)
+    return f"hint: at {rate:g} req/s for {duration_s:g} s, {note}: --duration {seconds} or more"
 
 
 def plan(result: CapacityResult, args) -> list[str]:

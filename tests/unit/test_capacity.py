@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from loadtest.campaign import Slo
+from loadtest.capacity_cli import thin_runs_hint
 from loadtest.measure import capacity, knee
 from loadtest.measure.capacity import (
     BEHIND,
@@ -318,3 +319,13 @@ def test_after_a_step_down_below_the_rounds_the_capacity_is_the_throughput_where
     assert result.status is ExitStatus.OK and round(result.rate) == 324
     assert not result.knee_applies and result.capacity == result.throughput
     assert "the verdict passed only below the knee's rounds at 360/400/440 req/s" in result.sentence()
+
+
+def test_an_inconclusive_answer_from_thin_runs_hints_at_the_duration_that_fills_them():
+    result = find_capacity(straddling(600.0, 800.0), BUDGET, 100.0, trials=4, log=quiet)
+    assert result.status is ExitStatus.INCONCLUSIVE and result.confirmations[-1].rate == pytest.approx(648.0)
+    assert thin_runs_hint(result, 1.0).startswith("hint: at 648 req/s for 1 s, a run of about 648 requests")
+    assert thin_runs_hint(result, 1.0).endswith("--duration 2 or more")
+    assert thin_runs_hint(result, 10.0) == ""  # 6,480 requests a run: the p99 has 64 above it
+    passed = find_capacity(straddling(600.0, 800.0), Slo(500.0), 100.0, trials=4, log=quiet)
+    assert passed.status is ExitStatus.OK and thin_runs_hint(passed, 1.0) == ""

@@ -195,3 +195,12 @@ def test_goodput_counts_the_successes_within_the_budget_over_every_request():
     assert evidence.count_within("", 1.0) == 0
     share, rate = evidence.goodput(3, 6, 2.0)  # one more request failed
     assert share == pytest.approx(0.5) and rate == pytest.approx(1.5)
+
+
+def test_a_run_with_fewer_than_ten_requests_above_its_p99_is_called_thin():
+    note = evidence.thin_tail(52)
+    assert "about 52 requests has 0.5 above its p99" in note and "at least 1,000 requests" in note
+    assert evidence.thin_tail(1000) == ""
+    assert "at least 200 requests" in evidence.thin_tail(150, quantile=0.95)
+    with pytest.raises(EvidenceError, match="quantile=1"):
+        evidence.thin_tail(100, quantile=1)
