@@ -69,12 +69,14 @@ class Written:
 def note_for(outcome: Outcome) -> str:
     o, best = outcome.options, outcome.best
     kept = outcome.decision is not None and outcome.decision.kept_served
-    trials = f" (mean of {len(best.confirmed)} interleaved trials)" if best.confirmed else ""
+    trials = f" (over {len(best.confirmed)} interleaved trials)" if best.confirmed else ""
+    # the p99 its SLO verdict judged (the geometric mean of the trials' p99s), not their arithmetic mean
+    p99 = best.intervals()["p99_ms"].estimate if best.confirmed else best.p99_ms
     return (
         f"tritonkit tune {date.today().isoformat()}: {'kept the served config: ' if kept else ''}"
         f"{best.point.label().split()[0]} "
         f"{'no batcher' if best.point.batcher is None else f'delay {best.point.batcher} us'}, "
-        f"{best.point.instances} instances served {best.throughput:.0f} infer/s at p99 {best.p99_ms:.3f} ms{trials} "
+        f"{best.point.instances} instances served {best.throughput:.0f} infer/s at p99 {p99:.3f} ms{trials} "
         f"(budget {o.slo.p99_ms:g} ms) at {o.load.text()} by {outcome.generator}"
     )
 
