@@ -134,6 +134,15 @@ class ClientStats:
     latency_sum_ms: float = 0.0
     """Summed latency of every success, the warm-up window's included: the same requests the server's
     ``nv_inference_request_duration_us`` adds up, so the two sums compare without slack."""
+    scheduled: int = 0
+    """Open loop: requests of the measured seconds sent on a schedule (0 for a closed loop)."""
+    late: int = 0
+    """Of ``scheduled``, those sent more than ``latency.LATE_S`` after they fell due."""
+
+    @property
+    def late_percent(self) -> float:
+        """Share of the scheduled requests sent late, in percent (0 with none scheduled)."""
+        return 100.0 * self.late / self.scheduled if self.scheduled else 0.0
 
     @property
     def throughput_rps(self) -> float:

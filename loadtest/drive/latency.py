@@ -34,6 +34,9 @@ HIGHEST_US = 120_000_000
 DIGITS = 4
 """Significant digits of the run histogram: exact µs up to 16,383 µs."""
 TIMELINE_DIGITS = 2
+LATE_S = 0.001
+"""An open-loop request sent more than this after it fell due was sent late: the generator did not keep to
+its schedule, and the time it lost is in that request's latency (counted from when it fell due)."""
 """The per-second histograms only feed plots; 1% resolution keeps a 10-minute soak small."""
 WINDOW_S = 60
 """Length of the windows ``ClientStats.windows`` reports (a p99 per minute); the load settings' ``window_s``
@@ -127,6 +130,13 @@ class Recorder:
                 if latency_s is not None:
                     self.refusal_hist.record_value(to_us(latency_s))
 
+    def sent(self, second: int, lag_s: float) -> None:
+        """An open-loop request sent ``lag_s`` after it fell due (measured seconds only)."""
+        with self._lock:
+            self.counts[(second, "scheduled")] += 1
+            if lag_s > LATE_S:
+                self.counts[(second, "late")] += 1
+
     def retry(self, second: int) -> None:
         """A failed attempt that is sent again (client retry): not a request of its own."""
         with self._lock:
@@ -195,6 +205,8 @@ class Merger:
         failures = sum(n for (_, kind), n in self.counts.items() if kind == "failures")
         warmup = sum(n for (_, kind), n in self.counts.items() if kind == "warmup")
         retries = sum(n for (_, kind), n in self.counts.items() if kind == "retries")
+        scheduled = sum(n for (_, kind), n in self.counts.items() if kind == "scheduled")
+        late = sum(n for (_, kind), n in self.counts.items() if kind == "late")
         timeline = []
         for second in sorted({s for s, kind in self.counts if kind in ("requests", "failures")}):
             window = self.seconds.get(second)
@@ -224,6 +236,8 @@ class Merger:
             refusal_latency_ms=self._refusal_latency(),
             windows=self._windows(),
             retries=retries,
+            scheduled=scheduled,
+            late=late,
             latency_sum_ms=sum(n for (_, kind), n in self.counts.items() if kind in ("latency_us", "warmup_us")) / 1000,
         )
 

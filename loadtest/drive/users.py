@@ -300,6 +300,8 @@ class TritonUser(User):
     def _timed(self, started: float, payload: int | None = None) -> None:
         second = int(started - RUN_START[0])
         warming = started - RUN_START[0] < float(self.settings.get("warmup_s", 0))
+        if self.open_loop and not warming:  # ``started`` is when it fell due: how late is it sent?
+            RECORDER.sent(second, time.monotonic() - started)
         self.index += 1
         name = f"{self.protocol}:{self.model}"
         index = self.index if payload is None else payload

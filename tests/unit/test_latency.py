@@ -112,3 +112,16 @@ def test_empty_run_reports_nan_not_zero():
     stats = Merger().stats(1.0)
     assert stats.requests == 0 and math.isnan(stats.latency_ms["p99"])
     assert math.isnan(percentiles_ms(Merger().hist)["p50"])
+
+
+def test_open_loop_sends_more_than_a_millisecond_late_are_counted_across_processes():
+    first, second = Recorder(), Recorder()
+    for lag in (0.0002, 0.0009, 0.0011, 0.030):
+        first.sent(0, lag)
+    second.sent(1, 0.0)
+    merger = Merger(window_s=0)
+    merger.add(first.drain())
+    merger.add(second.drain())
+    stats = merger.stats(2.0)
+    assert (stats.scheduled, stats.late) == (5, 2) and stats.late_percent == pytest.approx(40.0)
+    assert Merger(window_s=0).stats(1.0).late_percent == 0.0  # a closed loop schedules nothing
