@@ -108,9 +108,11 @@ def trial_line(t: Trial) -> str:
     """One trial's figures on the console, goodput among them."""
     c = t.client
     batch = f"  batch {t.server.avg_batch:.2f}" if t.server else ""
+    # Open loop: a share sent late means the generator's lag is inside these latencies.
+    late = f"  sent late {c.late_percent:.1f}%" if c.scheduled else ""
     return (
         f"{c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 {c.latency_ms['p99']:.3f} ms  "
-        f"errors {c.error_rate:.2%}  goodput {t.goodput_share:.2%} ({t.goodput_rps:.1f}/s){batch}"
+        f"errors {c.error_rate:.2%}  goodput {t.goodput_share:.2%} ({t.goodput_rps:.1f}/s){batch}{late}"
     )
 
 
