@@ -2,9 +2,11 @@
 interval, and a replica plan.
 
 Open-loop load (Poisson by default, `--arrival` for another pattern) made by Locust, whose latency counts from
-each request's intended send time; `loadtest.measure.capacity.find_capacity` brackets the knee (rates
-doubling), narrows it to 5%, then runs `--trials` rounds at 0.9x, 1x and 1.1x the highest passing rate: each
-round's knee gives the interval, the three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it.
+each request's intended send time, or by perf_analyzer (`--generator perf_analyzer`: a constant rate, or the
+`--arrival` pattern as its `--request-intervals` schedule); `loadtest.measure.capacity.find_capacity` brackets
+the knee (rates doubling), narrows it to 5%, then runs `--trials` rounds at 0.9x, 1x and 1.1x the highest
+passing rate: each round's knee gives the interval, the three-way SLO verdict at 1x (else 0.9x, else 10% lower)
+confirms it.
 `--target-rps Q` prints the replicas that serve Q at the interval's lower bound with `--headroom` for bursts,
 plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
 scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from loadtest.campaign import Slo
 from loadtest.drive import apply, perf, target
-from loadtest.drive.arrivals import Arrival, parse_arrival
+from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_intervals
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
@@ -39,6 +41,8 @@ from loadtest.measure.saturation import settle
 from tritonkit_errors import ExitStatus
 
 REPORTS = Path("reports")
+PA_WINDOWS = 5
+"""perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
 EXAMPLES = """\
@@ -76,8 +80,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--arrival",
         metavar="SPEC",
-        default="poisson",
-        help="open-loop arrivals: poisson (default), gamma:B (burstiness B: < 1 burstier), replay:FILE",
+        help="open-loop arrivals: poisson (default), gamma:B (burstiness B: < 1 burstier), replay:FILE; with "
+        "--generator perf_analyzer, played as its --request-intervals schedule (default there: a constant rate)",
     )
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run, warm-up included (default 10)")
     parser.add_argument("--start-rate", type=float, default=20.0, help="first rate probed, req/s (default 20)")
@@ -101,8 +105,8 @@ def register(subparsers) -> None:
         "--generator",
         choices=probe.GENERATORS,
         default="locust",
-        help="locust (default: arrival patterns, latency from the intended send time) or perf_analyzer (tensor "
-        "models; its constant-rate schedule)",
+        help="locust (default: latency from the intended send time) or perf_analyzer (tensor models; a constant "
+        "rate, or the --arrival pattern as its --request-intervals schedule)",
     )
     parser.add_argument("--processes", type=int, help="Locust processes (default: one per generator CPU)")
     parser.add_argument("--out", type=Path, help="report folder (default reports/capacity-NAME)")
@@ -139,11 +143,9 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
         raise ValueError(f"--max-error-rate {args.max_error_rate:g} must be in [0, 1)")
     if args.processes is not None and args.processes < 1:
         raise ValueError(f"--processes {args.processes} must be >= 1")
-    arrival = parse_arrival(args.arrival)
+    arrival = parse_arrival(args.arrival or "poisson")
     if arrival.name not in CONSTANT_RATE:
         raise ValueError(f"--arrival {args.arrival}: capacity needs one rate per run ({', '.join(CONSTANT_RATE)})")
-    if args.generator == "perf_analyzer" and arrival.name != "poisson":
-        raise ValueError(f"--arrival {args.arrival} needs --generator locust (perf_analyzer sends at a constant rate)")
     return arrival
 
 
@@ -183,6 +185,8 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
         out.mkdir(parents=True, exist_ok=True)
         data = perf.write_input_data(out / "input_data.json", payloads(config, options), config)
         window_ms = int(args.duration * 1000)
+        # Without --arrival: perf_analyzer's own constant rate; with one, that pattern as a schedule.
+        schedule = request_schedules(arrival, args.duration * PA_WINDOWS, out / "schedules") if args.arrival else None
 
         def measure_pa(rate: float) -> Measurement:
             settle(endpoints, args.model)
@@ -193,8 +197,12 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
                 protocol=args.protocol,
                 input_data=data,
                 measurement_ms=window_ms,
+                max_trials=PA_WINDOWS,
+                request_intervals=schedule(rate) if schedule else None,
             )
 
+        if schedule:
+            return measure_pa, window_ms / 1000, f"{arrival.describe()} (perf_analyzer --request-intervals)"
         return measure_pa, window_ms / 1000, "constant-rate arrivals (perf_analyzer)"
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
@@ -220,6 +228,29 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
 
     warmup = min(2.0, args.duration / 4)  # what probe.with_locust leaves out
     return measure_locust, args.duration - warmup, arrival.describe()
+
+
+def request_schedules(arrival: Arrival, span_s: float, folder: Path):
+    """rate -> perf_analyzer's ``--request-intervals`` file of ``arrival`` at that rate, ``span_s`` long: seeded
+    by the rate (the same rate plays the same schedule in every trial) and written once per rate."""
+    written: dict[float, Path] = {}
+
+    def at(rate: float) -> Path:
+        if rate not in written:
+            offsets = []
+            for due in arrival.schedule(rate, span_s, seed=round(rate * 1000)):
+                offsets.append(due.t)
+                if due.t >= span_s and len(offsets) >= rate * span_s:
+                    break
+            # Scaled so the file's mean rate (perf_analyzer's: count over the sum of intervals) is the rate asked
+            # for, which the run's sent rate is judged against; a finite draw of gamma gaps misses it by chance.
+            # At least rate x span_s arrivals, so the scaled file still spans span_s.
+            scale = len(offsets) / rate / offsets[-1]
+            folder.mkdir(parents=True, exist_ok=True)
+            written[rate] = write_request_intervals(folder / f"{rate:.6g}rps.txt", (t * scale for t in offsets))
+        return written[rate]
+
+    return at
 
 
 def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) -> int:

@@ -96,13 +96,14 @@ class PerfResult:
     wall_s: float = 0.0
     """How long it ran."""
     request_rate: float | None = None
-    """The rate asked for (``--request-rate-range``); None in concurrency mode."""
+    """The rate asked for (``--request-rate-range``); None in concurrency mode and on a schedule."""
     requests: list[MeasuredRequests] = dataclasses.field(default_factory=list)
     """With ``profile_export``: the measured requests of each level, in the order of ``rows``."""
 
     @property
     def sent_rate(self) -> float | None:
-        """Requests per second perf_analyzer sent ("Avg send request rate"), request-rate mode only."""
+        """Requests per second perf_analyzer sent ("Avg send request rate"), at a rate or on a schedule, and only
+        when it sent more than 1% of its requests late."""
         found = re.findall(r"Avg send request rate: ([0-9.]+)", self.output)
         return float(found[-1]) if found else None
 
@@ -188,12 +189,16 @@ def run(
     binary: Path = PERF_ANALYZER,
     request_rate: float | None = None,
     profile_export: bool = False,
+    request_intervals: Path | None = None,
 ) -> PerfResult:
     """Run perf_analyzer once and parse its CSV.
 
     ``concurrency``: one level (``4``), or a range ``"1:8:1"`` / ``(1, 8, 1)`` passed as
     ``--concurrency-range`` (one row per level). ``request_rate``: an open-loop load of that many requests
-    per second (``--request-rate-range``) instead of a concurrency. ``input_data``: a file from
+    per second (``--request-rate-range``) instead of a concurrency. ``request_intervals``: an open-loop load
+    on a schedule instead, perf_analyzer's ``--request-intervals`` file (``arrivals.write_request_intervals``:
+    microseconds from one request to the next, looped when the run outlasts it; perf_analyzer refuses it
+    beside either range). ``input_data``: a file from
     :func:`write_input_data` (default: perf_analyzer's random data). ``shapes``: ``{"input_ids": [32]}`` for
     inputs with variable dims when no input data gives the shape. ``stability_percentage``/``max_trials``: on
     a shared CPU the default 10 % over 3 windows often never settles; a loose figure is still a
@@ -208,13 +213,16 @@ def run(
         raise ValueError(f"protocol {protocol!r} is not grpc or http")
     if request_rate is not None and not request_rate > 0:
         raise ValueError(f"request_rate {request_rate!r} must be > 0")
+    if request_rate is not None and request_intervals is not None:
+        raise ValueError("give a request_rate or request_intervals, not both")
     if isinstance(concurrency, tuple):
         concurrency = ":".join(str(int(c)) for c in concurrency)
-    load = (
-        ["--request-rate-range", f"{request_rate:g}"]
-        if request_rate is not None
-        else ["--concurrency-range", str(concurrency)]
-    )
+    if request_intervals is not None:
+        load = ["--request-intervals", str(request_intervals)]
+    elif request_rate is not None:
+        load = ["--request-rate-range", f"{request_rate:g}"]
+    else:
+        load = ["--concurrency-range", str(concurrency)]
     with tempfile.TemporaryDirectory(prefix="perf-") as tmp:
         csv_path = Path(tmp) / "perf.csv"
         cmd = [
@@ -258,8 +266,10 @@ def run(
         if returncode is None:
             raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(output)}")
         if returncode != 0 or not csv_path.exists():
+            # On a schedule, an unstable measurement ends with code 0 and no CSV; the output says why.
+            missing = "" if returncode else " without writing its CSV"
             raise PerfAnalyzerError(
-                f"perf_analyzer exited with code {returncode}: {' '.join(cmd)}\n{output_tail(output)}"
+                f"perf_analyzer exited with code {returncode}{missing}: {' '.join(cmd)}\n{output_tail(output)}"
             )
         text = csv_path.read_text()
         try:

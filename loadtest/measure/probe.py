@@ -1,9 +1,10 @@
 """One measurement of one served config at one load, by a generator that is checked for keeping up.
 
 Tensor models are measured with ``perf_analyzer`` (C++, gRPC by default): ``--concurrency-range N`` for a
-closed loop of N users, ``--request-rate-range R`` for an open loop. Pipelines (ensembles, Python models)
-and streams (decoupled models) are measured with Locust, with one process per client CPU. Triton's own
-counters are read around each run for the error rate, the queue/compute split and the batch sizes.
+closed loop of N users, ``--request-rate-range R`` for an open loop at a constant rate, ``--request-intervals
+FILE`` for an open loop on a schedule. Pipelines (ensembles, Python models) and streams (decoupled models) are
+measured with Locust, with one process per client CPU. Triton's own counters are read around each run for the
+error rate, the queue/compute split and the batch sizes.
 
 A run whose generator was the bottleneck is marked ``saturated`` and must not be used to rank configs:
 its CPU use reached ``CPU_LIMIT`` of the CPUs it may use (from the kernel's accounting of the child), or
@@ -33,7 +34,8 @@ CPU_LIMIT = 0.9
 RATE_SHORTFALL = 0.95
 """Open loop: sending less than this share of the rate asked for means the generator fell behind."""
 DELAYED_LIMIT_PERCENT = 5.0
-"""Open loop: perf_analyzer sending more than this share of requests late fell behind its schedule."""
+"""Open loop: a generator sending more than this share of requests late fell behind its schedule
+(perf_analyzer's own count; Locust's is those sent more than ``latency.LATE_S`` after they fell due)."""
 GENERATORS = ("perf_analyzer", "locust")
 TENSOR_PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "tensorrt_plan", "tensorflow_savedmodel")
 
@@ -166,12 +168,18 @@ def with_perf_analyzer(
     max_trials: int = 5,
     timeout_s: float = 120,
     budget_ms: float = math.inf,
+    request_intervals: Path | None = None,
 ) -> Measurement:
     """perf_analyzer at ``load`` against ``served_model``: one stable window (loosely: a shared CPU is never
     steady to 10 %), Triton's counters read around it. ``budget_ms``: the latency budget goodput counts
     against, from every measured request's latency in perf_analyzer's profile export (a finite budget only:
     the export holds every request's tensors, so it is not written when no budget asks for it, and goodput is
-    then NaN). perf_analyzer stops at a failed request, so every request of a finished run succeeded."""
+    then NaN). perf_analyzer stops at a failed request, so every request of a finished run succeeded.
+    ``request_intervals``: an open loop on that schedule (perf_analyzer's ``--request-intervals`` file) instead
+    of a constant ``load.rate``; the schedule's mean rate is to be ``load.rate``, which stays the offered rate
+    the sent rate is judged against."""
+    if request_intervals is not None and load.rate is None:
+        raise LoadTestError("a request-intervals schedule is an open loop: give the load a rate, not users")
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     # Open loop: asynchronous requests, or each of perf_analyzer's threads waits for its answer and the
     # schedule slips (it reports the delayed share). A shared CPU is never steady to perf_analyzer's 10 %:
@@ -185,7 +193,8 @@ def with_perf_analyzer(
                     endpoints.url(protocol),
                     protocol,
                     concurrency=load.users or 1,
-                    request_rate=load.rate,
+                    request_rate=load.rate if request_intervals is None else None,
+                    request_intervals=request_intervals,
                     input_data=input_data,
                     shapes=shapes,
                     measurement_ms=measurement_ms,
@@ -297,7 +306,7 @@ def with_locust(
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
-        saturated=saturation(cpu, load, sent),
+        saturated=saturation(cpu, load, sent, client.late_percent),
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,

@@ -73,3 +73,35 @@ def test_a_budget_no_load_can_meet_exits_1_naming_the_lowest_rate_and_its_p99(se
     assert re.fullmatch(
         r"capacity digits: no rate meets p99 <= 0.001 ms: the lowest probed, 10 req/s, had p99 [0-9.]+ ms .*", line
     )
+
+
+def test_perf_analyzer_plays_a_gamma_schedule_and_the_answer_names_the_pattern(server, tmp_path):
+    # Each perf_analyzer run measures at least three windows of --duration: 3 s runs at 40 req/s only (the
+    # warm-up, one bracket run at --max-rate, two trials there) keep it under a minute.
+    done = capacity(
+        server,
+        "digits",
+        "--slo-p99-ms",
+        "250",
+        "--trials",
+        "2",
+        "--generator",
+        "perf_analyzer",
+        "--arrival",
+        "gamma:0.5",
+        "--duration",
+        "3",
+        "--start-rate",
+        "40",
+        "--max-rate",
+        "40",
+        "--out",
+        str(tmp_path),
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    pattern = "gamma arrivals, burstiness 0.5 (perf_analyzer --request-intervals)"
+    assert re.search(r"p99 <= 250 ms holds up to (at least )?[0-9.]+ req/s .*for " + re.escape(pattern), done.stdout)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["status"] == 0 and results["generator"] == "perf_analyzer" and results["arrivals"] == pattern
+    # the schedule played at 40 req/s spans five 3 s windows
+    assert len((tmp_path / "schedules" / "40rps.txt").read_text().splitlines()) >= 5 * 3 * 40

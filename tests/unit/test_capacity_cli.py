@@ -1,9 +1,15 @@
 """loadtest/capacity_cli.py without a server: bad arguments and a model that is not in the repository exit 2
-with one line naming the bad value, before any server starts."""
+with one line naming the bad value, before any server starts; the arrival patterns perf_analyzer plays, and
+the request-intervals schedules it plays them from."""
 
+import argparse
+
+import numpy as np
 import pytest
 
 import tritonkit_cli
+from loadtest import capacity_cli
+from loadtest.drive.arrivals import parse_arrival
 from tritonkit_errors import ExitStatus
 
 
@@ -20,8 +26,8 @@ from tritonkit_errors import ExitStatus
         (["--slo-p99-ms", "50", "--arrival", "zipf"], "unknown pattern 'zipf'"),
         (["--slo-p99-ms", "50", "--arrival", "ramp:100"], "capacity needs one rate per run"),
         (
-            ["--slo-p99-ms", "50", "--arrival", "gamma:0.5", "--generator", "perf_analyzer"],
-            "needs --generator locust",
+            ["--slo-p99-ms", "50", "--arrival", "ramp:100", "--generator", "perf_analyzer"],
+            "capacity needs one rate per run",
         ),
     ],
 )
@@ -38,3 +44,34 @@ def test_a_model_not_in_the_repository_exits_2_naming_it(tmp_path, capsys):
     assert status == ExitStatus.USAGE
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'nosuch' is not in the repository" in err and "['digits']" in err
+
+
+def _parsed(*extra: str) -> argparse.Namespace:
+    return tritonkit_cli.build_parser().parse_args(["capacity", "digits", "--slo-p99-ms", "50", *extra])
+
+
+@pytest.mark.parametrize("spec", ["poisson", "gamma:0.5"])
+def test_perf_analyzer_takes_a_one_rate_arrival_pattern(spec):
+    args = _parsed("--generator", "perf_analyzer", "--arrival", spec)
+    assert capacity_cli.check_arguments(args).name == spec.partition(":")[0]
+    # No --arrival: Poisson for Locust, and perf_analyzer keeps its constant rate (no pattern was asked for).
+    assert _parsed("--generator", "perf_analyzer").arrival is None
+    assert capacity_cli.check_arguments(_parsed()).name == "poisson"
+
+
+def _intervals_us(path) -> np.ndarray:
+    return np.array([int(line) for line in path.read_text().splitlines()])
+
+
+def test_a_schedule_spans_the_run_at_the_rate_asked_and_the_same_rate_plays_the_same_schedule(tmp_path):
+    at = capacity_cli.request_schedules(parse_arrival("gamma:0.5"), 50.0, tmp_path / "a")
+    gaps = _intervals_us(at(40.0))
+    assert len(gaps) >= 50 * 40 and gaps.sum() >= 50e6
+    assert len(gaps) / (gaps.sum() / 1e6) == pytest.approx(40.0, rel=1e-4)  # perf_analyzer's mean rate
+    # gamma with burstiness 0.5: gaps spread sqrt(2) times their mean, where Poisson's spread 1 time
+    assert gaps.std() / gaps.mean() == pytest.approx(2**0.5, rel=0.15)
+    again = capacity_cli.request_schedules(parse_arrival("gamma:0.5"), 50.0, tmp_path / "b")
+    assert again(40.0).read_text() == at(40.0).read_text()
+    assert at(44.0).read_text() != at(40.0).read_text()
+    poisson = _intervals_us(capacity_cli.request_schedules(parse_arrival("poisson"), 50.0, tmp_path / "c")(40.0))
+    assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.15)

@@ -123,3 +123,31 @@ def test_a_failed_run_raises_with_the_output_tail(tmp_path):
     assert "exited with code 2" in str(info.value) and "Failed to obtain stable measurement." in str(info.value)
     with pytest.raises(perf.PerfAnalyzerError, match="make setup"):
         perf.run("digits", "127.0.0.1:1", binary=tmp_path / "missing")
+
+
+def test_a_schedule_is_passed_as_request_intervals_instead_of_either_range(tmp_path):
+    # Records its arguments and writes a request-rate CSV (perf_analyzer's header on a schedule).
+    binary = _fake_binary(
+        tmp_path,
+        f'echo "$@" > {tmp_path}/args\n'
+        'while [ $# -gt 0 ]; do if [ "$1" = -f ]; then '
+        'printf "Request Rate,Inferences/Second,p99 latency\\n40,39.5,4000\\n" > "$2"; fi; shift; done\n',
+    )
+    intervals = tmp_path / "intervals.txt"
+    intervals.write_text("25000\n25000\n")
+    result = perf.run("digits", "127.0.0.1:8001", request_intervals=intervals, binary=binary)
+    args = (tmp_path / "args").read_text().split()
+    assert args[args.index("--request-intervals") + 1] == str(intervals)
+    assert "--request-rate-range" not in args and "--concurrency-range" not in args
+    assert result.rows[0].throughput == pytest.approx(39.5) and result.request_rate is None
+    with pytest.raises(ValueError, match="not both"):
+        perf.run("digits", "127.0.0.1:8001", request_rate=40, request_intervals=intervals, binary=binary)
+
+
+def test_a_run_that_writes_no_csv_says_so_even_with_exit_code_0(tmp_path):
+    # On a schedule, perf_analyzer ends an unstable measurement with code 0 and no CSV.
+    binary = _fake_binary(tmp_path, 'echo "Failed to obtain stable measurement." >&2\nexit 0\n')
+    with pytest.raises(perf.PerfAnalyzerError) as info:
+        perf.run("digits", "127.0.0.1:1", request_intervals=tmp_path, binary=binary)
+    assert "exited with code 0 without writing its CSV" in str(info.value)
+    assert "Failed to obtain stable measurement." in str(info.value)

@@ -1,5 +1,5 @@
 """loadtest.measure.probe without a server: when a generator run is marked saturated, which generator a
-model gets, the load's checks, and the CPU time perf_analyzer's run reports."""
+model gets, the load's checks, the CPU time perf_analyzer's run reports, and the schedule it is given."""
 
 import math
 import stat
@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from loadtest.drive import perf
+from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import probe
+from loadtest.measure import probe, server_metrics
 from loadtest.measure.probe import Load, Measurement
 
 
@@ -96,3 +97,35 @@ def test_perf_analyzer_runs_report_their_cpu_time_sent_rate_and_delays(tmp_path)
     assert result.rows[0].throughput == pytest.approx(1298.97) and result.rows[0].p99_ms == pytest.approx(9.638)
     with pytest.raises(ValueError, match="request_rate"):
         perf.run("digits", "127.0.0.1:1", request_rate=0, binary=binary)
+
+
+def _snapshot(requests: float) -> server_metrics.Snapshot:
+    values = {key: 0.0 for key in {**server_metrics.COUNTS, **server_metrics.DURATIONS}}
+    return server_metrics.Snapshot({**values, "requests": requests}, {}, {})
+
+
+def test_perf_analyzer_on_a_schedule_gets_its_intervals_file_and_keeps_the_rate_as_the_offered_one(
+    monkeypatch, tmp_path
+):
+    snapshots = iter([_snapshot(0), _snapshot(400)])
+    monkeypatch.setattr(probe.server_metrics, "snapshot", lambda *_: next(snapshots))
+    asked = {}
+
+    def fake_run(model, url, protocol, **kwargs):
+        asked.update(kwargs)
+        row = perf.PerfRow(0, 39.5, p50_ms=1.5, p99_ms=4.0)
+        return perf.PerfResult(model, protocol, 1, [row], ["perf_analyzer"], "", "", 0.1, 10.0)
+
+    monkeypatch.setattr(probe.perf, "run", fake_run)
+    intervals = tmp_path / "intervals.txt"
+    endpoints = Endpoints("127.0.0.1:8000", "127.0.0.1:8001", "http://127.0.0.1:8002/metrics")
+    m = probe.with_perf_analyzer(endpoints, "digits", Load(rate=40.0), request_intervals=intervals)
+    assert asked["request_intervals"] == intervals and asked["request_rate"] is None
+    assert "--async" in asked["extra_args"]
+    assert m.offered_rate == 40.0 and m.throughput == 39.5 and m.p99_ms == 4.0 and m.usable
+
+
+def test_a_schedule_for_a_closed_loop_is_refused_before_any_run(tmp_path):
+    endpoints = Endpoints("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3/metrics")
+    with pytest.raises(LoadTestError, match="give the load a rate"):
+        probe.with_perf_analyzer(endpoints, "digits", Load(users=4), request_intervals=tmp_path / "intervals.txt")
