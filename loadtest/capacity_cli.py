@@ -231,24 +231,24 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
 
 
 def request_schedules(arrival: Arrival, span_s: float, folder: Path):
-    """rate -> perf_analyzer's ``--request-intervals`` file of ``arrival`` at that rate, ``span_s`` long: seeded
-    by the rate (the same rate plays the same schedule in every trial) and written once per rate."""
-    written: dict[float, Path] = {}
+    """rate -> a new perf_analyzer ``--request-intervals`` file of ``arrival`` at that rate, ``span_s`` long, for
+    each run: the n-th run at a rate is seeded by the rate and n, so trials at one rate play different draws of
+    the pattern (as Locust's runs do), their interval holds the draw's variation, and a rerun plays the same."""
+    runs: dict[float, int] = {}
 
     def at(rate: float) -> Path:
-        if rate not in written:
-            offsets = []
-            for due in arrival.schedule(rate, span_s, seed=round(rate * 1000)):
-                offsets.append(due.t)
-                if due.t >= span_s and len(offsets) >= rate * span_s:
-                    break
-            # Scaled so the file's mean rate (perf_analyzer's: count over the sum of intervals) is the rate asked
-            # for, which the run's sent rate is judged against; a finite draw of gamma gaps misses it by chance.
-            # At least rate x span_s arrivals, so the scaled file still spans span_s.
-            scale = len(offsets) / rate / offsets[-1]
-            folder.mkdir(parents=True, exist_ok=True)
-            written[rate] = write_request_intervals(folder / f"{rate:.6g}rps.txt", (t * scale for t in offsets))
-        return written[rate]
+        n = runs[rate] = runs.get(rate, 0) + 1
+        offsets = []
+        for due in arrival.schedule(rate, span_s, seed=round(rate * 1000) * 1000 + n):
+            offsets.append(due.t)
+            if due.t >= span_s and len(offsets) >= rate * span_s:
+                break
+        # Scaled so the file's mean rate (perf_analyzer's: count over the sum of intervals) is the rate asked
+        # for, which the run's sent rate is judged against; a finite draw of gamma gaps misses it by chance.
+        # At least rate x span_s arrivals, so the scaled file still spans span_s.
+        scale = len(offsets) / rate / offsets[-1]
+        folder.mkdir(parents=True, exist_ok=True)
+        return write_request_intervals(folder / f"{rate:.6g}rps-{n}.txt", (t * scale for t in offsets))
 
     return at
 

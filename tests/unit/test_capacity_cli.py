@@ -63,15 +63,17 @@ def _intervals_us(path) -> np.ndarray:
     return np.array([int(line) for line in path.read_text().splitlines()])
 
 
-def test_a_schedule_spans_the_run_at_the_rate_asked_and_the_same_rate_plays_the_same_schedule(tmp_path):
+def test_a_schedule_spans_the_run_at_the_rate_asked_and_each_run_at_a_rate_plays_its_own_draw(tmp_path):
     at = capacity_cli.request_schedules(parse_arrival("gamma:0.5"), 50.0, tmp_path / "a")
     gaps = _intervals_us(at(40.0))
     assert len(gaps) >= 50 * 40 and gaps.sum() >= 50e6
     assert len(gaps) / (gaps.sum() / 1e6) == pytest.approx(40.0, rel=1e-4)  # perf_analyzer's mean rate
     # gamma with burstiness 0.5: gaps spread sqrt(2) times their mean, where Poisson's spread 1 time
     assert gaps.std() / gaps.mean() == pytest.approx(2**0.5, rel=0.15)
+    first = (tmp_path / "a" / "40rps-1.txt").read_text()
+    assert at(40.0).name == "40rps-2.txt" and (tmp_path / "a" / "40rps-2.txt").read_text() != first
     again = capacity_cli.request_schedules(parse_arrival("gamma:0.5"), 50.0, tmp_path / "b")
-    assert again(40.0).read_text() == at(40.0).read_text()
-    assert at(44.0).read_text() != at(40.0).read_text()
+    assert again(40.0).read_text() == first  # a rerun plays the same draws
+    assert at(44.0).read_text() != first
     poisson = _intervals_us(capacity_cli.request_schedules(parse_arrival("poisson"), 50.0, tmp_path / "c")(40.0))
     assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.15)
