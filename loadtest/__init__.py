@@ -15,11 +15,11 @@ Layers, each importing only the ones below it (``tests/unit/test_imports.py`` ch
                            tuner, writer, autotune, report, tuning (the campaign's [tune] step), analyzer,
                            compare (Model Analyzer side by side)
     measure/               evidence (intervals over trials, the three-way verdict, A/B verdicts, goodput),
-                           trials (interleaved arms), slo (the one SLO rule), capacity (+ knee, replica_plan,
-                           capacity_report: the highest rate under the SLO), results, server_metrics, report
-                           (+ report_plots), run (one run, both sides), probe (one measurement by either
-                           generator, saturation marked), saturation (the searches the studies share),
-                           study_report, inprocess, first_request
+                           trials (interleaved arms), slo (the one SLO rule), capacity (+ capacity_result, knee,
+                           replica_plan, capacity_report: the highest rate under the SLO), results,
+                           server_metrics, report (+ report_plots), run (one run, both sides), probe (one
+                           measurement by either generator, saturation marked), saturation (the searches the
+                           studies share), study_report, inprocess, first_request
     drive/                 payloads, users, locustfile, locust_main, latency, client_stats (the one percentile),
                            arrivals (open-loop patterns), runner (Locust as a subprocess), perf, perf_windows,
                            profile_export (perf_analyzer's per-request times), apply (model control), target

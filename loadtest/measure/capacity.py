@@ -23,6 +23,9 @@ or a recorded curve in the tests). The search:
 A replica plan counts on the lower of the knee interval's lower bound and the throughput sustained where the
 verdict passed (``plan_rate``). When the search ended at the generator's limit, not the server's, there is no
 knee to estimate: the trials run at the highest rate only and the answer is a lower bound.
+
+The answer's types (``Probe``, ``Confirmation``, ``CapacityResult``, the outcomes of one run), its sentence and
+its results.json form are in ``loadtest.measure.capacity_result``; they are importable from here too.
 """
 
 from __future__ import annotations
@@ -30,15 +33,24 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from loadtest.campaign import Slo
 from loadtest.errors import LoadTestError
 from loadtest.measure import evidence, knee, probe, slo
-from loadtest.measure.evidence import Interval, SloVerdict, Verdict
-from loadtest.measure.knee import KneeEstimate
+from loadtest.measure.capacity_result import (
+    BEHIND,
+    ERRORS,
+    FAILED,
+    GENERATOR,
+    OVER,
+    PASS,
+    CapacityResult,
+    Confirmation,
+    Probe,
+)
+from loadtest.measure.evidence import Verdict
 from loadtest.measure.probe import Measurement
 from loadtest.measure.saturation import keeps_up
 from loadtest.measure.trials import Arm, ArmResult, line, run_trials
@@ -51,171 +63,9 @@ STEP_DOWN = 0.9
 MAX_STEP_DOWNS = 2
 MAX_PROBES = 16
 
-PASS, OVER, ERRORS, BEHIND, GENERATOR, FAILED = (
-    "pass",
-    "p99 over budget",
-    "errors over limit",
-    "server fell behind",
-    "generator could not offer the rate",
-    "measurement failed",
-)
-
 
 class CapacityError(LoadTestError):
     """A capacity search was asked something it cannot do (a bad start rate, growth or tolerance)."""
-
-
-@dataclasses.dataclass
-class Probe:
-    """One run of the search at one offered rate, and what it showed."""
-
-    rate: float
-    measurement: Measurement
-    phase: str
-    """``bracket``, ``narrow`` or ``trial``."""
-    outcome: str
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome == PASS
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rate": self.rate, "phase": self.phase, "outcome": self.outcome, **self.measurement.to_dict()}
-
-
-@dataclasses.dataclass
-class Confirmation:
-    """The trials at one rate and the SLO verdict over them."""
-
-    rate: float
-    result: ArmResult
-    verdict: SloVerdict
-
-    @property
-    def throughput(self) -> Interval:
-        return self.result.intervals()["throughput"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rate": self.rate, "verdict": self.verdict.to_dict(), **self.result.to_dict()}
-
-
-@dataclasses.dataclass
-class CapacityResult:
-    budget: Slo
-    status: ExitStatus
-    probes: list[Probe] = dataclasses.field(default_factory=list)
-    """The search's runs in order (bracket, then narrow)."""
-    confirmations: list[Confirmation] = dataclasses.field(default_factory=list)
-    """The trials with their verdicts, highest rate first (the knee's rounds, then each step down)."""
-    first_fail: Probe | None = None
-    """The lowest failing rate of the search (None: none failed up to ``max_rate``)."""
-    below_start: bool = False
-    """The lowest rate probed failed its trials too: the capacity, if any, lies below the start rate."""
-    knee: KneeEstimate | None = None
-    """The rate at which p99 reaches the budget, per round of trials, with its interval."""
-    notes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def confirmed(self) -> Confirmation | None:
-        """The highest rate whose trials' verdict passed."""
-        return next((c for c in self.confirmations if c.verdict.verdict is Verdict.PASS), None)
-
-    @property
-    def rate(self) -> float | None:
-        return self.confirmed.rate if self.confirmed else None
-
-    @property
-    def throughput(self) -> Interval | None:
-        return self.confirmed.throughput if self.confirmed else None
-
-    @property
-    def capacity(self) -> Interval | None:
-        """The answer: the knee's interval, or (no knee: the search ended at the generator's limit) the
-        throughput sustained where the verdict passed."""
-        if self.confirmed is None:
-            return None
-        return self.knee.interval if self.knee_applies else self.throughput
-
-    @property
-    def knee_applies(self) -> bool:
-        """The rounds located the knee: some crossed the budget, and the verdict passed at one of their rates
-        (after a step down below them, the knee lies between that rate and the rounds')."""
-        k, confirmed = self.knee, self.confirmed
-        if k is None or confirmed is None or not k.interval.trials or confirmed.rate < k.rates[0]:
-            return False
-        return k.censored < len(k.rounds)
-
-    def _why_no_knee(self) -> str:
-        rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
-        if self.confirmed is not None and self.confirmed.rate < self.knee.rates[0]:
-            return f"the verdict passed only below the knee's rounds at {rates} req/s"
-        return f"no round at {rates} req/s crossed the budget"
-
-    @property
-    def plan_rate(self) -> float | None:
-        """What one replica may be counted on for: the capacity interval's lower bound, no more than the
-        throughput sustained where the verdict passed."""
-        if self.confirmed is None or self.capacity is None:
-            return None
-        return min(self.capacity.low, self.confirmed.throughput.estimate)
-
-    @property
-    def lower_bound_only(self) -> bool:
-        """The search stopped at the generator's limit, not the server's: the capacity is at least this."""
-        return self.first_fail is None or self.first_fail.outcome == GENERATOR
-
-    def sentence(self, arrivals: str = "Poisson arrivals") -> str:
-        """The one line of the answer."""
-        b = f"{self.budget.p99_ms:g} ms"
-        if self.status is ExitStatus.OK and self.capacity is not None:
-            iv, confirmed = self.capacity, self.confirmed
-            head = "at least " if self.lower_bound_only else ""
-            if not self.knee_applies:
-                span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
-                where = f"{iv.trials} trials at {confirmed.rate:g} req/s offered"
-                if self.knee is not None:
-                    where += f"; {self._why_no_knee()}"
-            else:
-                span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 round, no interval"
-                rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
-                where = f"the knee of {iv.trials} rounds at {rates} req/s; verdict pass at {confirmed.rate:g} req/s"
-                if self.knee.censored:
-                    where += f"; {self.knee.censored} rounds did not cross the budget"
-            holds = f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s"
-            return f"{holds} ({span}, {where}) on this server, for {arrivals}"
-        low = min(self.probes, key=lambda p: p.rate) if self.probes else None
-        if self.status is ExitStatus.FAILED and low is not None and not self.confirmations:
-            return (
-                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
-                f"{low.measurement.p99_ms:.3f} ms ({low.outcome}); a lower --start-rate may"
-            )
-        if self.status is ExitStatus.FAILED and low is not None and self.confirmations[-1].rate <= low.rate:
-            p99 = self.confirmations[-1].result.intervals()["p99_ms"]
-            return (
-                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
-                f"{p99.text('{:.3f}', ' ms')}; a lower --start-rate may"
-            )
-        if self.confirmations:
-            last = self.confirmations[-1]
-            return f"p99 <= {b} not confirmed down to {last.rate:g} req/s: {last.verdict.text()}"
-        return "; ".join(self.notes) or "the search failed"
-
-    def to_dict(self) -> dict[str, Any]:
-        iv, cap = self.throughput, self.capacity
-        return {
-            "status": int(self.status),
-            "budget": dataclasses.asdict(self.budget),
-            "rate": self.rate,
-            "capacity": cap.to_dict() if cap else None,
-            "plan_rate": self.plan_rate,
-            "throughput": iv.to_dict() if iv else None,
-            "knee": self.knee.to_dict() if self.knee else None,
-            "lower_bound_only": self.lower_bound_only,
-            "first_fail": self.first_fail.to_dict() if self.first_fail else None,
-            "probes": [p.to_dict() for p in self.probes],
-            "confirmations": [c.to_dict() for c in self.confirmations],
-            "notes": list(self.notes),
-        }
 
 
 def generator_behind(m: Measurement, measured_s: float | None = None) -> str:
@@ -270,6 +120,24 @@ def next_rate(low: Probe, high: Probe, budget: Slo) -> float:
     return math.exp(mid)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """What the trials after the bracket share: how one rate is measured (its generator saturation already
+    judged by ``generator_behind``), the trials per rate, the log, the step down and the seconds each run
+    measures."""
+
+    measure_at: Callable[[float], Measurement]
+    trials: int
+    log: Log
+    step_down: float
+    measured_s: float | None
+
+    def trials_at(self, rate: float) -> ArmResult:
+        """``trials`` runs at one rate (one arm of ``run_trials``)."""
+        name = f"{rate:g} req/s"
+        return run_trials([Arm(name, lambda: self.measure_at(rate))], self.trials, log=self.log)[name]
+
+
 def find_capacity(
     measure_at: Callable[[float], Measurement],
     budget: Slo,
@@ -298,6 +166,7 @@ def find_capacity(
         raise CapacityError(f"growth {growth} must be > 1, tolerance {tolerance} in (0, growth - 1), step down < 1")
     result = CapacityResult(budget, ExitStatus.OK)
     measure_at = _rejudged(measure_at, measured_s)
+    settings = _Settings(measure_at, trials, log, step_down, measured_s)
 
     def run(rate: float, phase: str) -> Probe:
         m = measure_at(rate)
@@ -318,7 +187,7 @@ def find_capacity(
         if not p.passed and best is None and p.outcome != GENERATOR:
             # One run at the lowest rate is not evidence that no rate meets the budget (a single hiccup is
             # the p99 of a few hundred requests): its trials and the three-way verdict decide.
-            verdict = _lowest_rate_verdict(result, measure_at, p, trials, log)
+            verdict = _lowest_rate_verdict(result, settings, p)
             if verdict is Verdict.FAIL:
                 result.status, result.below_start = ExitStatus.FAILED, True
                 return result
@@ -353,31 +222,23 @@ def find_capacity(
     if result.first_fail is None:
         result.notes.append(f"every rate up to {best.rate:g} req/s met the budget (--max-rate or the probe limit)")
     if result.lower_bound_only:
-        return _confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs)
-    return _knee_then_confirm(result, measure_at, best.rate, trials, log, step_down, max_step_downs, measured_s)
+        return _confirm(result, settings, best.rate, max_step_downs)
+    return _knee_then_confirm(result, settings, best.rate, max_step_downs)
 
 
-def _knee_then_confirm(
-    result: CapacityResult,
-    measure_at: Callable[[float], Measurement],
-    rate: float,
-    trials: int,
-    log: Log,
-    step_down: float,
-    max_step_downs: int,
-    measured_s: float | None,
-) -> CapacityResult:
+def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float, max_step_downs: int) -> CapacityResult:
     """The knee's rounds around ``rate``, the verdict at ``rate`` and one spread below, then step downs."""
+    trials, log = settings.trials, settings.log
     rates = knee.sweep_rates(rate, knee.SPREAD)
     log(f"  the knee: {trials} rounds at {', '.join(f'{r:g}' for r in rates)} req/s, interleaved")
-    arms = run_trials([Arm(f"{r:g} req/s", lambda r=r: measure_at(r)) for r in rates], trials, log=log)
+    arms = run_trials([Arm(f"{r:g} req/s", lambda r=r: settings.measure_at(r)) for r in rates], trials, log=log)
     by_rate = {r: arms[f"{r:g} req/s"] for r in rates}
     rounds = []
     for i in range(trials):
         points = []
         for r in rates:
             m = by_rate[r].trials[i]
-            outcome = judge_run(m, r, result.budget, measured_s)
+            outcome = judge_run(m, r, result.budget, settings.measured_s)
             if outcome not in (FAILED, GENERATOR):
                 p99 = m.p99_ms if outcome != ERRORS else math.nan
                 points.append(knee.Point(r, p99, outcome == PASS))
@@ -392,37 +253,31 @@ def _knee_then_confirm(
         return result
     if max_step_downs < 2:
         return _unconfirmed(result)
-    lower = rates[0] * step_down
+    lower = rates[0] * settings.step_down
     result.notes.append(f"no verdict passed at {rates[0]:g}-{rates[1]:g} req/s: stepped down to {lower:g}")
     log(f"  {result.notes[-1]}")
-    return _confirm(result, measure_at, lower, trials, log, step_down, max_step_downs - 2)
+    return _confirm(result, settings, lower, max_step_downs - 2)
 
 
-def _confirm(
-    result: CapacityResult,
-    measure_at: Callable[[float], Measurement],
-    rate: float,
-    trials: int,
-    log: Log,
-    step_down: float,
-    max_step_downs: int,
-) -> CapacityResult:
+def _confirm(result: CapacityResult, settings: _Settings, rate: float, max_step_downs: int) -> CapacityResult:
+    """Trials at ``rate`` and their verdict; when it is not PASS, ``step_down`` of the rate, at most
+    ``max_step_downs`` times."""
     for step in range(max_step_downs + 1):
-        log(f"  trials at {rate:g} req/s ({trials}):")
-        arm = _trials_at(measure_at, rate, trials, log)
+        settings.log(f"  trials at {rate:g} req/s ({settings.trials}):")
+        arm = settings.trials_at(rate)
         if len(arm.usable) < 2:
             reasons = "; ".join(sorted({m.not_usable_reason for m in arm.trials if not m.usable}))
             return _broken(result, f"fewer than 2 usable trials at {rate:g} req/s: {reasons}")
-        confirmation = _judged(result, rate, arm, log)
+        confirmation = _judged(result, rate, arm, settings.log)
         result.confirmations.append(confirmation)
         verdict = confirmation.verdict
         if verdict.verdict is Verdict.PASS:
             result.status = ExitStatus.OK
             return result
         if step < max_step_downs:
-            lower = rate * step_down
+            lower = rate * settings.step_down
             result.notes.append(f"verdict at {rate:g} req/s was {verdict.verdict.value}: stepped down to {lower:g}")
-            log(f"  {result.notes[-1]}")
+            settings.log(f"  {result.notes[-1]}")
             rate = lower
     return _unconfirmed(result)
 
@@ -441,21 +296,14 @@ def _unconfirmed(result: CapacityResult) -> CapacityResult:
     return result
 
 
-def _trials_at(measure_at: Callable[[float], Measurement], rate: float, trials: int, log: Log) -> ArmResult:
-    """``trials`` runs at one rate (one arm of ``run_trials``)."""
-    return run_trials([Arm(f"{rate:g} req/s", lambda: measure_at(rate))], trials, log=log)[f"{rate:g} req/s"]
-
-
-def _lowest_rate_verdict(
-    result: CapacityResult, measure_at: Callable[[float], Measurement], probe_: Probe, trials: int, log: Log
-) -> Verdict:
+def _lowest_rate_verdict(result: CapacityResult, settings: _Settings, probe_: Probe) -> Verdict:
     """The verdict of ``trials`` runs at the lowest rate, which missed the budget once (kept in ``result``)."""
     rate = probe_.rate
-    log(f"  trials at {rate:g} req/s ({trials}): the lowest rate missed once ({probe_.outcome})")
-    arm = _trials_at(measure_at, rate, trials, log)
+    settings.log(f"  trials at {rate:g} req/s ({settings.trials}): the lowest rate missed once ({probe_.outcome})")
+    arm = settings.trials_at(rate)
     if len(arm.usable) < 2:
         return Verdict.FAIL
-    confirmation = _judged(result, rate, arm, log)
+    confirmation = _judged(result, rate, arm, settings.log)
     if confirmation.verdict.verdict is not Verdict.PASS:
         result.confirmations.append(confirmation)
     return confirmation.verdict.verdict

@@ -4,7 +4,6 @@ knee's rounds and the verdicts over them, the step down, the outcomes of one run
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 
 from loadtest.campaign import Slo
@@ -24,58 +23,8 @@ from loadtest.measure.capacity import (
 )
 from loadtest.measure.evidence import EvidenceError
 from loadtest.measure.probe import Measurement
+from tests.capacity_samples import BUDGET, TRUE_KNEE, Curve, m, quiet
 from tritonkit_errors import ExitStatus
-
-# A served model's p99 against the offered rate, as recorded (req/s, ms): flat, then the queue builds.
-RECORDED = [(10, 3.1), (50, 3.3), (100, 3.6), (200, 4.2), (400, 6.0), (600, 11.0), (800, 30.0), (900, 70.0)]
-SATURATES_AT = 950.0
-"""Past this rate the server completes no more: it falls behind."""
-BUDGET = Slo(50.0)
-TRUE_KNEE = 800 + 100 * math.log(50 / 30) / math.log(70 / 30)
-"""Where the recorded curve (log p99 linear between points) crosses 50 ms: 30 ms at 800, 70 ms at 900 (860.3)."""
-
-
-class Curve:
-    """rate -> Measurement from the recorded table: p99 interpolated on log p99, multiplied by lognormal noise
-    of ``noise`` (sd of the log); throughput the rate up to saturation, with Poisson-like noise."""
-
-    def __init__(self, noise: float = 0.05, seed: int = 1, queue_ms=lambda rate: rate / 100):
-        self.rng = np.random.default_rng(seed)
-        self.noise = noise
-        self.queue_ms = queue_ms
-        self.rates: list[float] = []
-
-    def p99(self, rate: float) -> float:
-        rates, p99s = zip(*RECORDED, strict=True)
-        if rate > rates[-1]:  # past the table: doubling every 50 req/s
-            return p99s[-1] * 2 ** ((rate - rates[-1]) / 50)
-        return float(np.exp(np.interp(rate, rates, np.log(p99s))))
-
-    def __call__(self, rate: float) -> Measurement:
-        self.rates.append(rate)
-        completed = min(rate, SATURATES_AT) * (1 + self.rng.normal(0, 0.01))
-        p99 = self.p99(rate) * math.exp(self.rng.normal(0, self.noise))
-        return Measurement(
-            throughput=completed,
-            p50_ms=p99 / 3,
-            p99_ms=p99,
-            error_rate=0.0,
-            generator="recorded",
-            offered_rate=rate,
-            sent_rate=rate,
-            server={"queue_ms": self.queue_ms(rate)},
-        )
-
-
-def quiet(_line: str) -> None:
-    pass
-
-
-def m(rate: float, p99: float = 5.0, **kwargs) -> Measurement:
-    values = {"throughput": rate, "p50_ms": p99 / 2, "p99_ms": p99, "error_rate": 0.0, "generator": "test"}
-    values.update(kwargs)
-    return Measurement(**values)
-
 
 # --- the search -----------------------------------------------------------------------------------
 
@@ -105,24 +54,6 @@ def test_the_rounds_run_around_the_highest_passing_rate_interleaved():
     assert curve.rates[-9:] == [low, mid, high, high, mid, low, low, mid, high]
     assert result.knee.rates == [low, mid, high]
     assert [c.rate for c in result.confirmations][:3] == [high, mid, low]
-
-
-def test_a_replica_is_planned_at_the_lower_of_the_knees_bound_and_the_confirmed_throughput():
-    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
-    expected = min(result.knee.interval.low, result.confirmed.throughput.estimate)
-    assert result.plan_rate == expected
-
-
-def test_the_sentence_names_the_budget_the_interval_the_rounds_and_the_arrivals():
-    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
-    sentence = result.sentence("Poisson arrivals")
-    iv = result.capacity
-    assert sentence.startswith(
-        f"p99 <= 50 ms holds up to {iv.estimate:.1f} req/s (95% CI {iv.low:.1f}-{iv.high:.1f}, the knee of 3 rounds"
-    )
-    assert f"verdict pass at {result.rate:g} req/s" in sentence
-    assert sentence.endswith("on this server, for Poisson arrivals")
-    assert "at least" not in sentence
 
 
 def test_a_budget_no_rate_meets_fails_naming_the_lowest_rate_and_its_p99():
@@ -232,15 +163,6 @@ def test_max_rate_ends_a_search_that_never_fails():
     assert "every rate up to 400 req/s met the budget" in result.notes[0]
 
 
-def test_results_serialise_every_probe_and_trial():
-    result = find_capacity(Curve(), BUDGET, 20.0, trials=2, log=quiet)
-    raw = result.to_dict()
-    assert raw["status"] == 0 and len(raw["probes"]) == len(result.probes)
-    assert len(raw["confirmations"][0]["trials"]) == 2
-    assert raw["capacity"]["trials"] == 2 and len(raw["knee"]["rounds"]) == 2
-    assert raw["plan_rate"] == result.plan_rate
-
-
 # --- one run --------------------------------------------------------------------------------------
 
 
@@ -307,18 +229,6 @@ def test_an_inconclusive_verdict_at_the_start_rate_carries_the_search_on_and_say
     assert result.confirmations[0].rate == 20.0 and result.confirmations[0].verdict.verdict.value == "inconclusive"
     assert result.status is ExitStatus.OK and result.rate > 400
     assert result.notes[0] == "the verdict at the start rate 20 req/s was inconclusive: the search carried on"
-
-
-def test_after_a_step_down_below_the_rounds_the_capacity_is_the_throughput_where_the_verdict_passed():
-    calls = iter(range(10**6))
-
-    def measure(rate):  # the search passes up to 400 req/s; later, everything at 360 req/s and above fails
-        return m(rate, 10.0 if next(calls) < 4 and rate <= 400 or rate < 350 else 90.0)
-
-    result = find_capacity(measure, BUDGET, 100.0, trials=2, log=quiet, warmup_runs=0)
-    assert result.status is ExitStatus.OK and round(result.rate) == 324
-    assert not result.knee_applies and result.capacity == result.throughput
-    assert "the verdict passed only below the knee's rounds at 360/400/440 req/s" in result.sentence()
 
 
 def test_an_inconclusive_answer_from_thin_runs_hints_at_the_duration_that_fills_them():
