@@ -57,6 +57,7 @@ LAYERS = (
 STUDIES = "loadtest.studies"
 STUDY_PARTS = {
     "overload_report": "overload",
+    "overload_rows": "overload",
     "baselines": "bench",
     "bench_report": "bench",
     "bench_rows": "bench",

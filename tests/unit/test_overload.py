@@ -1,7 +1,6 @@
 """Queue-policy variants, the retry key, refusal counting and the overload/soak arithmetic (no server)."""
 
 import argparse
-import json
 import os
 
 import pytest
@@ -9,14 +8,14 @@ import pytest
 from export.spec import QueuePolicy
 from loadtest import campaign
 from loadtest.drive import apply, target
-from loadtest.drive.client_stats import ClientStats, TimelinePoint, failure_status
+from loadtest.drive.client_stats import ClientStats, failure_status
 from loadtest.drive.latency import Merger, Recorder
 from loadtest.drive.runner import load_settings
 from loadtest.errors import CampaignError, VariantError
 from loadtest.measure import saturation
-from loadtest.measure.results import RunResult, ServerStats
-from loadtest.studies import overload, overload_report, soak, soak_checks, soak_report
+from loadtest.studies import overload, soak, soak_checks, soak_report
 from tests.campaign_samples import MINIMAL
+from tests.overload_samples import recorded_run
 from tests.served import served_config
 
 # The smallest valid campaign (test_campaign's), with an open-loop shape.
@@ -250,98 +249,7 @@ def test_old_results_without_the_new_fields_still_load():
     assert run.client.refused == 0 and run.client.timeline[0].refused == 0 and run.client.windows == []
 
 
-# --- the overload table --------------------------------------------------------------------------
-
-
-def recorded_run(
-    variant: str, *, offered: int, accepted: int, refused: int, dropped: int, p99: float, warmup_failures: int = 0
-) -> RunResult:
-    """A 10 s open-loop run, 2 s of warm-up: the counts of the measured 8 s spread over its seconds."""
-    failures = offered - accepted
-    timeline = [TimelinePoint(0.0, warmup_failures, warmup_failures, None, None, warmup_failures)]
-    for second in range(2, 10):
-
-        def share(n: int, second: int = second) -> int:
-            return n // 8 + (1 if second - 2 < n % 8 else 0)
-
-        timeline.append(TimelinePoint(float(second), share(offered), share(failures), 1.0, p99, share(refused)))
-    statuses = {"503": refused + warmup_failures, **({"dropped": dropped} if dropped else {})}
-    client = ClientStats(
-        requests=offered + warmup_failures,
-        failures=failures + warmup_failures,
-        duration_s=8.0,
-        latency_ms={"p50": 1.0, "p99": p99},
-        timeline=timeline,
-        dropped=dropped,
-        refused=refused + warmup_failures,
-        failure_statuses=statuses,
-    )
-    server = ServerStats(accepted, refused, accepted, accepted // 4, {"queue": 0.5})
-    return RunResult("s", variant, "digits", "digits", "http", {"kind": "open", "rate": offered / 8}, client, server)
-
-
-def test_the_table_from_a_recorded_result():
-    run = recorded_run(
-        overload.WITH_POLICY, offered=8000, accepted=6000, refused=2000, dropped=0, p99=7.5, warmup_failures=40
-    )
-    r = overload.row(run, overload.WITH_POLICY, 2.0, 1000.0, 10.0, warmup_s=2.0)
-    # warm-up failures (second 0) are left out like warm-up successes are
-    assert (r["offered"], r["accepted"], r["refused"], r["dropped"], r["other_errors"]) == (8000, 6000, 2000, 0, 0)
-    assert r["offered_rps"] == 1000.0 and r["accepted_rps"] == 750.0
-    assert r["refusal_rate"] == pytest.approx(0.25) and r["drop_rate"] == 0
-    assert r["meets_budget"] and r["client_kept_up"] and r["refusal_statuses"] == {"503": 2040}
-    baseline = recorded_run(overload.WITHOUT_POLICY, offered=8000, accepted=4000, refused=0, dropped=4000, p99=900.0)
-    b = overload.row(baseline, overload.WITHOUT_POLICY, 2.0, 1000.0, 10.0, warmup_s=2.0)
-    assert (b["refused"], b["dropped"], b["drop_rate"], b["meets_budget"]) == (0, 4000, 0.5, False)
-    v = overload.verdict([r, b])
-    assert v["passed"] and v["baseline_over_budget"] == [2.0]
-    slow = overload.row(
-        recorded_run(overload.WITH_POLICY, offered=4000, accepted=4000, refused=0, dropped=0, p99=12.0),
-        overload.WITH_POLICY,
-        1.0,
-        1000.0,
-        10.0,
-        warmup_s=2.0,
-    )
-    assert not slow["client_kept_up"]  # offered 500/s of 1000/s
-    problems = overload.verdict([slow])["problems"]
-    assert any("over the 10 ms budget" in p for p in problems) and any("client-bound" in p for p in problems)
-
-
-def test_overload_outputs_round_trip(tmp_path):
-    import dataclasses
-
-    runs = [
-        recorded_run(overload.WITH_POLICY, offered=800, accepted=700, refused=100, dropped=0, p99=5.0),
-        recorded_run(overload.WITHOUT_POLICY, offered=800, accepted=800, refused=0, dropped=0, p99=50.0),
-    ]
-    rows = [overload.row(run, run.variant, 1.0, 100.0, 10.0, 2.0) for run in runs]
-    data = {
-        "model": "digits",
-        "served_model": "digits",
-        "protocol": "grpc",
-        "budget_ms": 10.0,
-        "started": "now",
-        "policy": "max_queue_size=16",
-        "saturation": {
-            "rps": 100.0,
-            "users": 8,
-            "steps": [{"users": 8, "throughput_rps": 100.0, "p99_ms": 3.0, "failures": 0}],
-        },
-        "duration_s": 10.0,
-        "warmup_s": 2.0,
-        "max_inflight": 4096,
-        "rows": rows,
-        "verdict": overload.verdict(rows),
-        "runs": [dataclasses.asdict(r) for r in runs],
-    }
-    paths = overload_report.write_outputs(data, tmp_path)
-    assert all(p.stat().st_size > 0 for p in paths)
-    text = (tmp_path / "summary.md").read_text()
-    assert "| queue-policy | 1x |" in text and "503 x100" in text and "PASS" in text
-    saved = json.loads((tmp_path / "results.json").read_text())
-    assert [r.variant for r in overload.load_runs(saved)] == [overload.WITH_POLICY, overload.WITHOUT_POLICY]
-    assert overload.main(["--report", str(tmp_path / "results.json")]) == 0
+# --- the overload budget -------------------------------------------------------------------------
 
 
 def test_the_budget_defaults_to_the_models_campaign():

@@ -13,7 +13,7 @@ from loadtest.studies.overload_report import WITH_POLICY, WITHOUT_POLICY
 
 
 def trial_row(config: str, factor: float, trial: int, p99: float | None, **changes) -> dict:
-    """One trial's row as ``overload.row`` writes it: 1,000 offered, 200 refused, none dropped."""
+    """One trial's row as ``overload_rows.row`` writes it: 1,000 offered, 200 refused, none dropped."""
     return {
         "config": config,
         "factor": factor,
