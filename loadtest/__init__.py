@@ -8,9 +8,9 @@ Layers, each importing only the ones below it (``tests/unit/test_imports.py`` ch
 
     cli.py, execution.py,  the command lines of loadtest and capacity, a campaign end to end: may import
     capacity_cli.py        every layer
-    studies/               bench (+ bench_rows, bench_once, bench_report, baselines/), overload (+ overload_report),
-                           soak (+ soak_checks, soak_report), generation, compare/ (tritonkit compare, the A/B
-                           gate); no study imports another
+    studies/               bench (+ bench_rows, bench_once, bench_report, bench_targets, baselines/), overload
+                           (+ overload_rows, overload_report), soak (+ soak_checks, soak_report), generation,
+                           compare/ (tritonkit compare, the A/B gate); no study imports another
     tune/                  command (tritonkit tune), space, search, decide (the pick on interleaved trials),
                            tuner, writer, autotune, report, tuning (the campaign's [tune] step), analyzer,
                            compare (Model Analyzer side by side)

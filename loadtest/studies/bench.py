@@ -18,7 +18,7 @@ own real data). Rows 2-5 run the same closed-loop Locust load (same users, durat
 Trials: the rows are measured round by round, ``--trials`` rounds (default 3; row 1 too, so every ratio pairs
 up): 1 2 3 4 5, 5 4 3 2 1, ... (``loadtest.measure.trials.run_trials``), never all trials of one row first, so
 the machine's drift falls on every row alike. Each row reports throughput, p50 and p99 with 95% intervals over
-its trials; each ratio is paired by round (``bench_report.paired_ratio``); a target whose interval straddles
+its trials; each ratio is paired by round (``bench_targets.paired_ratio``); a target whose interval straddles
 its threshold is inconclusive. One trial is allowed and labelled "1 trial, no interval".
 
 Servers: Triton (rows 2 and 3 are one model, reloaded through model control and primed before each of their
@@ -39,7 +39,7 @@ takes cores from the model and every row computes on the same cores.
 
 Run: ``python -m loadtest.studies.bench [--models digits minilm] [--trials 3] [--duration 15] [--out reports/bench]``.
 This module holds the command line and the run; the rows as arms are in ``bench_rows``, the one-run figures in
-``bench_once``, the ratios, targets and tables in ``bench_report``.
+``bench_once``, the ratios and targets in ``bench_targets``, the rows' summaries and tables in ``bench_report``.
 """
 
 from __future__ import annotations

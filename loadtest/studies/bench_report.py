@@ -1,31 +1,58 @@
-"""``make bench``'s pure parts: a row's trials, the rows, ratios and targets of a result, and its Markdown
-(``bench.md``).
+"""``make bench``'s rows and its Markdown: a row's trials and the row they make (``row_summary``,
+``inprocess_row``), the default users, the words for a served config, and ``bench.md`` (``render``).
 
-Everything but :class:`Trial` and :func:`row_summary` reads the result dict ``loadtest.studies.bench.run``
-writes as ``bench.json``, so a recorded result renders and is judged again without measuring anything. A
-result recorded before the bench ran trials (rows without ``trials``) renders as it did, its figures plain.
-
-Ratios are paired by round: for each round in which both rows measured, the ratio of their throughputs; the
-estimate is the geometric mean of those ratios and its 95% interval Student's t interval of their logs, which
-is ``evidence.compare``'s change (B/A - 1, paired by round) plus one. A target is met when the whole interval
-is on its side of the threshold, missed when the whole interval is on the other, else inconclusive; a figure
-measured once (perf_analyzer's, the first request's) is met or missed on its one value.
+``render`` reads the result dict ``loadtest.studies.bench.run`` writes as ``bench.json``, so a recorded result
+renders again without measuring anything; one recorded before the bench ran trials (rows without ``trials``)
+renders as it did, its figures plain. The ratios, the targets and the text of a figure with its interval are in
+``bench_targets``; the names ``loadtest.studies.bench`` and ``bench_once`` take from there are importable from
+here too.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import operator
 from collections.abc import Callable
 from typing import Any
 
-from loadtest.measure import evidence
-from loadtest.measure.evidence import Interval
 from loadtest.measure.probe import Measurement
 from loadtest.measure.trials import ArmResult
+from loadtest.studies.bench_targets import (
+    P99_BUDGET_MS,
+    RATIOS,
+    TARGETS,
+    evaluate_targets,
+    finish,
+    measured_text,
+    number_text,
+    ratio,
+    ratio_intervals,
+    ratios,
+    throughput,
+)
 
-P99_BUDGET_MS = 5.0
+__all__ = [
+    # this module's
+    "ROWS",
+    "Trial",
+    "default_users",
+    "describe",
+    "inprocess_row",
+    "locust_trial",
+    "render",
+    "row_summary",
+    # bench_targets', which loadtest.studies.bench and bench_once import from here
+    "P99_BUDGET_MS",
+    "RATIOS",
+    "TARGETS",
+    "evaluate_targets",
+    "finish",
+    "ratio",
+    "ratio_intervals",
+    "ratios",
+    "throughput",
+]
+
 ROWS = (
     ("inprocess", "1. in-process, best batch"),
     ("triton_plain", "2. Triton plain"),
@@ -33,16 +60,9 @@ ROWS = (
     ("fastapi", "4. FastAPI per request"),
     ("fastapi_batcher", "5. FastAPI + micro-batcher"),
 )
-RATIOS = (
-    ("3/1", "triton_tuned", "inprocess"),
-    ("3/2", "triton_tuned", "triton_plain"),
-    ("3/4", "triton_tuned", "fastapi"),
-    ("3/5", "triton_tuned", "fastapi_batcher"),
-)
 
 
 ROW_METRICS = ("throughput", "p50_ms", "p99_ms")
-OPS: dict[str, Callable[[float, float], bool]] = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
 MIN_USERS, MAX_USERS = 8, 32
 """Bounds of the default closed-loop users (:func:`default_users`)."""
 
@@ -142,167 +162,7 @@ def inprocess_row(result: ArmResult, where: str) -> dict:
     )
 
 
-# -- ratios and targets -----------------------------------------------------------------------------
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a and b and a > 0 and b > 0 and not math.isnan(a) and not math.isnan(b) else None
-
-
-def throughput(entry: dict, row: str) -> float | None:
-    return (entry.get("rows", {}).get(row) or {}).get("throughput")
-
-
-def round_throughputs(entry: dict, row: str) -> list[float | None]:
-    """The row's throughput in each round, None where its trial failed (empty for a result without trials)."""
-    trials = (entry.get("rows", {}).get(row) or {}).get("trials") or []
-    return [None if "error" in t else t.get("throughput") for t in trials]
-
-
-def paired_ratio(a_values: list[float | None], b_values: list[float | None]) -> Interval | None:
-    """a/b paired by round (rounds where either failed left out): the geometric mean of the rounds' ratios
-    with the t interval of their logs (``evidence.compare``'s paired change plus one); one round: its ratio,
-    no interval; None without a round where both measured."""
-    if len(a_values) != len(b_values):
-        return None
-    pairs = [(a, b) for a, b in zip(a_values, b_values, strict=True) if ratio(a, b) is not None]
-    if len(pairs) == 1:
-        value = pairs[0][0] / pairs[0][1]
-        return Interval(value, value, value, 1)
-    if not pairs:
-        return None
-    change = evidence.compare("throughput", [b for _, b in pairs], [a for a, _ in pairs], 0.0).change
-    return Interval(1 + change.estimate, 1 + change.low, 1 + change.high, change.trials)
-
-
-def ratio_intervals(entry: dict) -> dict[str, Interval | None]:
-    """Every ratio of ``RATIOS`` paired by round (None where no round measured both rows)."""
-    return {name: paired_ratio(round_throughputs(entry, a), round_throughputs(entry, b)) for name, a, b in RATIOS}
-
-
-def ratios(entry: dict) -> dict[str, float | None]:
-    """Every ratio's estimate: paired by round when the rows have trials, else of the rows' throughputs."""
-    paired = ratio_intervals(entry)
-    return {
-        name: paired[name].estimate if paired[name] is not None else ratio(throughput(entry, a), throughput(entry, b))
-        for name, a, b in RATIOS
-    }
-
-
-def _ratio(name: str) -> Callable[[dict], Interval | float | None]:
-    """A target's getter: the ratio's interval when the rows have trials, else its one value."""
-    return lambda entry: ratio_intervals(entry)[name] or ratios(entry)[name]
-
-
-def _first_request_ratio(entry: dict, warmup: bool = True) -> float | None:
-    return next((i.get("ratio") for i in entry.get("first_request", []) if i.get("warmup") == warmup), None)
-
-
-def _perf_under_budget(entry: dict) -> float | None:
-    return ((entry.get("perf") or {}).get("best_under_p99") or {}).get("throughput")
-
-
-# (model or "*", target, how it is measured, value getter, comparison, threshold, unit)
-TARGETS = (
-    ("minilm", "tuned Triton >= 0.95x the in-process limit (3/1)", _ratio("3/1"), ">=", 0.95, "x"),
-    ("minilm", "tuned Triton >= 2x FastAPI (3/4)", _ratio("3/4"), ">=", 2.0, "x"),
-    (
-        "digits",
-        f">= 10k infer/s at p99 < {P99_BUDGET_MS:g} ms (perf_analyzer)",
-        _perf_under_budget,
-        ">=",
-        10000.0,
-        " infer/s",
-    ),
-    ("digits", "tuned Triton >= 2.5x FastAPI (3/4)", _ratio("3/4"), ">=", 2.5, "x"),
-    ("digits", "tuned Triton >= 1.2x FastAPI + batcher (3/5)", _ratio("3/5"), ">=", 1.2, "x"),
-    ("*", "first request after ready <= 1.5x steady p50 (warmup on)", _first_request_ratio, "<=", 1.5, "x"),
-    (
-        "digits",
-        "p50 serving overhead at one client < 0.4 ms (perf_analyzer)",
-        lambda e: (e.get("one_client") or {}).get("overhead_ms"),
-        "<",
-        0.4,
-        " ms",
-    ),
-)
-
-
-def status(value: Interval | float | None, op: str, threshold: float) -> str:
-    """met, missed or inconclusive: an interval is met when its worst end holds, missed when its best end
-    does not, else inconclusive; a single value (one run, one trial) is met or missed; none is missed."""
-    if value is None:
-        return "missed"
-    if not isinstance(value, Interval):
-        value = Interval(value, value, value, 1)
-    if math.isnan(value.estimate):
-        return "missed"
-    worst, best = (value.low, value.high) if op == ">=" else (value.high, value.low)
-    if OPS[op](worst, threshold):
-        return "met"
-    return "inconclusive" if OPS[op](best, threshold) else "missed"
-
-
-def evaluate_targets(result: dict) -> list[dict]:
-    """One entry per target that applies to a model of ``result``: the measured value (with its interval when
-    it has one) and met, missed or inconclusive (:func:`status`).
-
-    A value that could not be measured counts as missed (and says so)."""
-    out = []
-    for model, entry in result.get("models", {}).items():
-        for applies, text, getter, op, threshold, unit in TARGETS:
-            if applies not in ("*", model):
-                continue
-            value = getter(entry)
-            iv = value if isinstance(value, Interval) else None
-            out.append(
-                {
-                    "model": model,
-                    "target": text,
-                    "value": iv.estimate if iv else value,
-                    "interval": iv.to_dict() if iv else None,
-                    "op": op,
-                    "threshold": threshold,
-                    "unit": unit,
-                    "status": status(value, op, threshold),
-                    "measured": "not measured" if value is None else _measured(value, unit),
-                }
-            )
-    return out
-
-
-def finish(result: dict) -> dict:
-    """The figures derived from the measured ones, in place: the one-client overheads (a p50 minus row 1's
-    batch-1 median), every ratio (estimate and interval) and the targets."""
-    for entry in result.get("models", {}).values():
-        batch1 = entry["rows"]["inprocess"].get("batch1_median_ms")
-        for key, p50 in (("one_client", "p50_ms"), ("one_user", "triton_p50_ms")):
-            one = entry.setdefault(key, {})
-            one["inprocess_batch1_ms"] = batch1
-            one["overhead_ms"] = (one[p50] - batch1) if one.get(p50) and batch1 else None
-        entry["ratios"] = ratios(entry)
-        entry["ratio_intervals"] = {k: iv.to_dict() if iv else None for k, iv in ratio_intervals(entry).items()}
-    result["targets"] = evaluate_targets(result)
-    return result
-
-
-def _number(value: float | None, unit: str = "") -> str:
-    if value is not None and unit == "x" and 0 < abs(value) < 0.1:  # e.g. Triton over an in-process MLP: 0.0040x
-        return f"{value:.2g}x"
-    formats = {"x": "{:.2f}x", " ms": "{:.3f} ms"}
-    return "-" if value is None else formats.get(unit, "{:,.0f}" + unit).format(value)
-
-
-def _measured(value: Interval | float, unit: str) -> str:
-    """A figure, with its interval when it has one (``2.90x (95% CI 2.60x-3.20x, 3 trials)``)."""
-    if not isinstance(value, Interval):
-        return _number(value, unit)
-    if not value.has_interval:
-        return f"{_number(value.estimate, unit)} (1 trial, no interval)"
-    return (
-        f"{_number(value.estimate, unit)} ({value.confidence:.0%} CI {_number(value.low, unit)}-"
-        f"{_number(value.high, unit)}, {value.trials} trials)"
-    )
-
-
+# -- the Markdown ----------------------------------------------------------------------------------
 def _ms(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.3f}"
 
@@ -350,7 +210,7 @@ def render_model(model: str, entry: dict) -> str:
     lines.append(
         "Ratios (throughput): "
         + ", ".join(
-            f"{k} = {_measured(paired[k], 'x') if paired[k] is not None else _number(v, 'x')}"
+            f"{k} = {measured_text(paired[k], 'x') if paired[k] is not None else number_text(v, 'x')}"
             for k, v in ratios(entry).items()
         )
     )

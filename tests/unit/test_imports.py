@@ -60,6 +60,7 @@ STUDY_PARTS = {
     "overload_rows": "overload",
     "baselines": "bench",
     "bench_report": "bench",
+    "bench_targets": "bench",
     "bench_rows": "bench",
     "bench_once": "bench",
     "soak_checks": "soak",
