@@ -35,7 +35,7 @@ RATE_SHORTFALL = 0.95
 """Open loop: sending less than this share of the rate asked for means the generator fell behind."""
 DELAYED_LIMIT_PERCENT = 5.0
 """Open loop: a generator sending more than this share of requests late fell behind its schedule
-(perf_analyzer's own count; Locust's is those sent more than ``latency.LATE_S`` after they fell due)."""
+(perf_analyzer's own count; Locust's is those sent more than ``latency.LATE_S``, 10 ms, after they fell due)."""
 GENERATORS = ("perf_analyzer", "locust")
 TENSOR_PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "tensorrt_plan", "tensorflow_savedmodel")
 
