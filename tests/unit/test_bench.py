@@ -180,7 +180,7 @@ def test_describe_says_instances_batching_and_warmup():
     plain = apply.override(DEPLOYED, Candidate.of("plain", dynamic_batching=False, warmup=False))
     assert bench.describe(plain) == "2 instances, no dynamic batching, 0 warmup samples"
     assert bench.describe(DEPLOYED) == (
-        "2 instances, dynamic batching (1000 us, preferred [8, 16, 32, 64]), 2 warmup samples"
+        "2 instances, dynamic batching (100 us, preferred [8, 16, 32, 64]), 2 warmup samples"
     )
 
 

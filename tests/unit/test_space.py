@@ -36,7 +36,7 @@ def test_the_space_of_digits_spans_every_setting_within_the_checked_limit():
     assert values["format"] == ("torchscript/fp32", "onnx/fp32")
     assert max(values["max_batch_size"]) == 64 and min(values["max_batch_size"]) >= 4
     # The start is the served config itself.
-    assert start == Point("torchscript/fp32", 1000, (8, 16, 32, 64), 2, 64)
+    assert start == Point("torchscript/fp32", 100, (8, 16, 32, 64), 2, 64)
     assert start in grid.points()
 
 
