@@ -76,8 +76,8 @@ def test_a_budget_no_load_can_meet_exits_1_naming_the_lowest_rate_and_its_p99(se
 
 
 def test_perf_analyzer_plays_a_gamma_schedule_and_the_answer_names_the_pattern(server, tmp_path):
-    # Each perf_analyzer run measures at least three windows of --duration: 3 s runs at 40 req/s only (the
-    # warm-up, one bracket run at --max-rate, two trials there) keep it under a minute.
+    # Each perf_analyzer run measures at least three windows of --duration: 2 s runs at 40 req/s only (the
+    # warm-up, one bracket run at --max-rate, two trials there) keep it to about half a minute.
     done = capacity(
         server,
         "digits",
@@ -90,7 +90,7 @@ def test_perf_analyzer_plays_a_gamma_schedule_and_the_answer_names_the_pattern(s
         "--arrival",
         "gamma:0.5",
         "--duration",
-        "3",
+        "2",
         "--start-rate",
         "40",
         "--max-rate",
@@ -103,5 +103,5 @@ def test_perf_analyzer_plays_a_gamma_schedule_and_the_answer_names_the_pattern(s
     assert re.search(r"p99 <= 250 ms holds up to (at least )?[0-9.]+ req/s .*for " + re.escape(pattern), done.stdout)
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["status"] == 0 and results["generator"] == "perf_analyzer" and results["arrivals"] == pattern
-    # the schedule played at 40 req/s spans five 3 s windows
-    assert len((tmp_path / "schedules" / "40rps-1.txt").read_text().splitlines()) >= 5 * 3 * 40
+    # the schedule played at 40 req/s spans five 2 s windows
+    assert len((tmp_path / "schedules" / "40rps-1.txt").read_text().splitlines()) >= 5 * 2 * 40
