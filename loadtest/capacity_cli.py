@@ -311,7 +311,7 @@ def thin_runs_hint(result: CapacityResult, duration_s: float) -> str:
     note = evidence.thin_tail(rate * duration_s)
     if not note:
         return ""
-    seconds = math.ceil(evidence.TAIL_REQUESTS / 0.01 / rate)
+    seconds = math.ceil(evidence.requests_for() / rate)
     return f"hint: at {rate:g} req/s for {duration_s:g} s, {note}: --duration {seconds} or more"
 
 

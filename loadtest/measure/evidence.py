@@ -149,16 +149,21 @@ TAIL_REQUESTS = 10
 """Requests a run should have above a percentile for that percentile to be more than its slowest one or two."""
 
 
+def requests_for(quantile: float = 0.99) -> int:
+    """The fewest requests a run needs to put ``TAIL_REQUESTS`` above its ``quantile`` (1,000 for p99)."""
+    if not 0 < quantile < 1:
+        raise EvidenceError(f"quantile={quantile!r} must be in (0, 1)")
+    return math.ceil(TAIL_REQUESTS / (1 - quantile))
+
+
 def thin_tail(requests: float, quantile: float = 0.99) -> str:
     """ "" when a run of ``requests`` puts at least ``TAIL_REQUESTS`` above its ``quantile``; else a sentence
     saying that its percentile is its slowest request or so, and how many requests a run needs. More trials of
     such runs narrow an interval slowly: each trial's value is one stall away from another."""
-    if not 0 < quantile < 1:
-        raise EvidenceError(f"quantile={quantile!r} must be in (0, 1)")
+    needed = requests_for(quantile)
     above = requests * (1 - quantile)
     if above >= TAIL_REQUESTS:
         return ""
-    needed = math.ceil(TAIL_REQUESTS / (1 - quantile))
     name = f"p{quantile * 100:g}"
     return (
         f"a run of about {requests:,.0f} requests has {above:.1f} above its {name}, so its {name} is its slowest "

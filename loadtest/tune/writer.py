@@ -71,7 +71,7 @@ def note_for(outcome: Outcome) -> str:
     kept = outcome.decision is not None and outcome.decision.kept_served
     trials = f" (over {len(best.confirmed)} interleaved trials)" if best.confirmed else ""
     # the p99 its SLO verdict judged (the geometric mean of the trials' p99s), not their arithmetic mean
-    p99 = best.intervals()["p99_ms"].estimate if best.confirmed else best.p99_ms
+    p99 = best.intervals()["p99_ms"].estimate
     return (
         f"tritonkit tune {date.today().isoformat()}: {'kept the served config: ' if kept else ''}"
         f"{best.point.label().split()[0]} "
