@@ -61,24 +61,7 @@ from loadtest.measure.inprocess import model_file
 from loadtest.measure.trials import Arm, run_trials
 from loadtest.studies.baselines.fastapi_app import stop_subprocess
 from loadtest.studies.bench_once import measure_first_request, measure_once_on_tuned
-from loadtest.studies.bench_report import (
-    P99_BUDGET_MS,
-    RATIOS,
-    ROWS,
-    TARGETS,
-    Trial,
-    default_users,
-    describe,
-    evaluate_targets,
-    finish,
-    inprocess_row,
-    ratio,
-    ratio_intervals,
-    ratios,
-    render,
-    row_summary,
-    throughput,
-)
+from loadtest.studies.bench_report import ROWS, Trial, default_users, describe, inprocess_row, render, row_summary
 from loadtest.studies.bench_rows import (
     DEFAULT_TRIALS,
     FASTAPI_ROWS,
@@ -89,6 +72,17 @@ from loadtest.studies.bench_rows import (
     trial_of,
     triton_arms,
     tuned_source,
+)
+from loadtest.studies.bench_targets import (
+    P99_BUDGET_MS,
+    RATIOS,
+    TARGETS,
+    evaluate_targets,
+    finish,
+    ratio,
+    ratio_intervals,
+    ratios,
+    throughput,
 )
 from tritonkit_errors import ExitStatus
 

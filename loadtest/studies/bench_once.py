@@ -13,8 +13,8 @@ from pathlib import Path
 from loadtest.drive import apply, perf
 from loadtest.measure.first_request import measure
 from loadtest.measure.run import measure_run
-from loadtest.studies.bench_report import P99_BUDGET_MS
 from loadtest.studies.bench_rows import Bench, Options, error_text, guarded, locust_scenario, perf_levels, prime
+from loadtest.studies.bench_targets import P99_BUDGET_MS
 
 
 def measure_once_on_tuned(bench: Bench, endpoints, tuned: dict, opts: Options, work: Path, log) -> dict:

@@ -19,39 +19,12 @@ from loadtest.measure.probe import Measurement
 from loadtest.measure.trials import ArmResult
 from loadtest.studies.bench_targets import (
     P99_BUDGET_MS,
-    RATIOS,
-    TARGETS,
     evaluate_targets,
-    finish,
     measured_text,
     number_text,
-    ratio,
     ratio_intervals,
     ratios,
-    throughput,
 )
-
-__all__ = [
-    # this module's
-    "ROWS",
-    "Trial",
-    "default_users",
-    "describe",
-    "inprocess_row",
-    "locust_trial",
-    "render",
-    "row_summary",
-    # bench_targets', which loadtest.studies.bench and bench_once import from here
-    "P99_BUDGET_MS",
-    "RATIOS",
-    "TARGETS",
-    "evaluate_targets",
-    "finish",
-    "ratio",
-    "ratio_intervals",
-    "ratios",
-    "throughput",
-]
 
 ROWS = (
     ("inprocess", "1. in-process, best batch"),
