@@ -5,8 +5,9 @@ A :class:`Point` is one config: which exported format serves (``digits``, ``digi
 instance count and max_batch_size. :func:`space_for` builds the axes from the served ``ModelSpec``: the
 batcher off and delays from 0 up, preferred sizes none and a few near the load, 1..N instances, and
 max_batch_size never above what the export was checked for (its manifest's ``max_batch_size``). A model
-with a queue policy keeps it and is only offered delay 0 (a delay with a policy stalls Triton 2.51's
-batcher; see ``export.spec.QUEUE_POLICY_DELAY_WARNING``).
+with a queue policy keeps its batcher and the policy, and is only offered delay 0 (a delay with a policy
+stalls Triton 2.51's batcher; see ``export.spec.QUEUE_POLICY_DELAY_WARNING``); ``--delays-us off`` still
+asks for the batcher off.
 """
 
 from __future__ import annotations
@@ -210,7 +211,9 @@ def space_for(
         sizes = [0]
     else:
         delays = [0] if policy else sorted({*DELAYS_US, *([start.batcher] if start.batcher is not OFF else [])})
-        batchers = [OFF, *delays]
+        # Turning the batcher off would drop its queue policy, the model's overload protection, which a
+        # search at one load cannot weigh: a model with a policy keeps its batcher.
+        batchers = delays if policy else [OFF, *delays]
         preferred = preferred_options(spec, limit, users)
         sizes = batch_size_options(spec, limit)
     if start.batcher is not OFF and start.batcher not in batchers:  # a delayed queue policy as deployed
