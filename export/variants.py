@@ -75,3 +75,18 @@ class Variant:
 
     def __str__(self) -> str:
         return f"{self.format}/{self.precision}"
+
+
+def base_model(served: str) -> str:
+    """The model a served variant was exported from (``minilm_onnx`` -> ``minilm``); a base name is its own."""
+    suffixes = set()
+    for fmt in FORMATS:
+        for precision in PRECISIONS:
+            try:
+                suffixes.add(Variant(fmt, precision).model_name("_")[1:])
+            except SpecError:
+                continue
+    for suffix in sorted(suffixes - {""}, key=len, reverse=True):  # _trt_fp16 before _fp16
+        if served.endswith(suffix) and len(served) > len(suffix):
+            return served[: -len(suffix)]
+    return served

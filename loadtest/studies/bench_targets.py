@@ -18,6 +18,7 @@ import math
 import operator
 from collections.abc import Callable
 
+from export.variants import base_model
 from loadtest.measure import evidence
 from loadtest.measure.evidence import Interval
 
@@ -139,7 +140,7 @@ def evaluate_targets(result: dict) -> list[dict]:
     out = []
     for model, entry in result.get("models", {}).items():
         for applies, text, getter, op, threshold, unit in TARGETS:
-            if applies not in ("*", model):
+            if applies not in ("*", model, base_model(model)):  # minilm's targets hold for minilm_onnx
                 continue
             value = getter(entry)
             iv = value if isinstance(value, Interval) else None

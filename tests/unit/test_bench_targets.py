@@ -68,3 +68,14 @@ def test_targets_on_ratios_are_inconclusive_when_the_interval_straddles_the_thre
     one = entry({"triton_tuned": [300.0], "fastapi": [100.0]}, trials=1)
     (only,) = [t for t in bench_targets.evaluate_targets({"models": {"minilm": one}}) if "(3/4)" in t["target"]]
     assert only["status"] == "met" and only["measured"] == "3.00x (1 trial, no interval)"
+
+
+def test_a_models_targets_hold_for_its_other_formats_and_not_for_other_models():
+    e = entry({"inprocess": [100.0, 100.0], "triton_tuned": [96.0, 97.0], "fastapi": [40.0, 45.0]}, trials=2)
+    for served, expected in (("minilm_onnx", 3), ("minilm", 3), ("minilmx", 1)):
+        targets = bench_targets.evaluate_targets({"models": {served: e}})
+        assert len(targets) == expected, served  # minilm's two ratios and the first-request check; only the last
+    (limit,) = [
+        t for t in bench_targets.evaluate_targets({"models": {"minilm_onnx": e}}) if "in-process" in t["target"]
+    ]
+    assert limit["model"] == "minilm_onnx" and limit["status"] == "met"

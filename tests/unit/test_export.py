@@ -10,7 +10,7 @@ from export import catalog, parity, pipeline
 from export.formats import onnx as onnx_format
 from export.formats import torchscript
 from export.spec import ModelSpec, TensorSpec
-from export.variants import Variant
+from export.variants import Variant, base_model
 from export.zoo.base import Tolerance, ZooModel
 
 
@@ -119,3 +119,18 @@ def test_gpu_target_without_cuda_is_skipped_with_one_clear_reason(tmp_path):
     done = pipeline.export_entry(entry, tmp_path, target="gpu", variants=[Variant("torch-tensorrt", "fp16")])
     assert done[0].result.status == "skipped" and "CUDA" in done[0].result.message
     assert not (tmp_path / "digits_trt_fp16").exists()
+
+
+@pytest.mark.parametrize(
+    ("served", "base"),
+    [
+        ("minilm", "minilm"),
+        ("minilm_onnx", "minilm"),
+        ("digits_fp16", "digits"),
+        ("efficientnet_lite0_trt_fp16", "efficientnet_lite0"),
+        ("smollm2_tiny_decode", "smollm2_tiny_decode"),
+        ("onnx", "onnx"),
+    ],
+)
+def test_a_served_variant_names_the_model_it_was_exported_from(served, base):
+    assert base_model(served) == base
