@@ -112,7 +112,8 @@ def load(path: Path = CATALOG, tuned: Path | None = TUNED) -> dict[str, CatalogE
         with open(tuned, "rb") as handle:
             overlay = tomllib.load(handle)
     for name, settings in overlay.items():
-        settings = {k: v for k, v in settings.items() if k != "note"}  # why it was chosen, for people
+        # note: why it was chosen, for people; serves: the format the tune picked, for clients (served_pick)
+        settings = {k: v for k, v in settings.items() if k not in ("note", "serves")}
         unknown = set(settings) - set(TUNABLE_KEYS)
         if name not in raw or unknown:
             raise SpecError(
@@ -152,6 +153,18 @@ def entry(name: str, path: Path = CATALOG, tuned: Path | None = TUNED) -> Catalo
     if name not in entries:
         raise UnknownModelError(f"model {name!r} is not in {path}; listed: {sorted(entries)}")
     return entries[name]
+
+
+def served_pick(name: str, tuned: Path | None = TUNED) -> str:
+    """The model clients call for ``name``: the format its tune picked (``serves`` in ``export/tuned.toml``,
+    ``minilm_onnx``), else ``name`` itself."""
+    if tuned is None or not Path(tuned).is_file():
+        return name
+    with open(tuned, "rb") as handle:
+        serves = tomllib.load(handle).get(name, {}).get("serves", name)
+    if not isinstance(serves, str) or not serves.startswith(name):
+        raise SpecError(f"{tuned}: [{name}] serves = {serves!r} is not a served name of {name!r}")
+    return serves
 
 
 PIPELINE_SAMPLES = {

@@ -32,11 +32,13 @@ from loadtest.studies.baselines.fastapi_app import serve_in_subprocess
 from loadtest.studies.bench_report import Trial, default_users, describe, locust_trial
 
 DEFAULT_TRIALS = 3
+DEFAULT_MODELS = ("digits", "minilm")
+"""Benchmarked by default, each in the format its tune picked (``export.catalog.served_pick``)."""
 
 
 @dataclasses.dataclass
 class Options:
-    models: tuple[str, ...] = ("digits", "minilm")
+    models: tuple[str, ...] = DEFAULT_MODELS
     trials: int = DEFAULT_TRIALS
     """Rounds of rows 1-5 (every row once a round)."""
     duration_s: float = 15.0

@@ -102,16 +102,19 @@ def plan(
     note: str,
     repository: Path,
     *,
+    serves: str | None = None,
     tuned_path: Path = catalog.TUNED,
     catalog_path: Path = catalog.CATALOG,
 ) -> tuple[str, catalog.CatalogEntry, str]:
     """(the new tuned.toml text, the model's catalog entry read back from it, the config.pbtxt diff): what
-    writing ``changes`` for ``model`` does, computed without writing anything."""
+    writing ``changes`` for ``model`` does, computed without writing anything. ``serves``: the served model the
+    tune picked when it is another format of ``model`` (``minilm_onnx``; ``catalog.served_pick``)."""
     tuned: dict[str, dict[str, Any]] = {}
     if tuned_path.is_file():
         tuned = tomllib.loads(tuned_path.read_text())
     base = catalog.load(catalog_path, None)[model]
-    tuned[model] = {"note": note, **tuned_settings(changes, base)}
+    tuned[model] = {"note": note, **({"serves": serves} if serves and serves != model else {})}
+    tuned[model].update(tuned_settings(changes, base))
     text = render_tuned(tuned)
     # Read back the way export will read it, so the diff is exactly what export writes.
     with tempfile.TemporaryDirectory(prefix="tuned-") as tmp:

@@ -113,7 +113,13 @@ def write_catalog(
     old_tuned = tuned_path.read_text() if tuned_path.is_file() else ""
     try:
         new_tuned, entry, diff = autotune.plan(
-            model, point.changes(), note, outcome.options.repository, tuned_path=tuned_path, catalog_path=catalog_path
+            model,
+            point.changes(),
+            note,
+            outcome.options.repository,
+            serves=clients_call,
+            tuned_path=tuned_path,
+            catalog_path=catalog_path,
         )
     except ExportError as exc:
         raise WriteError(f"model {model!r}: the tuned settings do not make a valid config: {exc}") from None

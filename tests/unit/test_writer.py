@@ -12,6 +12,7 @@ import pytest
 
 from export import catalog, recorded
 from export import config as config_io
+from export.errors import SpecError
 from export.spec import InstanceGroup
 from loadtest.campaign import Slo
 from loadtest.measure.probe import Load, Measurement
@@ -72,6 +73,7 @@ def test_a_catalog_models_dry_run_diffs_tuned_toml_and_every_format_and_writes_n
         "+  count: 3",
         "digits_fp16/config.pbtxt",
         "clients call digits_onnx",
+        '+serves = "digits_onnx"',
     ):
         assert text in written.diff, text
     assert "dry run: nothing written" in written.text()
@@ -132,3 +134,14 @@ def test_no_pick_is_nothing_to_write(user_repository):
     picked.result.best = None
     with pytest.raises(writer.WriteError, match="no candidate met the SLO"):
         writer.write_pick(picked, dry_run=True)
+
+
+def test_the_format_a_tune_picked_is_what_clients_of_the_model_call(tmp_path):
+    tuned = tmp_path / "tuned.toml"
+    tuned.write_text('[minilm]\nnote = "picked"\nserves = "minilm_onnx"\nmax_batch_size = 32\n')
+    assert catalog.served_pick("minilm", tuned) == "minilm_onnx"
+    assert catalog.served_pick("digits", tuned) == "digits"
+    assert catalog.load(tuned=tuned)["minilm"].settings["max_batch_size"] == 32  # serves is not a setting
+    tuned.write_text('[minilm]\nserves = "digits_onnx"\n')
+    with pytest.raises(SpecError, match="serves = 'digits_onnx' is not a served name of 'minilm'"):
+        catalog.served_pick("minilm", tuned)
