@@ -21,6 +21,7 @@ from pathlib import Path
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, free_ports
 from export import catalog
+from export.variants import base_model
 from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import apply, target
 from loadtest.drive.payloads import PayloadOptions, stack
@@ -109,7 +110,9 @@ def trial_of(fn: Callable[[], Trial], generator: str = "locust") -> Callable[[],
 
 def tuned_source(model: str, tuned_path: Path = catalog.TUNED) -> str:
     """Where row 3's config comes from: the repository's, which ``make export`` writes from
-    ``export/models.toml`` overlaid with the auto-tuner's ``export/tuned.toml``."""
+    ``export/models.toml`` overlaid with the auto-tuner's ``export/tuned.toml`` (whose table for ``minilm``
+    holds for ``minilm_onnx`` too)."""
+    model = base_model(model)
     table = tomllib.loads(tuned_path.read_text()).get(model) if tuned_path.is_file() else None
     where = tuned_path.relative_to(PROJECT_ROOT) if tuned_path.is_relative_to(PROJECT_ROOT) else tuned_path
     if not table:

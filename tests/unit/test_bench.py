@@ -174,6 +174,7 @@ def test_tuned_source_names_the_tuned_table_or_its_absence(tmp_path):
     assert "has no [digits] table" in bench_rows.tuned_source("digits", tuned)
     tuned.write_text('[digits]\nnote = "best of 3"\ninstance_groups = [{ count = 1, kind = "KIND_CPU" }]\n')
     assert bench_rows.tuned_source("digits", tuned).endswith("[digits] (best of 3)")
+    assert bench_rows.tuned_source("digits_onnx", tuned).endswith("[digits] (best of 3)")  # another format
 
 
 def test_describe_says_instances_batching_and_warmup():
