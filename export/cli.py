@@ -39,6 +39,10 @@ examples:
   tritonkit export --model-file my_cnn.py:build --name cnn \\
       --input image:FP32:3,224,224:NCHW --output logits
                                                 an image model: image clients read the layout from its config
+  tritonkit export --model-file enc.py:build --name encoder \\
+      --input input_ids:INT64:-1 --input attention_mask:INT64:-1 \\
+      --output last_hidden_state --output pooler_output --format torchscript --format onnx
+                                                a transformers model: inputs by name, outputs from its dict
 
 Each variant is converted in a staging folder, reloaded, and compared with the eager FP32 model on
 random inputs at batch sizes 1, 3, 8 and the maximum, and on real data (top-1 agreement or cosine);
@@ -56,6 +60,12 @@ Exit status: 0 every required variant done, 1 a required check or conversion fai
 arguments or a repository this user cannot write, 3 a required format's toolchain is missing here
 (the other formats were still exported). With --seed-from, .export-complete is written on 0 only.
 """
+
+
+OUTPUT_HELP = (
+    "an output (repeatable): picks and orders a returned dict's or ModelOutput's tensors (nested: keys joined "
+    "with _), names a tensor's or tuple's in order (default: all; unnamed ones output_0, output_1, ...)"
+)
 
 
 def _tensor(text: str) -> TensorSpec:
@@ -136,10 +146,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="inputs",
         type=_tensor,
         metavar="NAME:DTYPE:DIMS[:FORMAT]",
-        help="input without the batch dim, -1 for dynamic dims (repeatable, forward's order); "
-        "FORMAT NCHW or NHWC declares an image input's layout, e.g. image:FP32:3,224,224:NCHW",
+        help="input without the batch dim, -1 for dynamic dims (repeatable); passed to forward's parameter "
+        "of that name (in the order given when no name is one); FORMAT NCHW or NHWC declares an image input's "
+        "layout, e.g. image:FP32:3,224,224:NCHW",
     )
-    user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help="output name (repeatable)")
+    user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help=OUTPUT_HELP)
     serving = parser.add_argument_group("serving settings (override the catalog)")
     serving.add_argument("--max-batch-size", type=int, help="largest batch; 0 disables batching")
     serving.add_argument("--max-queue-delay-us", type=int, help="dynamic batching: wait for a batch to fill")
@@ -306,8 +317,11 @@ def run(args: argparse.Namespace) -> int:
             _remove_stale(repository, [done.spec.name for done in missed])
     required = [done.result.status for done, needed in outcomes if needed]
     if any(s in ("failed", "mismatch") for s in required):
+        failed = [d for d, needed in outcomes if needed and d.result.status in ("failed", "mismatch")]
         print(
-            "export: error: some exports failed their checks; the repository keeps the previous files", file=sys.stderr
+            f"export: error: some exports failed their checks ({_listed(failed)}; see their lines); exported: "
+            f"{_listed(d for d, _ in outcomes if d.result.ok) or 'none'}; the failed keep their previous files",
+            file=sys.stderr,
         )
         return EXIT_FAILED
     if "skipped" in required:
@@ -326,6 +340,10 @@ def run(args: argparse.Namespace) -> int:
             not_exported=[done.spec.name for done in missed],
         )
     return 0
+
+
+def _listed(exports) -> str:
+    return ", ".join(f"{done.spec.name} {done.variant}" for done in exports)
 
 
 def _write_configs(args: argparse.Namespace, repository: Path, variants, given: dict) -> int:
