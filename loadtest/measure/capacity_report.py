@@ -11,7 +11,6 @@ replica is planned to carry is the target that keeps replicas at that rate.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import yaml
 from loadtest.errors import LoadTestError
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.replica_plan import metric_at
+from loadtest.measure.study_report import SUMMARY, save_report
 
 PROJECT = Path(__file__).resolve().parents[2]
 HPA_FILE = PROJECT / "deploy" / "k8s" / "base" / "triton-hpa.yaml"
@@ -101,12 +101,12 @@ def hpa_target(result: CapacityResult, per_pod_rps: float) -> float:
 
 def write(result: CapacityResult, out: Path, extra: dict[str, Any], sentence: str) -> Path:
     """results.json, summary.md and capacity.png into ``out``; returns the summary's path."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({**extra, "sentence": sentence, **result.to_dict()}, indent=2))
-    plot(result, out / "capacity.png")
-    summary = out / "summary.md"
-    summary.write_text(markdown(result, extra, sentence))
-    return summary
+    data = {**extra, "sentence": sentence, **result.to_dict()}
+    # The plot is drawn once results.json is written: the probes outlive a plot that fails.
+    save_report(
+        data, out, lambda _: markdown(result, extra, sentence), plots=lambda: [plot(result, out / "capacity.png")]
+    )
+    return out / SUMMARY
 
 
 def _cell(value: float, fmt: str = "{:.3f}") -> str:

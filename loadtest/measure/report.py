@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import io
 import json
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ from loadtest.measure.report_plots import label as _label
 from loadtest.measure.report_plots import lat as _lat
 from loadtest.measure.report_plots import num as _num
 from loadtest.measure.results import CampaignResult, RunResult
+from loadtest.measure.study_report import save_report
 
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
@@ -112,11 +115,12 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields)
+    writer.writeheader()
+    writer.writerows(rows)
+    return text.getvalue()
 
 
 def _timeline_rows(result: CampaignResult) -> list[dict[str, Any]]:
@@ -377,21 +381,24 @@ def _index_html(result: CampaignResult, plots: list[Path]) -> str:
 
 
 def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
-    """Write results.json, runs.csv, timeline.csv, summary.md, plots/*.png and index.html into
-    ``out_dir``; returns the paths written."""
+    """Write results.json, summary.md, runs.csv, timeline.csv, index.html and plots/*.png into ``out_dir``;
+    returns the paths written."""
     out_dir = Path(out_dir)
     (out_dir / "plots").mkdir(parents=True, exist_ok=True)
-    result.save(out_dir / "results.json")
-    _write_csv(out_dir / "runs.csv", _runs_rows(result), RUN_FIELDS)
-    _write_csv(out_dir / "timeline.csv", _timeline_rows(result), TIMELINE_FIELDS)
-    plots = report_plots.plots(result, out_dir / "plots")
-    (out_dir / "summary.md").write_text(_summary_md(result, plots))
-    (out_dir / "index.html").write_text(_index_html(result, plots))
-    return (
-        [out_dir / n for n in ("results.json", "runs.csv", "timeline.csv", "summary.md")]
-        + plots
-        + [out_dir / "index.html"]
-    )
+    plots: list[Path] = []  # drawn once results.json is written; the summary and the page name them
+
+    def draw() -> list[Path]:
+        plots.extend(report_plots.plots(result, out_dir / "plots"))
+        return plots
+
+    files = {
+        "runs.csv": lambda _: _csv_text(_runs_rows(result), RUN_FIELDS),
+        "timeline.csv": lambda _: _csv_text(_timeline_rows(result), TIMELINE_FIELDS),
+        "index.html": lambda _: _index_html(result, plots),
+    }
+    # CampaignResult's own form, which CampaignResult.load reads back.
+    data = dataclasses.asdict(result)
+    return save_report(data, out_dir, lambda _: _summary_md(result, plots), plots=draw, files=files)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,20 @@
-"""What the studies' reports share: latency text and the layout of ``results.json`` + ``summary.md`` + plot."""
+"""The one report writer every study extends, and the latency text the reports share.
+
+A study supplies its data (written as JSON), its Markdown renderer, the plots it drew and, where it has them,
+further text files (a campaign's CSVs and HTML page) and its own file names (bench keeps ``bench.json`` and
+``bench.md``). Campaigns, bench, capacity, tune, compare, overload and soak all write through
+:func:`save_report`, so each JSON file reads back the same way (:func:`write_json`).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+RESULTS, SUMMARY = "results.json", "summary.md"
 
 
 def ms_text(value: Any) -> str:
@@ -13,10 +22,35 @@ def ms_text(value: Any) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.3f}"
 
 
-def save_report(data: dict[str, Any], out_dir: Path, png: Path | None, render) -> list[Path]:
-    """``results.json`` (``data``, naming the plot) and ``summary.md`` (``render(data)``) beside the plot ``png``
-    (None without matplotlib); the files written. The overload and soak reports share this layout."""
-    data["plot"] = png.name if png else None
-    (out_dir / "results.json").write_text(json.dumps(data, indent=1, default=str))
-    (out_dir / "summary.md").write_text(render(data))
-    return [out_dir / "results.json", out_dir / "summary.md", *([png] if png else [])]
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as every report writes it: indent 1, what JSON cannot hold as its ``str``, a trailing newline."""
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    return path
+
+
+def save_report(
+    data: dict[str, Any],
+    out_dir: Path,
+    render: Callable[[dict[str, Any]], str],
+    *,
+    plots: Iterable[Path | None] | Callable[[], Iterable[Path | None]] = (),
+    files: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
+    names: tuple[str, str] = (RESULTS, SUMMARY),
+) -> list[Path]:
+    """Into ``out_dir`` (created): ``data`` as JSON, the plots, the summary ``render(data)``, then each of
+    ``files`` (name: its text from ``data``); returns the paths written, plots last.
+
+    ``plots``: the paths of plots the study drew (None: one it could not draw), or a callable that draws them,
+    called once the JSON is written, so a plot that fails leaves a long run's data behind. ``names``: the JSON
+    file's and the summary's. Text is written as given (no newline translation): a CSV's ``\\r\\n`` rows stay
+    as the csv module wrote them."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_name, summary_name = names
+    written = [write_json(out_dir / json_name, data)]
+    drawn = [p for p in (plots() if callable(plots) else plots) if p is not None]
+    for name, text in {summary_name: render, **(files or {})}.items():
+        path = out_dir / name
+        path.write_text(text(data), newline="")
+        written.append(path)
+    return written + drawn

@@ -45,7 +45,6 @@ This module holds the command line and the run; the rows as arms are in ``bench_
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -53,16 +52,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deploy.server import LocalServer, ServerConfig, free_ports
+from export import catalog
 from loadtest.drive import target
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure.inprocess import model_file
+from loadtest.measure.study_report import save_report
 from loadtest.measure.trials import Arm, run_trials
 from loadtest.studies.baselines.fastapi_app import stop_subprocess
 from loadtest.studies.bench_once import measure_first_request, measure_once_on_tuned
 from loadtest.studies.bench_report import ROWS, Trial, default_users, describe, inprocess_row, render, row_summary
 from loadtest.studies.bench_rows import (
+    DEFAULT_MODELS,
     DEFAULT_TRIALS,
     FASTAPI_ROWS,
     Bench,
@@ -236,8 +238,7 @@ def run(opts: Options, log=None) -> dict:
         log(f"[{model}] first request after ready, warmup on and off (a server of its own each)")
         models[model]["first_request"] = measure_first_request(benches[model], opts)
     finish(result)
-    (opts.out / "bench.json").write_text(json.dumps(result, indent=1))
-    (opts.out / "bench.md").write_text(render(result))
+    save_report(result, opts.out, render, names=("bench.json", "bench.md"))
     return result
 
 
@@ -251,8 +252,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--models",
         nargs="+",
-        default=["digits", "minilm"],
-        help="TorchScript or ONNX models of the repository (default: digits minilm)",
+        default=None,
+        help="TorchScript or ONNX models of the repository (default: digits minilm, each in the format its tune "
+        "picked, export/tuned.toml's serves: minilm_onnx)",
     )
     parser.add_argument(
         "--trials",
@@ -299,6 +301,7 @@ def parser() -> argparse.ArgumentParser:
 def options(argv: list[str] | None = None) -> Options:
     """The command line as :class:`Options` (``PayloadError``/``ValueError`` for contradicting flags)."""
     args = parser().parse_args(argv)
+    args.models = args.models or [catalog.served_pick(m) for m in DEFAULT_MODELS]
     users = {}
     for value in args.users:  # "32" for every model, "digits=32" for one
         model, _, number = value.rpartition("=")

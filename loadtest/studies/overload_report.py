@@ -349,6 +349,9 @@ def plot(levels: list[dict[str, Any]], budget_ms: float, path: Path) -> Path | N
 
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
+    """results.json (``data``, naming the plot), summary.md and overload.png (none without matplotlib)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     levels = data["verdict"]["levels"] if "levels" in data["verdict"] else verdict(data["rows"])["levels"]
-    return save_report(data, out_dir, plot(levels, data["budget_ms"], out_dir / "overload.png"), summary_md)
+    png = plot(levels, data["budget_ms"], out_dir / "overload.png")
+    data["plot"] = png.name if png else None
+    return save_report(data, out_dir, summary_md, plots=[png])

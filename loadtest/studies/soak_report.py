@@ -119,5 +119,8 @@ def plot(data: dict[str, Any], path: Path) -> Path | None:
 
 
 def write_outputs(data: dict[str, Any], out_dir: Path) -> list[Path]:
+    """results.json (``data``, naming the plot), summary.md and soak.png (none without matplotlib)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    return save_report(data, out_dir, plot(data, out_dir / "soak.png"), summary_md)
+    png = plot(data, out_dir / "soak.png")
+    data["plot"] = png.name if png else None
+    return save_report(data, out_dir, summary_md, plots=[png])

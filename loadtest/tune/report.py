@@ -8,7 +8,6 @@ unit tests do that with a recorded grid).
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from loadtest.campaign import Slo
 from loadtest.measure.probe import Measurement
+from loadtest.measure.study_report import SUMMARY, save_report
 from loadtest.tune.decide import Decision
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
@@ -269,9 +269,11 @@ def write(
 ) -> Path:
     """results.json, summary.md and tune.png into ``out_dir``; returns the summary's path."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(results(outcome, extra), indent=1) + "\n")
-    plot(outcome, out_dir / "tune.png")
-    path = out_dir / "summary.md"
-    path.write_text(summary(outcome, sections))
-    return path
+    # The plot is drawn once results.json is written: a search's data outlives a plot that fails.
+    save_report(
+        results(outcome, extra),
+        out_dir,
+        lambda _: summary(outcome, sections),
+        plots=lambda: [plot(outcome, out_dir / "tune.png")],
+    )
+    return out_dir / SUMMARY

@@ -212,7 +212,8 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
     }
     if aa and verdict.comparisons:
         data["noise_floor"] = gate.noise_floor(verdict.comparisons)
-    save_report(data, out, None, gate.markdown)
+    data["plot"] = None  # compare draws none; the key stays, as the other studies' results.json have it
+    save_report(data, out, gate.markdown)
     for line in gate.lines(verdict, aa):
         print(line, file=sys.stderr if verdict.broken else sys.stdout)
     print(f"report: {out / 'summary.md'} (every trial in {out / 'results.json'}); exit status {int(verdict.status)}")
