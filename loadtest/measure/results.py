@@ -24,6 +24,7 @@ from typing import Any
 from loadtest.drive.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
 from loadtest.drive.latency import new_histogram, value_at
 from loadtest.measure import evidence
+from loadtest.measure.study_report import write_json
 
 
 @dataclasses.dataclass
@@ -223,7 +224,7 @@ class CampaignResult:
     """Auto-tune outcome per model: the pick, the runner-up reasons, Model Analyzer's pick."""
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(dataclasses.asdict(self), indent=1))
+        write_json(path, dataclasses.asdict(self))
 
     @classmethod
     def load(cls, path: Path) -> CampaignResult:
