@@ -179,55 +179,50 @@ def run(args: argparse.Namespace) -> int:
 
 def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
     """(measure_at, measured seconds per run, what the arrivals are) for the chosen generator."""
-    budget_ms = args.slo_p99_ms
     if args.generator == "perf_analyzer":
         config = apply.served_config(endpoints.http, args.model)
         out.mkdir(parents=True, exist_ok=True)
-        data = perf.write_input_data(out / "input_data.json", payloads(config, options), config)
-        window_ms = int(args.duration * 1000)
+        # No budget_ms: capacity judges perf_analyzer's p99 alone, so no profile export (every request's
+        # tensors) is written.
+        generator = probe.Generator(
+            "perf_analyzer",
+            endpoints,
+            protocol=args.protocol,
+            input_data=perf.write_input_data(out / "input_data.json", payloads(config, options), config),
+            measurement_ms=int(args.duration * 1000),
+            max_trials=PA_WINDOWS,
+        )
         # Without --arrival: perf_analyzer's own constant rate; with one, that pattern as a schedule.
         schedule = request_schedules(arrival, args.duration * PA_WINDOWS, out / "schedules") if args.arrival else None
 
         def measure_pa(rate: float) -> Measurement:
             settle(endpoints, args.model)
-            return probe.with_perf_analyzer(
-                endpoints,
-                args.model,
-                Load(rate=rate),
-                protocol=args.protocol,
-                input_data=data,
-                measurement_ms=window_ms,
-                max_trials=PA_WINDOWS,
-                request_intervals=schedule(rate) if schedule else None,
+            return generator.measure(
+                args.model, args.model, Load(rate=rate), request_intervals=schedule(rate) if schedule else None
             )
 
         if schedule:
-            return measure_pa, window_ms / 1000, f"{arrival.describe()} (perf_analyzer --request-intervals)"
-        return measure_pa, window_ms / 1000, "constant-rate arrivals (perf_analyzer)"
-    work = out / "runs"
-    work.mkdir(parents=True, exist_ok=True)
+            return measure_pa, generator.measured_s, f"{arrival.describe()} (perf_analyzer --request-intervals)"
+        return measure_pa, generator.measured_s, "constant-rate arrivals (perf_analyzer)"
+    generator = probe.Generator(
+        "locust",
+        endpoints,
+        protocol=args.protocol,
+        budget_ms=args.slo_p99_ms,
+        work=out / "runs",
+        payload=options.to_table(),
+        duration_s=args.duration,
+        processes=args.processes,
+    )
     keys = tuple(arrival.shape_keys().items())
     count = iter(range(1, 10**6))
 
     def measure_locust(rate: float) -> Measurement:
         settle(endpoints, args.model)  # an overloaded run leaves a backlog: let it drain first
-        return probe.with_locust(
-            endpoints,
-            args.model,
-            args.model,
-            OpenLoad(rate=rate, arrival_keys=keys),
-            work,
-            f"run{next(count):03d}-{rate:.0f}rps",
-            protocol=args.protocol,
-            duration_s=args.duration,
-            processes=args.processes,
-            payload=options.to_table(),
-            budget_ms=budget_ms,
-            log=lambda *_: None,
-        )
+        load = OpenLoad(rate=rate, arrival_keys=keys)
+        return generator.measure(args.model, args.model, load, label=f"run{next(count):03d}-{rate:.0f}rps")
 
-    warmup = min(2.0, args.duration / 4)  # what probe.with_locust leaves out
-    return measure_locust, args.duration - warmup, arrival.describe()
+    return measure_locust, generator.measured_s, arrival.describe()
 
 
 def request_schedules(arrival: Arrival, span_s: float, folder: Path):

@@ -112,6 +112,24 @@ class Runner:
         """Served models loaded with another config: restored at the end."""
         self.refused: dict[Point, str] = {}
         """Points the server would not load, with why."""
+        # Both built once: which one a point gets depends on its served model (``generator``).
+        self.generators = {
+            "perf_analyzer": probe.Generator(
+                "perf_analyzer",
+                endpoints,
+                protocol=options.protocol,
+                input_data=options.input_data,
+                measurement_ms=options.measurement_ms,
+            ),
+            "locust": probe.Generator(
+                "locust",
+                endpoints,
+                protocol=options.protocol,
+                work=options.work or Path("reports") / "tune" / options.model / "runs",
+                payload=options.payload.to_table(),
+                duration_s=options.locust_duration_s,
+            ),
+        }
 
     def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
         if served not in self.specs:
@@ -153,30 +171,8 @@ class Runner:
         load = load or self.options.load
         if point in self.refused or self.serving.get(served) != point:
             return Measurement.failed(generator, self.refused.get(point, "config not served"))
-        if generator == "perf_analyzer":
-            return probe.with_perf_analyzer(
-                self.endpoints,
-                served,
-                load,
-                protocol=self.options.protocol,
-                input_data=self.options.input_data,
-                measurement_ms=self.options.measurement_ms,
-            )
-        work = self.options.work or Path("reports") / "tune" / self.options.model / "runs"
-        work.mkdir(parents=True, exist_ok=True)
         label = point.label().replace(" ", "").replace("/", "-").replace(",", "_")
-        return probe.with_locust(
-            self.endpoints,
-            self.options.model,
-            served,
-            load,
-            work,
-            label,
-            protocol=self.options.protocol,
-            duration_s=self.options.locust_duration_s,
-            payload=self.options.payload.to_table(),
-            log=lambda *_: None,
-        )
+        return self.generators[generator].measure(self.options.model, served, load, label=label)
 
     def measure_trials(self, points: list[Point], trials: int) -> dict[Point, list[Measurement]]:
         """Each point ``trials`` times, interleaved (A B C A B C ...), each arm's config applied before its

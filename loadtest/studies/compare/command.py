@@ -180,10 +180,11 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
             f"{args.duration:g} s + {args.warmup_rounds} warm-up round(s), interleaved",
             flush=True,
         )
+        driver = _load_generator(args, endpoints, generator, input_data, options, budget, out)
         measured = [
             trials.Arm(
                 arm.name,
-                _measurer(args, endpoints, arm, load, generator, input_data, options, budget, out),
+                _measurer(args, driver, arm, load),
                 (lambda arm=arm: apply.load(endpoints.http, arm.served, configs[arm.name])) if shared else None,
             )
             for arm in arms
@@ -240,36 +241,28 @@ def _generator(configs: list[dict]) -> str:
     return "locust" if "locust" in kinds else "perf_analyzer"
 
 
-def _measurer(args, endpoints, arm, load, generator, input_data, options, budget, out):
-    """One trial of ``arm``: perf_analyzer's three windows together last --duration; Locust runs --duration."""
+def _load_generator(args, endpoints, generator, input_data, options, budget, out) -> probe.Generator:
+    """The one generator both arms are measured by: perf_analyzer's three windows together last --duration;
+    Locust runs --duration."""
+    return probe.Generator(
+        generator,
+        endpoints,
+        protocol=args.protocol,
+        budget_ms=budget,
+        input_data=input_data,
+        measurement_ms=max(100, round(args.duration * 1000 / profile_export.STABILITY_WINDOWS)),
+        max_trials=profile_export.STABILITY_WINDOWS,
+        work=out / "runs",
+        payload=options.to_table(),
+        duration_s=args.duration,
+    )
+
+
+def _measurer(args, driver: probe.Generator, arm: ServedArm, load: Load):
+    """One trial of ``arm``; Locust's runs are named after the arm and the trial."""
     count = iter(range(1, 1_000_000))
 
     def measure() -> Measurement:
-        if generator == "perf_analyzer":
-            return probe.with_perf_analyzer(
-                endpoints,
-                arm.served,
-                load,
-                protocol=args.protocol,
-                input_data=input_data,
-                measurement_ms=max(100, round(args.duration * 1000 / profile_export.STABILITY_WINDOWS)),
-                max_trials=profile_export.STABILITY_WINDOWS,
-                budget_ms=budget,
-            )
-        work = out / "runs"
-        work.mkdir(parents=True, exist_ok=True)
-        return probe.with_locust(
-            endpoints,
-            args.model,
-            arm.served,
-            load,
-            work,
-            f"{arm.name}-{next(count)}",
-            protocol=args.protocol,
-            duration_s=args.duration,
-            payload=options.to_table(),
-            budget_ms=budget,
-            log=lambda *_: None,
-        )
+        return driver.measure(args.model, arm.served, load, label=f"{arm.name}-{next(count)}")
 
     return measure
