@@ -4,6 +4,7 @@ client's counts checked against Triton's own counters."""
 
 import csv
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -116,8 +117,11 @@ def test_client_counts_agree_with_the_servers_counters(campaign_run):
         # open loop's one known gap: a few requests still in flight when Locust stops a worker reach the server
         # but not the client's figures (seen: 3 of 414); closed-loop users send none after they are stopped.
         sent = c.requests + c.warmup_requests
-        if run.shape["kind"] == "open":  # up to 3 in flight a process; digits-http-open runs 2 (seen: 4 of 389)
-            assert sent <= s.requests + s.failures <= sent + max(6, sent // 100), (run.scenario, run.variant)
+        if run.shape["kind"] == "open":
+            # In flight when the workers stop: what the rate sends within the slowest request's time, plus 3 a
+            # process for timer catch-up (digits-http-open runs 2). Seen: 4 of 389, and 7 of 360 with a 38 ms stall.
+            in_flight = math.ceil(run.shape["rate"] * c.latency_ms["max"] / 1000) + 3 * 2
+            assert sent <= s.requests + s.failures <= sent + in_flight, (run.scenario, run.variant, in_flight)
         else:
             assert sent == s.requests + s.failures, (run.scenario, run.variant)
         assert s.inferences >= s.executions > 0 and s.avg_batch >= 1
