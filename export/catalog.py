@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from export.changes import ServingChanges
 from export.errors import SpecError, UnknownModelError
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec
-from export.variants import TARGETS, Variant
+from export.variants import TARGETS, Variant, base_model
 
 if TYPE_CHECKING:  # torch: only the annotations name it
     from export.zoo.base import ZooModel
@@ -162,7 +162,7 @@ def served_pick(name: str, tuned: Path | None = TUNED) -> str:
         return name
     with open(tuned, "rb") as handle:
         serves = tomllib.load(handle).get(name, {}).get("serves", name)
-    if not isinstance(serves, str) or not serves.startswith(name):
+    if not isinstance(serves, str) or base_model(serves) != name:
         raise SpecError(f"{tuned}: [{name}] serves = {serves!r} is not a served name of {name!r}")
     return serves
 

@@ -145,3 +145,6 @@ def test_the_format_a_tune_picked_is_what_clients_of_the_model_call(tmp_path):
     tuned.write_text('[minilm]\nserves = "digits_onnx"\n')
     with pytest.raises(SpecError, match="serves = 'digits_onnx' is not a served name of 'minilm'"):
         catalog.served_pick("minilm", tuned)
+    tuned.write_text('[minilm]\nserves = "minilm_onnxx"\n')  # its name, but no format's suffix
+    with pytest.raises(SpecError, match="is not a served name of 'minilm'"):
+        catalog.served_pick("minilm", tuned)
