@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.error
@@ -248,7 +249,12 @@ class LocalServer:
         env = dict(os.environ)
         # The stub ignores PYTHONPATH; it finds the venv through the first python3 on PATH.
         env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(dist.libs), env.get("LD_LIBRARY_PATH")) if p)
+        # The stub links libpython3.X by name; an interpreter built with a shared libpython (pyenv's) puts its
+        # own first, else the stub takes the system's, whose C API can lag the interpreter's standard library
+        # (seen: the system's 3.11.2 under pyenv's 3.11.7 fails to import ssl, so neither could transformers).
+        own = sysconfig.get_config_var("LIBDIR") if sysconfig.get_config_var("Py_ENABLE_SHARED") else None
+        paths = (str(dist.libs), own, env.get("LD_LIBRARY_PATH"))
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in paths if p)
         env.pop("PYTHONPATH", None)
         return env
 

@@ -13,10 +13,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from export import catalog, recorded
+from export import catalog, recorded, user_pipeline
 from export.changes import ServingChanges
 from export.errors import ExportError, RepositoryNotWritable, SpecError
-from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
+from export.spec import INSTANCE_KINDS, PRECISIONS, ModelSpec, TensorSpec
 from export.variants import FORMATS, TARGETS, Variant
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
@@ -151,6 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "layout, e.g. image:FP32:3,224,224:NCHW",
     )
     user.add_argument("--output", action="append", dest="outputs", metavar="NAME", help=OUTPUT_HELP)
+    user_pipeline.add_arguments(parser, _tensor)
     serving = parser.add_argument_group("serving settings (override the catalog)")
     serving.add_argument("--max-batch-size", type=int, help="largest batch; 0 disables batching")
     serving.add_argument("--max-queue-delay-us", type=int, help="dynamic batching: wait for a batch to fill")
@@ -276,6 +277,7 @@ def run(args: argparse.Namespace) -> int:
         ensure_writable(repository)
         variants = requested_variants(args)
         given = overrides(args)  # refused before anything is written
+        pipeline = user_pipeline.plan_from(args)
         if args.seed_from:
             from export.seed import COMPLETE_MARKER, seed
 
@@ -302,6 +304,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             if all(done.result.ok for done in done_all):
                 exported.add(entry.name)
+                if pipeline:
+                    for line in user_pipeline.write(pipeline, model, _called(done_all), repository):
+                        print(line, flush=True)
         _write_generators(args, repository, exported)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
@@ -340,6 +345,11 @@ def run(args: argparse.Namespace) -> int:
             not_exported=[done.spec.name for done in missed],
         )
     return 0
+
+
+def _called(exports) -> ModelSpec:
+    """The variant a pipeline calls: TorchScript FP32 when exported, else the first one."""
+    return next((d.spec for d in exports if str(d.variant) == "torchscript/fp32"), exports[0].spec)
 
 
 def _listed(exports) -> str:

@@ -4,7 +4,7 @@ weights and default settings, so its forward returns a ModelOutput and takes man
 import torch
 from transformers import BertConfig, BertModel
 
-VOCAB_SIZE = 100  # the export's random INT64 inputs are 0..99
+VOCAB_SIZE = 30522  # all-MiniLM-L6-v2's tokenizer (tests/data/hf_pipeline.py); the export's random ids are 0..99
 
 
 def build():
