@@ -55,6 +55,8 @@ examples:
   tritonkit tune digits --slo-p99-ms 30 --users 4 --analyzer       also Model Analyzer's pick, same load
   tritonkit tune scorer --slo-p99-ms 20 --rate 500 --budget-s 60 --dry-run
   tritonkit tune minilm --slo-p99-ms 400 --users 8 --shape input_ids:32 --shape attention_mask:32
+  tritonkit tune encoder --via encoder_pipeline --samples my_texts.py:sentences --slo-p99-ms 200 --users 4
+                                         the model behind a pipeline, at the load real requests give it
 """
 
 
@@ -183,6 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="exported formats to compare, e.g. torchscript/fp32,onnx/fp32 (default: every one the server serves)",
     )
+    parser.add_argument(
+        "--via",
+        metavar="ENSEMBLE",
+        help="send the load through this ensemble (a pipeline that calls NAME, e.g. one `tritonkit export "
+        "--preprocess` wrote), with its requests (--samples): NAME is tuned at the batches the pipeline gives it",
+    )
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
     add_payload_arguments(parser)
     target.add_server_arguments(parser)
@@ -206,6 +214,8 @@ def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
         raise TuneError(f"--max-error-rate {args.max_error_rate} must be in [0, 1)")
     if not 0 <= args.min_effect < 1:
         raise TuneError(f"--min-effect {args.min_effect} must be a fraction in [0, 1)")
+    if args.via and args.analyzer:
+        raise TuneError("--analyzer measures the model alone; it does not combine with --via")
     return TuneOptions(
         model=args.model,
         slo=Slo(args.slo_p99_ms, args.max_error_rate),
@@ -216,12 +226,13 @@ def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
         strategy=args.strategy,
         max_instances=args.max_instances,
         measurement_ms=args.measurement_ms,
-        payload=default_options(args.model, payload_options(args)),
+        payload=default_options(args.via or args.model, payload_options(args)),
         work=out / "runs",
         axes=_axes(args),
         leaders=args.leaders,
         trials=require_trials(args.trials),
         min_effect=args.min_effect,
+        via=args.via,
     )
 
 
@@ -258,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         args.client_cpus, args.server_cpus = target.split_cpus()
     status, value = target.run_with_server(
         args,
-        models_to_load(options.repository, args.model),
+        ("*",) if args.via else models_to_load(options.repository, args.model),
         lambda endpoints, _server: _tune(options, endpoints, out, args),
     )
     return value if status == 0 else status
@@ -267,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
 def with_payloads(options: TuneOptions, endpoints: Endpoints, out: Path) -> TuneOptions:
     """The payloads made once from the served config (one clear error before any probe when they cannot be),
     and written as perf_analyzer's input data: both generators send the same requests."""
-    config = apply.served_config(endpoints.http, options.model)
+    config = apply.served_config(endpoints.http, options.target)
     samples = payloads(config, options.payload)
     if is_decoupled(config) or any(a.dtype == object for a in samples[0].values()):
         return options  # Locust: its processes make the same payloads from options.payload

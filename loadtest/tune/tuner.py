@@ -62,6 +62,14 @@ class TuneOptions:
     ``max_batch_size``; ``format``); each checked against the model's limits."""
     work: Path | None = None
     """Where Locust runs keep their files."""
+    via: str | None = None
+    """An ensemble that calls ``model``: the load goes through it (its requests, raw inputs), so ``model`` is
+    tuned at the batches and arrivals the pipeline gives it; the formats searched are the one it calls."""
+
+    @property
+    def target(self) -> str:
+        """The model the requests address: ``via`` when given, else ``model``."""
+        return self.via or self.model
 
 
 @dataclasses.dataclass
@@ -139,6 +147,9 @@ class Runner:
         return self.specs[served]
 
     def generator(self, spec: ModelSpec) -> str:
+        if self.options.via:  # the requests are the ensemble's
+            config = apply.served_config(self.endpoints.http, self.options.via)
+            return probe.generator_for("ensemble", False, [t.get("data_type", "") for t in config.get("input", [])])
         return probe.generator_for(spec.platform, spec.decoupled, [t.datatype for t in spec.inputs])
 
     def measure(self, point: Point) -> Measurement:
@@ -172,6 +183,8 @@ class Runner:
         if point in self.refused or self.serving.get(served) != point:
             return Measurement.failed(generator, self.refused.get(point, "config not served"))
         label = point.label().replace(" ", "").replace("/", "-").replace(",", "_")
+        if self.options.via:
+            return self.generators[generator].measure(self.options.via, self.options.via, load, label=label)
         return self.generators[generator].measure(self.options.model, served, load, label=label)
 
     def measure_trials(self, points: list[Point], trials: int) -> dict[Point, list[Measurement]]:
@@ -218,6 +231,8 @@ def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple
     folder = Path(options.repository) / options.model
     limit = checked_max_batch_size(folder, spec) if folder.is_dir() else spec.max_batch_size
     formats = formats_served(endpoints, options.repository, options.model)
+    if options.via:
+        formats = [called_format(endpoints, options, formats)]
     space, start = space_for(spec, limit, formats, users=options.load.users, max_instances=options.max_instances)
     if options.axes:
         space = restricted(space, options.axes, limit, formats)
@@ -233,6 +248,21 @@ def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple
         space = dataclasses.replace(space, values={**space.values, "max_batch_size": sizes})
         runner.log(f"tune {options.model}: max_batch_size >= {floor} (what {', '.join(callers)} sends it)")
     return space, start, limit, runner.generator(spec)
+
+
+def called_format(endpoints: Endpoints, options: TuneOptions, formats: list[str]) -> str:
+    """The format of ``options.model`` that the ensemble ``options.via`` calls: the only one a tune through it
+    can measure (another format is another model, which the ensemble does not call)."""
+    config = apply.served_config(endpoints.http, options.via)
+    steps = {step["model_name"] for step in (config.get("ensemble_scheduling") or {}).get("step", [])}
+    if not steps:
+        raise TuneError(f"--via {options.via}: it is not an ensemble; give the pipeline that calls {options.model}")
+    called = [fmt for fmt in formats if Point(fmt, None, (), 1, 0).served_model(options.model) in steps]
+    if not called:
+        raise TuneError(
+            f"--via {options.via}: its steps ({', '.join(sorted(steps))}) call no served format of {options.model}"
+        )
+    return called[0]
 
 
 ENSEMBLE_STEP = re.compile(r'model_name:\s*"([^"]+)"')
