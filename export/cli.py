@@ -16,7 +16,7 @@ from pathlib import Path
 from export import catalog, recorded, user_pipeline
 from export.changes import ServingChanges
 from export.errors import ExportError, RepositoryNotWritable, SpecError
-from export.spec import INSTANCE_KINDS, PRECISIONS, ModelSpec, TensorSpec
+from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
 from export.variants import FORMATS, TARGETS, Variant
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
@@ -290,6 +290,12 @@ def run(args: argparse.Namespace) -> int:
 
         exported = set()
         for entry, model, record in _entries(args, repository):
+            first = (variants or entry.variants[args.target])[0]
+            checked = (
+                user_pipeline.check(pipeline, model, entry.spec(model, first, args.target, **given))
+                if pipeline
+                else None
+            )
             done_all = export_entry(
                 entry, repository, args.target, variants, args.force, model=model, record=record, **given
             )
@@ -304,8 +310,8 @@ def run(args: argparse.Namespace) -> int:
                 )
             if all(done.result.ok for done in done_all):
                 exported.add(entry.name)
-                if pipeline:
-                    for line in user_pipeline.write(pipeline, model, _called(done_all), repository):
+                if checked:
+                    for line in user_pipeline.write(checked, _called(done_all), repository):
                         print(line, flush=True)
         _write_generators(args, repository, exported)
     except ExportError as exc:
@@ -347,9 +353,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _called(exports) -> ModelSpec:
+def _called(exports) -> str:
     """The variant a pipeline calls: TorchScript FP32 when exported, else the first one."""
-    return next((d.spec for d in exports if str(d.variant) == "torchscript/fp32"), exports[0].spec)
+    return next((d.spec for d in exports if str(d.variant) == "torchscript/fp32"), exports[0].spec).name
 
 
 def _listed(exports) -> str:

@@ -103,13 +103,21 @@ def plan_from(args: argparse.Namespace) -> PipelinePlan | None:
     )
 
 
-def write(plan: PipelinePlan, model, served: ModelSpec, repository: Path) -> list[str]:
-    """Check the pipeline in-process on its sample, then write its steps and ensemble; returns lines to print.
-    ``model`` is the exported ``ZooModel`` (its eager module), ``served`` the exported variant the ensemble calls."""
+def check(plan: PipelinePlan, model, spec: ModelSpec):
+    """The pipeline bound and run in-process on its sample, before the model is exported: a function that fails is
+    an error before anything is written. ``model`` is the user's ``ZooModel`` (its eager module), ``spec`` the
+    config its export will have (inputs, outputs, max batch size)."""
     from export.user_pipeline_run import Pipeline  # torch is needed only here
 
-    pipeline = Pipeline.build(plan, model, served)
-    traced = pipeline.run_sample()
+    pipeline = Pipeline.build(plan, model, spec)
+    return pipeline, pipeline.run_sample()
+
+
+def write(checked, served: str, repository: Path) -> list[str]:
+    """The steps and the ensemble of a :func:`check`-ed pipeline, calling the exported model ``served``; returns
+    the lines to print."""
+    pipeline, traced = checked
+    pipeline.called = served
     lines = []
     for step_spec, step, warm in pipeline.step_specs(traced):
         _write_step(repository, step_spec, step, warm, pipeline.name)

@@ -32,6 +32,8 @@ class Pipeline:
     served: ModelSpec
     pre: tuple[Callable, list[TensorSpec]] | None
     post: tuple[Callable, list[TensorSpec]] | None
+    called: str = ""
+    """The exported variant the ensemble calls (set once the export is done); the model's name until then."""
 
     @classmethod
     def build(cls, plan: PipelinePlan, model, served: ModelSpec) -> Pipeline:
@@ -59,7 +61,7 @@ class Pipeline:
                 + (f"missing {', '.join(missing)}" if missing else f"{', '.join(unknown)} is no pipeline input")
                 + ": the steps warm up on it before the server is ready, and the export checks the pipeline on it"
             )
-        return cls(name, plan, model, served, pre, post)
+        return cls(name, plan, model, served, pre, post, served.name)
 
     @property
     def batched(self) -> bool:
@@ -129,7 +131,7 @@ class Pipeline:
         if self.pre:
             steps.append((f"{self.name}_preprocess", self.pre[1], self.served.inputs))
         model_outputs = [t for t in self.served.outputs if not self.post or t.name in post_takes]
-        steps.append((self.served.name, self.served.inputs, model_outputs))
+        steps.append((self.called, self.served.inputs, model_outputs))
         if self.post:
             steps.append((f"{self.name}_postprocess", self.post[1], self.plan.outputs))
         for model_name, takes, gives in steps:
