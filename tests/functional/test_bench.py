@@ -17,7 +17,7 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     opts = bench.Options(
         models=("digits",),
         trials=2,
-        duration_s=3.0,
+        duration_s=2.0,
         warmup_s=0.5,
         users={"digits": 4},
         out=tmp_path,

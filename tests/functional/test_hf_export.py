@@ -156,7 +156,7 @@ def test_a_text_the_preprocess_refuses_is_invalid_argument_naming_the_step_and_i
 def test_the_docs_load_test_drives_the_pipeline_with_real_sentences(encoder_server, tmp_path):
     c = encoder_server.config
     argv = docs_commands()["loadtest"]
-    argv[argv.index("--duration") + 1] = "4"  # the docs say 20 s; the requests are what this checks
+    argv[argv.index("--duration") + 1] = "3"  # the docs say 20 s; the requests are what this checks
     urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
     done = subprocess.run(
         [str(TRITONKIT), *argv, *urls, "--out", str(tmp_path)],
