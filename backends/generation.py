@@ -81,14 +81,15 @@ def _single(array, name: str):
     return flat[0]
 
 
-def _text(value, name: str, max_bytes: int | None = None) -> str:
-    """One BYTES element -> str; its size is checked against ``max_bytes`` before it is decoded."""
+def _text(value, name: str, max_bytes: int | None = None, limit: str = "") -> str:
+    """One BYTES element -> str; its size is checked against ``max_bytes`` (config parameter ``limit``) before it
+    is decoded."""
     if isinstance(value, np.ndarray):
         value = value.item()
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     if max_bytes is not None and len(raw) > max_bytes:
         raise GenerationInputError(
-            f"{name} is too long: {len(raw)} bytes, over the limit of {max_bytes} bytes (MAX_{name}_BYTES)"
+            f"{name} is too long: {len(raw)} bytes, over the limit of {max_bytes} bytes ({limit})"
         )
     try:
         return raw.decode("utf-8")
@@ -96,59 +97,85 @@ def _text(value, name: str, max_bytes: int | None = None) -> str:
         raise GenerationInputError(f"{name} is not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
 
 
-def _chat_flag(chat) -> bool:
+def _chat_flag(chat, name: str = "CHAT") -> bool:
     """The optional ``CHAT`` BOOL [1] input -> bool; anything but one boolean is refused."""
     if chat is None:
         return False
     array = np.asarray(chat)
     if array.dtype != np.bool_:
-        raise GenerationInputError(f"CHAT must be BOOL (true or false), got {array.dtype}")
-    return bool(_single(array, "CHAT"))
+        raise GenerationInputError(f"{name} must be BOOL (true or false), got {array.dtype}")
+    return bool(_single(array, name))
+
+
+@dataclasses.dataclass(frozen=True)
+class InputNames:
+    """What a request calls each setting, for the messages that name it: the model's own tensors, or the LLM
+    convention's (``text_input`` and the ``sampling_parameters`` keys, :mod:`backends.llm_request`)."""
+
+    prompt: str = "PROMPT"
+    max_tokens: str = "MAX_TOKENS"
+    temperature: str = "TEMPERATURE"
+    stop: str = "STOP"
+    chat: str = "CHAT"
 
 
 def parse_request(
-    tokenizer, prompt, max_tokens, temperature=None, stop=None, limits: Limits = Limits(), chat=None, template=None
+    tokenizer,
+    prompt,
+    max_tokens,
+    temperature=None,
+    stop=None,
+    limits: Limits = Limits(),
+    chat=None,
+    template=None,
+    names: InputNames = InputNames(),
+    ignore_eos: bool = False,
 ) -> ParsedRequest:
     """Raw input arrays (``None`` where absent) -> a checked, tokenised request.
 
     ``template`` (a :class:`backends.chat.ChatTemplate`, or ``None`` for a model without one) formats the
-    prompt when ``chat`` is true; the stream then ends at the template's end-of-turn token.
+    prompt when ``chat`` is true; the stream then ends at the template's end-of-turn token. ``ignore_eos``: the
+    stream ends at ``max_tokens`` or the stop string only (benchmarks that fix the output length).
     """
+    n = names
     if prompt is None:
-        raise GenerationInputError("PROMPT is missing")
-    text = _text(_single(prompt, "PROMPT"), "PROMPT", limits.max_prompt_bytes)  # size checked before decoding
+        raise GenerationInputError(f"{n.prompt} is missing")
+    # size checked before decoding
+    text = _text(_single(prompt, n.prompt), n.prompt, limits.max_prompt_bytes, "MAX_PROMPT_BYTES")
     if not text.strip():
-        raise GenerationInputError("PROMPT is empty")
+        raise GenerationInputError(f"{n.prompt} is empty")
     if max_tokens is None:
-        raise GenerationInputError("MAX_TOKENS is missing")
-    count = int(_single(max_tokens, "MAX_TOKENS"))
+        raise GenerationInputError(f"{n.max_tokens} is missing")
+    count = int(_single(max_tokens, n.max_tokens))
     if count < 1:
-        raise GenerationInputError(f"MAX_TOKENS must be at least 1, got {count}")
+        raise GenerationInputError(f"{n.max_tokens} must be at least 1, got {count}")
     if count > limits.max_new_tokens:
-        raise GenerationInputError(f"MAX_TOKENS {count} is over the limit of {limits.max_new_tokens} (MAX_NEW_TOKENS)")
-    temp = 0.0 if temperature is None else float(_single(temperature, "TEMPERATURE"))
+        raise GenerationInputError(
+            f"{n.max_tokens} {count} is over the limit of {limits.max_new_tokens} (MAX_NEW_TOKENS)"
+        )
+    temp = 0.0 if temperature is None else float(_single(temperature, n.temperature))
     if not math.isfinite(temp) or temp < 0:
-        raise GenerationInputError(f"TEMPERATURE must be a finite number >= 0 (0 = greedy), got {temp}")
-    stop_text = "" if stop is None else _text(_single(stop, "STOP"), "STOP", limits.max_stop_bytes)
+        raise GenerationInputError(f"{n.temperature} must be a finite number >= 0 (0 = greedy), got {temp}")
+    stop_text = "" if stop is None else _text(_single(stop, n.stop), n.stop, limits.max_stop_bytes, "MAX_STOP_BYTES")
     stop_ids = EOS_IDS
-    if _chat_flag(chat):
+    if _chat_flag(chat, n.chat):
         if template is None:
-            raise GenerationInputError("CHAT is true but this model has no chat template (chat_template.json)")
+            raise GenerationInputError(f"{n.chat} is true but this model has no chat template (chat_template.json)")
         from backends.chat import ChatTemplateError
 
         try:
             text = template.render(text)
         except ChatTemplateError as exc:
-            raise GenerationInputError(f"CHAT: {exc}") from None
+            raise GenerationInputError(f"{n.chat}: {exc}") from None
         stop_ids = template.stop_ids
     ids = tokenizer.encode(text).ids
     if not ids:
-        raise GenerationInputError("PROMPT is empty after tokenisation")
+        raise GenerationInputError(f"{n.prompt} is empty after tokenisation")
     if len(ids) > limits.max_prompt_tokens:
         raise GenerationInputError(
-            f"PROMPT is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} (MAX_PROMPT_TOKENS)"
+            f"{n.prompt} is too long: {len(ids)} tokens, the limit is {limits.max_prompt_tokens} (MAX_PROMPT_TOKENS)"
         )
-    return ParsedRequest(ids, count, temp, stop_text, stop_ids)
+    return ParsedRequest(ids, count, temp, stop_text, frozenset() if ignore_eos else stop_ids)
 
 
 def _byte_decoder() -> dict[str, int]:

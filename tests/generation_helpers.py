@@ -60,13 +60,32 @@ class GrpcStream:
             self.events.put((now, None, True, error))
             return
         response = result.get_response()
-        text = result.as_numpy("TEXT")[0].decode() if response.outputs else None
+        # TEXT for the model's own names, text_output for the LLM convention
+        text = result.as_numpy(response.outputs[0].name).reshape(-1)[0].decode() if response.outputs else None
         self.events.put((now, text, response.parameters["triton_final_response"].bool_param, None))
 
     def send(self, prompt, max_tokens, **kwargs):
         self.client.async_stream_infer(
             self.model, grpc_inputs(prompt, max_tokens, **kwargs), enable_empty_final_response=True
         )
+
+    def send_convention(self, inputs: dict):
+        """The LLM convention's tensors: ``text_input``, ``stream``, ``sampling_parameters`` (a dict is sent as
+        JSON), ``exclude_input_in_output``; ``PROMPT`` and the other own names too, to mix them."""
+        tensors = []
+        for name, value in inputs.items():
+            if isinstance(value, dict):
+                value = json.dumps(value)
+            if isinstance(value, bool):
+                array, datatype = np.array([value], dtype=bool), "BOOL"
+            elif isinstance(value, int):
+                array, datatype = np.array([value], dtype=np.int32), "INT32"
+            else:
+                array, datatype = np.array([value.encode() if isinstance(value, str) else value], np.object_), "BYTES"
+            tensor = grpcclient.InferInput(name, [1], datatype)
+            tensor.set_data_from_numpy(array)
+            tensors.append(tensor)
+        self.client.async_stream_infer(self.model, tensors, enable_empty_final_response=True)
 
     def collect(self, timeout=60.0):
         pieces = []
@@ -104,6 +123,13 @@ def http_generate(server, payload: dict, model: str = "text_generator"):
             event = json.loads(line[len(b"data: ") :])
             if "error" in event:
                 error = event["error"]
-            elif "TEXT" in event:
-                pieces.append(event["TEXT"])
+            elif "TEXT" in event or "text_output" in event:
+                pieces.append(event.get("TEXT", event.get("text_output")))
         return response.status_code, pieces, error
+
+
+def http_generate_once(server, payload: dict, model: str = "text_generator"):
+    """POST generate (one JSON response); (status, the response's JSON)."""
+    url = f"http://{server.config.http_url}/v2/models/{model}/generate"
+    response = requests.post(url, json=payload, timeout=120)
+    return response.status_code, response.json()

@@ -8,6 +8,7 @@ last test uses the session server and the real SmolLM2-135M.
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -22,7 +23,14 @@ from backends.generation import GenerationInputError, Limits, StopMatcher, Token
 from export import catalog, pipeline
 from export.zoo import smollm
 from tests.conftest import server_config, start_or_fail
-from tests.generation_helpers import GENERATOR, GrpcStream, generator_config, grpc_generate, http_generate
+from tests.generation_helpers import (
+    GENERATOR,
+    GrpcStream,
+    generator_config,
+    grpc_generate,
+    http_generate,
+    http_generate_once,
+)
 
 MAX_PROMPT_TOKENS = 64
 MAX_NEW_TOKENS = 4096
@@ -248,6 +256,81 @@ def test_bad_input_over_grpc_fails_that_request_alone(gen_server):
             stream.send("Hello", 2)
             pieces, error = stream.collect()
             assert error is None and pieces, case
+    finally:
+        stream.close()
+    assert server_ready(gen_server)
+
+
+# -- the LLM convention (vLLM backend's tensors; backends/llm_request.py) ----------------------------------
+def test_the_convention_streams_over_grpc_what_the_own_names_stream(gen_server, tiny_reference):
+    """text_input + stream true + sampling_parameters (max_tokens as GenAI-Perf sends it, a string): the same
+    greedy pieces as PROMPT/MAX_TOKENS give; stream false: one response with the whole text."""
+    prompt = smollm.PROMPTS[0]
+    own = generate(gen_server, "grpc", prompt, 12)
+    stream = GrpcStream(gen_server.config.grpc_url)
+    try:
+        stream.send_convention({"text_input": prompt, "stream": True, "sampling_parameters": {"max_tokens": "12"}})
+        pieces, error = stream.collect()
+        assert error is None and pieces == own and "".join(pieces) == tiny_reference(prompt, 12)
+        stream.send_convention({"text_input": prompt, "sampling_parameters": {"max_tokens": 12, "temperature": 0}})
+        whole, error = stream.collect()
+        # stream false: one response with the whole text, the prompt first unless excluded (as in vLLM)
+        assert error is None and whole == [prompt + "".join(own)], whole
+    finally:
+        stream.close()
+
+
+def test_the_generate_endpoint_takes_the_conventions_json(gen_server, tiny_reference):
+    prompt = smollm.PROMPTS[1]
+    expected = tiny_reference(prompt, 8)
+    # non-streaming includes the prompt unless told otherwise, as the vLLM backend does
+    status, body = http_generate_once(gen_server, {"text_input": prompt, "max_tokens": 8})
+    assert status == 200 and body["text_output"] == prompt + expected, body
+    payload = {"text_input": prompt, "exclude_input_in_output": True, "parameters": {"max_tokens": "8"}}
+    status, body = http_generate_once(gen_server, payload)
+    assert status == 200 and body["text_output"] == expected, body
+    payload = {"text_input": prompt, "stream": True, "sampling_parameters": json.dumps({"max_tokens": 8})}
+    status, pieces, error = http_generate(gen_server, payload)
+    assert status == 200 and error is None and len(pieces) > 1 and "".join(pieces) == expected
+
+
+BAD_CONVENTION = {
+    "missing text_input": ({"sampling_parameters": {"max_tokens": 4}}, "text_input is missing"),
+    "empty text_input": ({"text_input": " "}, "text_input is empty"),
+    "sampling_parameters not JSON": (
+        {"text_input": "Hi", "sampling_parameters": "{max"},
+        "sampling_parameters is not JSON",
+    ),
+    "an unknown key": ({"text_input": "Hi", "sampling_parameters": {"top_k": 5}}, "'top_k' not applied by this model"),
+    "max_tokens of the wrong type": (
+        {"text_input": "Hi", "sampling_parameters": {"max_tokens": "many"}},
+        "max_tokens must be a number, got 'many'",
+    ),
+    "max_tokens out of range": (
+        {"text_input": "Hi", "sampling_parameters": {"max_tokens": MAX_NEW_TOKENS + 1}},
+        "max_tokens 4097 is over the limit of 4096",
+    ),
+    "streaming with the prompt in": (
+        {"text_input": "Hi", "stream": True, "exclude_input_in_output": False},
+        "exclude_input_in_output false is not allowed with stream true",
+    ),
+    "both naming sets": ({"text_input": "Hi", "PROMPT": "Hi"}, "not both"),
+}
+
+
+def test_bad_convention_input_is_invalid_argument_naming_the_field_over_both_protocols(gen_server):
+    stream = GrpcStream(gen_server.config.grpc_url)
+    try:
+        for case, (inputs, message) in BAD_CONVENTION.items():
+            stream.send_convention(inputs)
+            pieces, error = stream.collect()
+            assert error is not None and message in error.message() and not pieces, (case, error)
+            payload = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in inputs.items()}
+            status, body = http_generate_once(gen_server, payload)
+            assert status == 400 and message in body.get("error", ""), (case, status, body)
+        stream.send_convention({"text_input": "Hello", "stream": True, "sampling_parameters": {"max_tokens": 2}})
+        pieces, error = stream.collect()
+        assert error is None and pieces, "the generator stopped serving after bad requests"
     finally:
         stream.close()
     assert server_ready(gen_server)

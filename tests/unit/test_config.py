@@ -163,7 +163,7 @@ def test_hand_written_python_models_are_specs():
     text_generator = from_model_config(parse(REPOSITORY / "text_generator" / "config.pbtxt"))
     assert text_generator.platform == "python" and text_generator.decoupled
     assert text_generator.latest_versions is None and not text_generator.warmup
-    assert [t.name for t in text_generator.inputs if t.optional] == ["TEMPERATURE", "STOP", "CHAT"]
+    assert all(t.optional for t in text_generator.inputs)  # the convention or the model's own names
     assert dict(text_generator.parameters)["STEP_MODE"] == "inprocess"
     postprocess = from_model_config(parse(REPOSITORY / "postprocess" / "config.pbtxt"))
     assert postprocess.dynamic_batching == DynamicBatching(max_queue_delay_us=500)

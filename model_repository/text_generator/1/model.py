@@ -53,11 +53,14 @@ from backends.generation import (
     parse_request,
 )
 from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
+from backends.llm_request import parse_convention
 
 CANCEL_CHECK_S = 0.05
 """How often the running streams are asked whether their client went away (each ask is a round trip
 to the server process)."""
 WARMUP_PROMPT_LENGTHS = (8, 64, 256)
+OWN_INPUTS = ("PROMPT", "MAX_TOKENS", "TEMPERATURE", "STOP", "CHAT")
+CONVENTION_INPUTS = ("text_input", "stream", "exclude_input_in_output", "sampling_parameters")
 
 
 def flag(value: str) -> bool:
@@ -67,7 +70,7 @@ def flag(value: str) -> bool:
 class Stream:
     """One request being generated."""
 
-    def __init__(self, request, parsed, streamer):
+    def __init__(self, request, parsed, streamer, output="TEXT", streaming=True, echo=""):
         self.request = request
         self.sender = request.get_response_sender()
         self.parsed = parsed
@@ -76,11 +79,21 @@ class Stream:
         self.generated = 0
         self.done = False
         self.reason = ""
+        self.output = output  # TEXT for the model's own names, text_output for the LLM convention
+        self.streaming = streaming
+        self.collected = [echo] if echo else []  # stream false: the whole text goes out in one response
+
+    def _response(self, text: str):
+        out = pb_utils.Tensor(self.output, np.array([text.encode("utf-8")], dtype=np.object_))
+        return pb_utils.InferenceResponse(output_tensors=[out])
 
     def send_text(self, text: str) -> None:
-        if text:
-            out = pb_utils.Tensor("TEXT", np.array([text.encode("utf-8")], dtype=np.object_))
-            self.sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
+        if not text:
+            return
+        if self.streaming:
+            self.sender.send(self._response(text))
+        else:
+            self.collected.append(text)
 
     def take(self, token: int) -> None:
         """Account one generated token: stream its text, decide whether the stream is finished."""
@@ -109,7 +122,11 @@ class Stream:
                 return
             if reason != "stop":
                 self.send_text(self.stop.push(self.streamer.flush()) + self.stop.flush())
-            self.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            if self.streaming:
+                self.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            else:
+                final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                self.sender.send(self._response("".join(self.collected)), flags=final)
         except Exception as exc:  # noqa: BLE001 - the client may be gone; the loop goes on
             pb_utils.Logger.log_warn(f"text_generator: could not finish a stream: {exc}")
 
@@ -275,24 +292,49 @@ class TritonPythonModel:
                 return None if tensor is None else tensor.as_numpy()
 
             try:
-                parsed = parse_request(
-                    self.tokenizer,
-                    raw("PROMPT"),
-                    raw("MAX_TOKENS"),
-                    raw("TEMPERATURE"),
-                    raw("STOP"),
-                    self.limits,
-                    chat=raw("CHAT"),
-                    template=self.chat,
-                )
+                stream = self._parse(request, raw)
             except GenerationInputError as exc:
                 request.get_response_sender().send(
                     pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG)),
                     flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
                 )
                 continue
-            self.incoming.put(Stream(request, parsed, TokenStreamer(self.token_bytes)))
+            self.incoming.put(stream)
         return None
+
+    def _parse(self, request, raw) -> Stream:
+        """The LLM convention (``text_input``, backends/llm_request.py) or the model's own names (``PROMPT``)."""
+        own = [n for n in OWN_INPUTS if raw(n) is not None]
+        convention = [n for n in CONVENTION_INPUTS if raw(n) is not None]
+        if own and convention:
+            raise GenerationInputError(
+                f"give the LLM convention's inputs ({', '.join(convention)}) or the model's own ({', '.join(own)}), "
+                "not both"
+            )
+        streamer = TokenStreamer(self.token_bytes)
+        if own:
+            parsed = parse_request(
+                self.tokenizer,
+                raw("PROMPT"),
+                raw("MAX_TOKENS"),
+                raw("TEMPERATURE"),
+                raw("STOP"),
+                self.limits,
+                chat=raw("CHAT"),
+                template=self.chat,
+            )
+            return Stream(request, parsed, streamer)
+        got = parse_convention(
+            self.tokenizer,
+            raw("text_input"),
+            raw("stream"),
+            raw("exclude_input_in_output"),
+            raw("sampling_parameters"),
+            request.parameters(),
+            self.limits,
+            self.chat,
+        )
+        return Stream(request, got.parsed, streamer, "text_output", got.stream, got.echo)
 
     # -- the generation loop -------------------------------------------------------------------------
     def _loop(self):
