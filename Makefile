@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation check-deploy overload soak
+.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation genai-perf check-deploy overload soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16,
 
 bench-generation: export ## text_generator: served vs in-process step rate at 1/8/32 streams; first TTFT, warmup on/off
 	$(PY) -m loadtest.studies.generation
+
+genai-perf: export ## NVIDIA GenAI-Perf against text_generator: time to first token, inter-token latency, tokens/s
+	$(VENV)/bin/tritonkit genai-perf $(ARGS)
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
 	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation docker-compose config -q

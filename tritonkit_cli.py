@@ -46,6 +46,7 @@ MAKE_TARGETS = (
     ("bench", "python -m loadtest.studies.bench", "in-process vs Triton plain/tuned vs FastAPI, one run"),
     ("bench-export", "python -m export.bench", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
     ("bench-generation", "python -m loadtest.studies.generation", "text_generator TTFT and tokens/s"),
+    ("genai-perf", "tritonkit genai-perf", "NVIDIA GenAI-Perf against text_generator: TTFT, ITL, tokens/s"),
     (
         "check-deploy",
         "docker-compose config -q, promtool check, kubectl kustomize, kubernetes-validate",
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     from export import cli as export_cli
     from loadtest import capacity_cli
     from loadtest import cli as loadtest_cli
+    from loadtest.studies import genai_perf
     from loadtest.studies.compare import command as compare_cli
     from loadtest.tune import command as tune_cli
 
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cli.register(subparsers)
     compare_cli.register(subparsers)
     capacity_cli.register(subparsers)
+    genai_perf.register(subparsers)
     demo.register(subparsers)
     return parser
 

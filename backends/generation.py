@@ -70,6 +70,8 @@ class ParsedRequest:
     stop: str
     stop_ids: frozenset[int] = EOS_IDS
     """Token ids that end this stream (not sent): end of sequence, or with ``CHAT`` the template's end of turn."""
+    min_tokens: int = 0
+    """Tokens generated before ``stop_ids`` may end the stream (vLLM's ``min_tokens``); earlier ones are skipped."""
 
 
 def _single(array, name: str):

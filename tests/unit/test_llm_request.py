@@ -86,3 +86,9 @@ def test_an_empty_or_missing_text_input_is_named():
         parse(text="  ")
     with pytest.raises(GenerationInputError, match="text_input is missing"):
         parse_convention(Words(), None)
+
+
+def test_min_tokens_holds_the_end_of_sequence_back_and_must_fit_max_tokens():
+    assert parse({"max_tokens": "8", "min_tokens": "8"}).parsed.min_tokens == 8  # GenAI-Perf's deterministic length
+    with pytest.raises(GenerationInputError, match=r"min_tokens must be from 0 to max_tokens \(8\), got 9"):
+        parse({"max_tokens": 8, "min_tokens": 9})

@@ -99,8 +99,9 @@ class Stream:
         """Account one generated token: stream its text, decide whether the stream is finished."""
         self.generated += 1
         if token in self.parsed.stop_ids:
-            self.finish("eos")
-            return
+            if self.generated > self.parsed.min_tokens:
+                self.finish("eos")
+            return  # an end token before min_tokens is skipped (special tokens are never sent as text)
         self.send_text(self.stop.push(self.streamer.push(token)))
         if self.stop.stopped:
             self.finish("stop")

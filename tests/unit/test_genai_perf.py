@@ -1,0 +1,39 @@
+"""tritonkit genai-perf (loadtest/studies/genai_perf.py) without a server: the tokenizer folder it writes from the
+generator's own files tokenizes as the generator does, and bad arguments are one line and exit status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+import tritonkit_cli
+from loadtest.studies import genai_perf
+
+GENERATOR_VERSION = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "1"
+
+
+def test_the_tokenizer_folder_loads_offline_and_tokenizes_as_the_generator(tmp_path):
+    from transformers import AutoTokenizer
+
+    folder = genai_perf.tokenizer_folder(GENERATOR_VERSION, tmp_path / "tokenizer")
+    loaded = AutoTokenizer.from_pretrained(folder)
+    own = Tokenizer.from_file(str(GENERATOR_VERSION / "tokenizer.json"))
+    text = "The capital of France is Paris. Ünïcödé too."
+    assert loaded(text, add_special_tokens=False).input_ids == own.encode(text).ids
+    assert loaded.eos_token == "<|im_end|>" and "<|im_start|>" in loaded.chat_template
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--requests", "0"], "--requests must be at least 1"),
+        (["--model", "digits"], "has no tokenizer.json: GenAI-Perf counts tokens with the model's tokenizer"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, words):
+    args = tritonkit_cli.build_parser().parse_args(["genai-perf", *argv, "--out", str(tmp_path)])
+    assert genai_perf._handler(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1, err
