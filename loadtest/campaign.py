@@ -11,6 +11,9 @@ whose model it does not name runs as deployed). Example, with every key::
     max_error_rate = 0.001    # failures / requests
     gate = "best-variant"     # "every-run": each run must meet the SLO; "best-variant": each scenario needs one
     min_goodput = 0.99        # share of requests answered without error within p99_ms (default: no floor)
+    # ttft_ms = 500           # streams (decoupled models): p99 time-to-first-token budget, ms (default: none)
+    # itl_ms = 50             # streams: p99 inter-token latency budget, ms; goodput counts only the streamed
+                              # requests within both (docs/load-testing.md#streams-ttft-itl-tokenss)
 
     [[scenarios]]
     name = "digits-grpc"
@@ -100,6 +103,10 @@ class Slo:
     """``every-run`` or ``best-variant`` (tuning campaigns, where some variants are expected to miss)."""
     min_goodput: float | None = None
     """Smallest share of requests answered without error within ``p99_ms`` (0.99: 99%); None: not a limit."""
+    ttft_ms: float | None = None
+    """Streams: budget of the p99 time to first token, ms, and of each request's for goodput; None: none."""
+    itl_ms: float | None = None
+    """Streams: budget of the p99 inter-token latency, ms, and of each request's for goodput; None: none."""
 
     def __post_init__(self) -> None:
         if self.p99_ms <= 0:
@@ -110,6 +117,12 @@ class Slo:
             raise CampaignError(f"slo.gate={self.gate!r} is not one of {GATES}")
         if self.min_goodput is not None and not 0 < self.min_goodput <= 1:
             raise CampaignError(f"slo.min_goodput={self.min_goodput} must be a share in (0, 1]")
+        for key in ("ttft_ms", "itl_ms"):
+            value = getattr(self, key)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+            ):
+                raise CampaignError(f"slo.{key}={value!r} must be a number of ms > 0")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,6 +3,7 @@ write ``reports/<name>/`` (results, Markdown, plots, HTML), tune (campaigns) and
 
   tritonkit loadtest CAMPAIGN.toml                       every scenario under every variant (loadtest/campaign.py)
   tritonkit loadtest --model NAME [--protocol grpc] [--users N | --rate R] [--duration S] [--slo-p99-ms X]
+                     [--slo-ttft-ms X] [--slo-itl-ms X]   (streams: decoupled models, e.g. text_generator)
                      [--arrival poisson|gamma:B|ramp:END_RATE|replay:FILE]
                      [--shape NAME:D1,D2] [--int-range LO:HI] [--input-data FILE.json | --samples FILE.py:FUNC]
 
@@ -10,7 +11,8 @@ write ``reports/<name>/`` (results, Markdown, plots, HTML), tune (campaigns) and
 what it calls) is started unless ``--http-url/--grpc-url/--metrics-url`` name a running one. The requests are
 random values from the served config (a dynamic dim needs ``--shape``; BYTES inputs need real data), a
 perf_analyzer input-data file, or a function of yours; a catalog model sends its own real data by default.
-A decoupled model is driven as a stream.
+A decoupled model is driven as a stream, and its time to first token (TTFT), inter-token latency (ITL) and
+output tokens/s are reported too (docs/load-testing.md#streams-ttft-itl-tokenss).
 
 ``--trials N`` (or ``trials = N`` in a campaign file) runs each scenario N times under each variant,
 interleaved (A B, B A, ...), each trial with its own warm-up left out; with N >= 2 every figure is reported with its
@@ -101,7 +103,18 @@ def register(subparsers) -> None:
         "--slo-goodput",
         type=float,
         metavar="SHARE",
-        help="goodput floor: the least share of requests answered without error within --slo-p99-ms (e.g. 0.99)",
+        help="goodput floor: the least share of requests answered without error within --slo-p99-ms "
+        "(and --slo-ttft-ms, --slo-itl-ms) (e.g. 0.99)",
+    )
+    one.add_argument(
+        "--slo-ttft-ms",
+        type=float,
+        help="streams: p99 time-to-first-token budget in ms; goodput counts only requests within it",
+    )
+    one.add_argument(
+        "--slo-itl-ms",
+        type=float,
+        help="streams: p99 inter-token latency budget in ms; goodput counts only requests within it",
     )
     add_payload_arguments(parser)
     target.add_server_arguments(parser)
@@ -201,6 +214,8 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
             ("--arrival", args.arrival),
             ("--slo-p99-ms", args.slo_p99_ms),
             ("--slo-goodput", args.slo_goodput),
+            ("--slo-ttft-ms", args.slo_ttft_ms),
+            ("--slo-itl-ms", args.slo_itl_ms),
             ("--warmup", args.warmup),
             ("--shape", args.shape),
             ("--input-data", args.input_data),
@@ -255,8 +270,13 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         raise ValueError(f"--users {args.users} must be >= 1")
     if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
         raise ValueError(f"--rate {args.rate} must be a number of requests/s > 0")
-    if args.slo_p99_ms is not None and not args.slo_p99_ms > 0:
-        raise ValueError(f"--slo-p99-ms {args.slo_p99_ms} must be > 0")
+    for flag, value in (
+        ("--slo-p99-ms", args.slo_p99_ms),
+        ("--slo-ttft-ms", args.slo_ttft_ms),
+        ("--slo-itl-ms", args.slo_itl_ms),
+    ):
+        if value is not None and not 0 < value < math.inf:
+            raise ValueError(f"{flag} {value:g} must be a number of ms > 0")
     _check_trials(args)
     if args.slo_goodput is not None and not 0 < args.slo_goodput <= 1:
         raise ValueError(f"--slo-goodput {args.slo_goodput} must be a share in (0, 1], e.g. 0.99")
@@ -282,7 +302,13 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         payload=options.to_table() if options != PayloadOptions() else None,
         trials=args.trials or 1,
     )
-    slo = Slo(args.slo_p99_ms or math.inf, args.max_error_rate, min_goodput=args.slo_goodput)
+    slo = Slo(
+        args.slo_p99_ms or math.inf,
+        args.max_error_rate,
+        min_goodput=args.slo_goodput,
+        ttft_ms=args.slo_ttft_ms,
+        itl_ms=args.slo_itl_ms,
+    )
     return Campaign(args.model, slo, (scenario,))
 
 

@@ -113,6 +113,7 @@ def trial_line(t: Trial) -> str:
     return (
         f"{c.throughput_rps:8.1f} req/s  p50 {c.latency_ms['p50']:.3f} ms  p99 {c.latency_ms['p99']:.3f} ms  "
         f"errors {c.error_rate:.2%}  goodput {t.goodput_share:.2%} ({t.goodput_rps:.1f}/s){batch}{late}"
+        + (f"  {stream}" if (stream := report.stream_text(c)) else "")
     )
 
 
@@ -167,6 +168,7 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
     verdict = slo.campaign_verdict(result, budget)
     p99 = f"p99 <= {budget.p99_ms:g} ms" if math.isfinite(budget.p99_ms) else "no p99 budget"
     limits = f"{p99}, error rate <= {budget.max_error_rate:.3%}"
+    limits += "".join(f", p99 {n} <= {v:g} ms" for n, v in (("TTFT", budget.ttft_ms), ("ITL", budget.itl_ms)) if v)
     if budget.min_goodput is not None:
         limits += f", goodput >= {budget.min_goodput:.2%}"
     if verdict.verdict is Verdict.PASS:

@@ -138,6 +138,19 @@ class ClientStats:
     """Open loop: requests of the measured seconds sent on a schedule (0 for a closed loop)."""
     late: int = 0
     """Of ``scheduled``, those sent more than ``latency.LATE_S`` after they fell due."""
+    streams: list[list] = dataclasses.field(default_factory=list)
+    """Decoupled models only: one row per successful streamed request of the measured window, raw (not
+    rounded as Locust rounds): ``[latency_ms, ttft_ms, itl_ms or None (one token), tokens]``; what the stream
+    figures below and goodput against TTFT/ITL budgets are counted from."""
+    ttft_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Time to first token (``stream_summary``): ``p50``, ``p90``, ``p99``, ``mean``, ``max`` in ms; empty
+    unless the model streams."""
+    itl_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Inter-token latency per request, the same keys; empty unless a request streamed two tokens or more."""
+    output_tokens: int = 0
+    """Text responses (one generated token each) of the measured window's successful streamed requests."""
+    output_token_throughput: float = 0.0
+    """``output_tokens`` per second of the measured window."""
 
     @property
     def late_percent(self) -> float:

@@ -28,6 +28,7 @@ from loadtest.drive.client_stats import (
     nearest_rank,
     percentile_key,
 )
+from loadtest.drive.streams import StreamFigures, stream_summary
 
 HIGHEST_US = 120_000_000
 """Largest latency recorded (2 minutes); longer ones are clamped to it."""
@@ -107,10 +108,15 @@ class Recorder:
         self.dropped = 0
         self.statuses: Counter = Counter()  # failure status ("503", "StatusCode.UNAVAILABLE", "dropped") -> n
         self.refusal_hist = new_histogram(TIMELINE_DIGITS)
+        self.streams: list[list] = []  # [latency_ms, ttft_ms, itl_ms | None, tokens] per streamed success
 
-    def success(self, second: int, latency_s: float) -> None:
+    def success(self, second: int, latency_s: float, stream: StreamFigures | None = None) -> None:
+        """A successful request; ``stream``: its TTFT, ITL and tokens when it was streamed (kept raw, µs)."""
         us = to_us(latency_s)
         with self._lock:
+            if stream is not None:
+                itl = None if stream.itl_s is None else to_us(stream.itl_s) / 1000
+                self.streams.append([us / 1000, to_us(stream.ttft_s) / 1000, itl, stream.tokens])
             self.hist.record_value(us)
             window = self.seconds.get(second)
             if window is None:
@@ -168,6 +174,7 @@ class Recorder:
                 "dropped": self.dropped,
                 "statuses": dict(self.statuses),
                 "refusal_hdr": self.refusal_hist.encode().decode() if self.refusal_hist.get_total_count() else "",
+                "streams": self.streams,
             }
             self._reset()
         return report
@@ -186,6 +193,7 @@ class Merger:
         self.reports = 0
         self.statuses: Counter = Counter()
         self.refusal_hist = new_histogram(TIMELINE_DIGITS)
+        self.streams: list[list] = []
 
     def add(self, report: dict) -> None:
         self.reports += 1
@@ -201,6 +209,7 @@ class Merger:
         self.statuses.update(report.get("statuses", {}))
         if report.get("refusal_hdr"):
             self.refusal_hist.decode_and_add(report["refusal_hdr"])
+        self.streams += report.get("streams", [])
 
     def stats(self, duration_s: float) -> ClientStats:
         requests = sum(n for (_, kind), n in self.counts.items() if kind == "requests")
@@ -241,6 +250,8 @@ class Merger:
             scheduled=scheduled,
             late=late,
             latency_sum_ms=sum(n for (_, kind), n in self.counts.items() if kind in ("latency_us", "warmup_us")) / 1000,
+            streams=self.streams,
+            **stream_summary(self.streams, duration_s),
         )
 
     def _windows(self) -> list[dict]:

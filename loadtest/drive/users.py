@@ -26,7 +26,9 @@ after retries is one success, timed from its first send; each retry is counted i
 Without the key nothing is retried: overload measurements must see the refusals.
 
 Every latency goes to the process's :class:`loadtest.drive.latency.Recorder` (µs resolution) and to Locust's
-own statistics (its web UI and CSVs keep working).
+own statistics (its web UI and CSVs keep working). A streamed request also gives the times its text responses
+came (whatever its output is named), from which the recorder keeps its time to first token, inter-token
+latency and tokens (``loadtest.drive.streams``).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from loadtest.drive import apply
 from loadtest.drive.arrivals import Arrival, Due, from_shape
 from loadtest.drive.latency import Recorder
 from loadtest.drive.payloads import PayloadOptions, default_options, payloads, served_model
+from loadtest.drive.streams import carries_text, stream_figures
 
 RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""
@@ -64,12 +67,13 @@ def _second() -> int:
 
 
 class Sender:
-    """Prepared requests for one model and a client to send them with; ``send(i)`` raises on failure."""
+    """Prepared requests for one model and a client to send them with; ``send(i)`` raises on failure. A stream
+    sender's ``send`` returns when each response carrying text came (``time.monotonic()``); the others None."""
 
     def __init__(self, url: str, model: str, payloads: list[dict[str, np.ndarray]], pool: int):
         self.url, self.model, self.payloads, self.pool = url, model, payloads, pool
 
-    def send(self, index: int) -> None:
+    def send(self, index: int) -> list[float] | None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -116,7 +120,8 @@ def _json_inputs(payload: dict[str, np.ndarray]) -> dict:
 
 
 class HttpStreamSender(Sender):
-    """Decoupled model over HTTP: ``generate_stream`` (server-sent events), timed to the last event."""
+    """Decoupled model over HTTP: ``generate_stream`` (server-sent events), read event by event as they come,
+    timed to the last one."""
 
     def __init__(self, url: str, model: str, payloads, pool: int):
         super().__init__(url, model, payloads, pool)
@@ -125,15 +130,27 @@ class HttpStreamSender(Sender):
         self.client = HTTPClient.from_url(f"http://{url}", concurrency=pool, network_timeout=120.0)
         self.bodies = [json.dumps(_json_inputs(p)).encode() for p in payloads]
 
-    def send(self, index: int) -> None:
+    def send(self, index: int) -> list[float]:
         response = self.client.post(
             f"/v2/models/{self.model}/generate_stream",
             self.bodies[index % len(self.bodies)],
             headers={"Content-Type": "application/json"},
         )
-        body = response.read()
-        if response.status_code != 200 or b'"error"' in body:
+        if response.status_code != 200:
+            body = response.read()
             raise RuntimeError(f"HTTP {response.status_code}: {body[:200].decode(errors='replace')}")
+        times = []
+        while line := response.readline(b"\n"):
+            if not line.startswith(b"data:"):
+                continue  # the blank line between events
+            now = time.monotonic()
+            event = json.loads(line[5:])
+            if "error" in event:
+                response.read()  # the rest, so the connection goes back to the pool clean
+                raise RuntimeError(f"HTTP {response.status_code}: {line[:200].decode(errors='replace').strip()}")
+            if carries_text(event):
+                times.append(now)
+        return times
 
     def close(self) -> None:
         self.client.close()
@@ -144,7 +161,8 @@ class GrpcStreamSender(TritonSender):
 
     def __init__(self, url: str, model: str, payloads, pool: int):
         super().__init__(url, model, payloads, pool, "grpc")
-        self.pending: dict[str, gevent.event.AsyncResult] = {}
+        # request id -> (its waiter, when each of its responses carrying text came)
+        self.pending: dict[str, tuple[gevent.event.AsyncResult, list[float]]] = {}
         self.counter = 0
         self.client.start_stream(callback=self._on_response)
 
@@ -152,24 +170,33 @@ class GrpcStreamSender(TritonSender):
         if error is not None:
             # Triton 2.51 puts no request id on stream errors: fail the oldest pending request.
             if self.pending:
-                self.pending.pop(next(iter(self.pending))).set_exception(RuntimeError(str(error)))
+                self.pending.pop(next(iter(self.pending)))[0].set_exception(RuntimeError(str(error)))
             return
+        now = time.monotonic()
         response = result.get_response()
+        entry = self.pending.get(response.id)
+        if entry is None:
+            return
+        # A BYTES output, whatever its name (TEXT, text_output), is text; the empty final response has none.
+        if any(output.datatype == "BYTES" for output in response.outputs):
+            entry[1].append(now)
         final = response.parameters.get("triton_final_response")
-        if final is not None and final.bool_param and response.id in self.pending:
-            self.pending.pop(response.id).set(True)
+        if final is not None and final.bool_param:
+            del self.pending[response.id]
+            entry[0].set(entry[1])
 
-    def send(self, index: int) -> None:
+    def send(self, index: int) -> list[float]:
         self.counter += 1
         request_id = str(self.counter)
-        waiter = self.pending[request_id] = gevent.event.AsyncResult()
+        waiter = gevent.event.AsyncResult()
+        self.pending[request_id] = (waiter, [])
         self.client.async_stream_infer(
             self.model,
             self.requests[index % len(self.requests)],
             request_id=request_id,
             enable_empty_final_response=True,
         )
-        waiter.get(timeout=120)
+        return waiter.get(timeout=120)
 
     def close(self) -> None:
         self.client.stop_stream()
@@ -307,7 +334,7 @@ class TritonUser(User):
         index = self.index if payload is None else payload
         try:
             # Opt-in retry of retryable failures; the latency stays that of the whole request (first send on).
-            call_with_retry(
+            token_times, _retries = call_with_retry(
                 lambda: self.sender.send(index),
                 self.retry,
                 sleep=gevent.sleep,
@@ -329,7 +356,8 @@ class TritonUser(User):
         if warming:
             RECORDER.warmup(second, elapsed)
         else:
-            RECORDER.success(second, elapsed)
+            # A stream's TTFT counts from the same moment as its latency (open loop: when it fell due).
+            RECORDER.success(second, elapsed, stream_figures(started, token_times or ()))
         self.environment.events.request.fire(
             request_type=self.protocol,
             name=name,

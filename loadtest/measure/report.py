@@ -5,7 +5,8 @@ Everything here reads only ``CampaignResult``, so ``python -m loadtest.measure.r
 redraws a report without running the campaign again. Runs without server stats (the FastAPI
 baseline), runs where every request failed and empty timelines render too (the plots:
 ``loadtest.measure.report_plots``). A run of two or more trials shows each figure as its estimate with the
-95% interval over the trials (``loadtest.measure.evidence``), and its trials one by one.
+95% interval over the trials (``loadtest.measure.evidence``), and its trials one by one. Streamed runs
+(decoupled models) get a table of their TTFT, ITL and output tokens/s (``stream_text`` on the console).
 """
 
 from __future__ import annotations
@@ -253,7 +254,45 @@ def _top_errors(run: RunResult) -> list[tuple[str, int]]:
 def _slo_text(slo: dict[str, float]) -> str:
     p99, err, good = _num(slo.get("p99_ms")), _num(slo.get("max_error_rate")), _num(slo.get("min_goodput"))
     text = f"p99 ≤ {_fmt(p99) or 'n/a'} ms, error rate ≤ {'n/a' if err is None else f'{err:.2%}'}"
+    for key, name in (("ttft_ms", "TTFT"), ("itl_ms", "ITL")):
+        if (budget := _num(slo.get(key))) is not None:
+            text += f", p99 {name} ≤ {budget:g} ms"
     return text + (f", goodput ≥ {good:.2%}" if good is not None else "")
+
+
+STREAM_KEYS = ("p50", "p90", "p99", "mean")
+STREAM_HEADERS = (
+    ["run"] + [f"TTFT {k} ms" for k in STREAM_KEYS] + [f"ITL {k} ms" for k in STREAM_KEYS] + ["tokens", "tokens/s"]
+)
+STREAM_NOTE = (
+    "Streams (GenAI-Perf's figures): TTFT from a request's send (open loop: when it fell due) to its first "
+    "response with text; ITL a "
+    "request's mean gap between text responses, (last - first) / (tokens - 1), over requests of two tokens or "
+    "more; tokens: responses with text (one generated token each); tokens/s over the measured window."
+)
+
+
+def stream_text(c) -> str:
+    """A streamed run's figures on the console (``""`` for a model that does not stream)."""
+    if not c.streams:
+        return ""
+    itl = f"ITL p50 {c.itl_ms['p50']:.3f} p99 {c.itl_ms['p99']:.3f} ms  " if c.itl_ms else ""
+    return (
+        f"TTFT p50 {c.ttft_ms['p50']:.3f} p99 {c.ttft_ms['p99']:.3f} ms  {itl}{c.output_token_throughput:.1f} tokens/s"
+    )
+
+
+def _stream_table(result: CampaignResult) -> list[list[str]]:
+    """The streamed runs' TTFT, ITL and tokens; no rows when no run streamed."""
+    rows = []
+    for run in result.runs:
+        c = run.client
+        if not c.streams:
+            continue
+        cells = [_label(run)] + [_fmt(c.ttft_ms.get(k)) or "n/a" for k in STREAM_KEYS]
+        cells += [_fmt(c.itl_ms.get(k)) or "n/a" for k in STREAM_KEYS]
+        rows.append(cells + [str(c.output_tokens), _fmt(c.output_token_throughput, 1)])
+    return rows
 
 
 def _verdict_notes(run: RunResult) -> list[str]:
@@ -285,6 +324,11 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     ]
     lines += _md_table(SUMMARY_HEADERS, _summary_table(result))
     lines += ["", GOODPUT_NOTE]
+    if any(_num(result.slo.get(k)) is not None for k in ("ttft_ms", "itl_ms")):
+        lines[-1] += " A streamed request counts only within the TTFT and ITL budgets too."
+    stream_rows = _stream_table(result)
+    if stream_rows:
+        lines += ["", "## Streams: TTFT, ITL, tokens/s", "", STREAM_NOTE, ""] + _md_table(STREAM_HEADERS, stream_rows)
     trial_rows = _trial_table(result)
     if trial_rows:
         lines += ["", "## Trials", "", INTERVAL_NOTE, ""] + _md_table(TRIAL_HEADERS, trial_rows)

@@ -23,6 +23,7 @@ from typing import Any
 
 from loadtest.drive.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
 from loadtest.drive.latency import new_histogram, value_at
+from loadtest.drive.streams import count_streams_within, stream_summary
 from loadtest.measure import evidence
 from loadtest.measure.study_report import write_json
 
@@ -52,6 +53,22 @@ class ServerStats:
         return self.inferences / self.executions if self.executions else 0.0
 
 
+STREAM_METRICS = ("ttft_p99_ms", "itl_p99_ms")
+"""Figures of a streamed run (decoupled model) beside ``evidence.METRICS``: what the TTFT/ITL budgets limit."""
+
+
+def goodput_of(
+    client: ClientStats, budget_ms: float, ttft_ms: float | None = None, itl_ms: float | None = None
+) -> tuple[float, float]:
+    """Goodput (share, rate): requests answered without error within the latency budget and, for streams,
+    within the TTFT and ITL budgets given (counted on each request's raw figures)."""
+    if ttft_ms is None and itl_ms is None:
+        within = evidence.count_within(client.hdr, budget_ms)
+    else:
+        within = count_streams_within(client.streams, budget_ms, ttft_ms, itl_ms)
+    return evidence.goodput(within, client.requests, client.duration_s)
+
+
 @dataclasses.dataclass
 class Trial:
     """One run of the load generator for a (scenario, variant) pair."""
@@ -64,15 +81,23 @@ class Trial:
     """The same requests per second."""
     goodput_budget_ms: float = math.nan
     """The budget the goodput above was counted against (infinite: every success counted)."""
+    goodput_ttft_ms: float | None = None
+    """The TTFT budget the goodput was also counted against (streams; None: none)."""
+    goodput_itl_ms: float | None = None
+    """The ITL budget the goodput was also counted against (streams; None: none)."""
 
-    def figures(self, budget_ms: float | None = None) -> dict[str, float]:
-        """This trial's ``evidence.METRICS``; goodput as recorded, or recounted from the histogram when
-        ``budget_ms`` differs from the budget it was counted against (infinite: every success counts)."""
+    def figures(
+        self, budget_ms: float | None = None, ttft_ms: float | None = None, itl_ms: float | None = None
+    ) -> dict[str, float]:
+        """This trial's ``evidence.METRICS`` (and ``STREAM_METRICS`` when it streamed); goodput as recorded, or
+        recounted when ``budget_ms`` (with the stream budgets ``ttft_ms``, ``itl_ms``) differs from what it was
+        counted against (infinite: every success counts)."""
         c = self.client
         share, rate = self.goodput_share, self.goodput_rps
-        if budget_ms is not None and budget_ms != self.goodput_budget_ms:
-            share, rate = evidence.goodput(evidence.count_within(c.hdr, budget_ms), c.requests, c.duration_s)
-        return {
+        budgets = (budget_ms, ttft_ms, itl_ms)
+        if budget_ms is not None and budgets != (self.goodput_budget_ms, self.goodput_ttft_ms, self.goodput_itl_ms):
+            share, rate = goodput_of(c, *budgets)
+        out = {
             "throughput": c.throughput_rps,
             "p50_ms": c.latency_ms.get("p50", math.nan),
             "p99_ms": c.latency_ms.get("p99", math.nan),
@@ -80,6 +105,9 @@ class Trial:
             "goodput_share": share,
             "goodput_rps": rate,
         }
+        if c.streams:
+            out |= {"ttft_p99_ms": c.ttft_ms.get("p99", math.nan), "itl_p99_ms": c.itl_ms.get("p99", math.nan)}
+        return out
 
 
 @dataclasses.dataclass
@@ -127,10 +155,13 @@ class RunResult:
         """Every trial; a one-trial run is its own trial."""
         return self.trials or [Trial(self.client, self.server, self.goodput_share, self.goodput_rps)]
 
-    def samples(self, budget_ms: float | None = None) -> dict[str, list[float]]:
-        """Figure -> the trials' values (see ``Trial.figures``)."""
-        figures = [t.figures(budget_ms) for t in self.all_trials()]
-        return {metric: [f[metric] for f in figures] for metric in evidence.METRICS}
+    def samples(
+        self, budget_ms: float | None = None, ttft_ms: float | None = None, itl_ms: float | None = None
+    ) -> dict[str, list[float]]:
+        """Figure -> the trials' values (see ``Trial.figures``); ``STREAM_METRICS`` too when the run streamed."""
+        figures = [t.figures(budget_ms, ttft_ms, itl_ms) for t in self.all_trials()]
+        metrics = evidence.METRICS + (STREAM_METRICS if self.client.streams else ())
+        return {metric: [f.get(metric, math.nan) for f in figures] for metric in metrics}
 
     def interval(self, metric: str) -> evidence.Interval | None:
         """The figure's interval over two or more trials; None for one trial."""
@@ -174,6 +205,8 @@ def pooled(trials: Sequence[Trial]) -> tuple[ClientStats, ServerStats | None]:
         failure_statuses=counts("failure_statuses"),
         windows=windows,
         latency_sum_ms=sum(c.latency_sum_ms for c in clients),
+        streams=[row for c in clients for row in c.streams],
+        **stream_summary([row for c in clients for row in c.streams], sum(c.duration_s for c in clients)),
     )
     servers = [t.server for t in trials]
     return client, (None if any(s is None for s in servers) else _pooled_server(servers))

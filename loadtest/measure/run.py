@@ -14,7 +14,7 @@ from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import check_payloads, run_locust
 from loadtest.drive.target import Endpoints
 from loadtest.measure import evidence, server_metrics, slo
-from loadtest.measure.results import RunResult, ServerStats, Trial, pooled
+from loadtest.measure.results import RunResult, ServerStats, Trial, goodput_of, pooled
 
 
 def measure_run(
@@ -56,10 +56,11 @@ def measure_trial(
     log=print,
 ) -> Trial:
     """One run of the pair (its own warm-up window left out), with its goodput: requests answered without
-    error within the p99 budget (every success when there is none), counted on the client's histogram."""
+    error within the p99 budget (every success when there is none), counted on the client's histogram; with a
+    TTFT or ITL budget, streamed requests within those too, counted on each request's figures."""
     client, server = measure_run(scenario, served_model, endpoints, work, label, log)
-    share, rate = evidence.goodput(evidence.count_within(client.hdr, budget.p99_ms), client.requests, client.duration_s)
-    return Trial(client, server, share, rate, budget.p99_ms)
+    share, rate = goodput_of(client, budget.p99_ms, budget.ttft_ms, budget.itl_ms)
+    return Trial(client, server, share, rate, budget.p99_ms, budget.ttft_ms, budget.itl_ms)
 
 
 def run_result(

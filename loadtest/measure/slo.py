@@ -17,14 +17,22 @@ from loadtest.measure import evidence
 from loadtest.measure.evidence import Limit, SloVerdict, Verdict
 from loadtest.measure.results import CampaignResult, RunResult
 
+STREAM_LIMITS = {"p99 TTFT": ("ttft_p99_ms", "ttft_ms"), "p99 ITL": ("itl_p99_ms", "itl_ms")}
+"""Limits of streams (decoupled models): limit name -> (the trials' figure, the ``Slo`` budget)."""
+
 
 def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
-    """The SLO's limits on the trials' values (``evidence.METRICS`` keys): the p99 budget (when finite), the
-    error-rate limit, and the goodput floor (when set)."""
+    """The SLO's limits on the trials' values (``evidence.METRICS`` keys, ``STREAM_METRICS`` for streams): the
+    p99 budget (when finite), the p99 TTFT and ITL budgets (when set; a run without the figure fails them),
+    the error-rate limit, and the goodput floor (when set)."""
     out = []
     if math.isfinite(slo.p99_ms):
         p99 = evidence.interval(samples["p99_ms"], log=True)
         out.append(Limit("p99", p99, slo.p99_ms, " ms", log=True))
+    for name, (key, field) in STREAM_LIMITS.items():
+        if (budget := getattr(slo, field)) is not None:
+            values = samples.get(key, [math.nan])
+            out.append(Limit(name, evidence.interval(values, log=True), budget, " ms", log=True))
     out.append(
         Limit(
             "error rate",
@@ -46,12 +54,16 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
     return out
 
 
-SAMPLE_OF = {"p99": "p99_ms", "error rate": "error_rate", "goodput": "goodput_share"}
+SAMPLE_OF = {"p99": "p99_ms", "error rate": "error_rate", "goodput": "goodput_share"} | {
+    name: key for name, (key, _) in STREAM_LIMITS.items()
+}
 
 
 def verdict(samples: dict[str, Sequence[float]], slo: Slo) -> SloVerdict:
     """Pass, fail or inconclusive for the trials' values, with how many trials would likely settle it."""
-    return evidence.judge(limits(samples, slo), {name: samples[key] for name, key in SAMPLE_OF.items()})
+    return evidence.judge(
+        limits(samples, slo), {name: samples[key] for name, key in SAMPLE_OF.items() if key in samples}
+    )
 
 
 def run_verdict(run: RunResult, slo: Slo) -> tuple[SloVerdict, list[str]]:
@@ -59,7 +71,8 @@ def run_verdict(run: RunResult, slo: Slo) -> tuple[SloVerdict, list[str]]:
     for ``slo``'s budget), and one sentence per limit it missed or straddles. A run without a single request
     fails whatever the limits say."""
     # Goodput recounted for this budget only when it is a limit (counting a histogram takes a while).
-    judged = verdict(run.samples(budget_ms=slo.p99_ms if slo.min_goodput is not None else None), slo)
+    floor = slo.min_goodput is not None
+    judged = verdict(run.samples(slo.p99_ms if floor else None, slo.ttft_ms, slo.itl_ms), slo)
     c = run.client
     if c.requests == 0:
         return dataclasses.replace(judged, verdict=Verdict.FAIL, settle=""), ["no request completed"]
@@ -69,10 +82,14 @@ def run_verdict(run: RunResult, slo: Slo) -> tuple[SloVerdict, list[str]]:
 
 def _sentence(limit: Limit, c) -> str:
     iv, failed = limit.interval, limit.verdict is Verdict.FAIL
-    if limit.name == "p99":
+    if limit.name in STREAM_LIMITS and math.isnan(iv.estimate):
+        if not c.streams:
+            return f"no {limit.name}: no request streamed text (not a decoupled model, or every stream failed)"
+        return f"no {limit.name}: no request streamed two tokens or more"
+    if limit.name == "p99" or limit.name in STREAM_LIMITS:
         if math.isnan(iv.estimate):
             return f"no request succeeded ({c.failures} failed)"
-        value = f"p99 {iv.estimate:.3f} ms{_span(iv, '{:.3f}')}"
+        value = f"{limit.name} {iv.estimate:.3f} ms{_span(iv, '{:.3f}')}"
         if not failed:
             return f"{value} straddles the {limit.bound:g} ms budget"
         over = iv.estimate - limit.bound

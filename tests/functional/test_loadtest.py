@@ -194,3 +194,36 @@ def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):
     assert "SLO gate FAILED" in done.stderr
     assert "digits-grpc-users / as-deployed: p99" in done.stderr and "exceeds the 0.01 ms budget by" in done.stderr
     assert json.loads((tmp_path / "functional" / "results.json").read_text())["runs"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol):
+    """``tritonkit loadtest --model text_generator`` (decoupled: a gRPC stream, HTTP generate_stream) reports
+    time to first token, inter-token latency and output tokens/s, each request's figures within its latency."""
+    c = server.config
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "tritonkit_cli", "loadtest", "--model", "text_generator"),
+            *("--protocol", protocol, "--users", "2", "--duration", "4", "--warmup", "1"),
+            *("--slo-ttft-ms", "60000", "--slo-itl-ms", "10000", "--out", str(tmp_path)),
+            *("--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "TTFT p50 " in done.stdout and "tokens/s" in done.stdout
+    (run,) = json.loads((tmp_path / "text_generator" / "results.json").read_text())["runs"]
+    client = run["client"]
+    assert client["failures"] == 0 and client["streams"]
+    assert len(client["streams"]) == client["requests"]
+    assert 0 < client["ttft_ms"]["p50"] <= client["ttft_ms"]["p99"] < 60000
+    assert 0 < client["itl_ms"]["p50"] <= client["itl_ms"]["p99"] < 10000
+    assert client["output_tokens"] > 0 and client["output_token_throughput"] > 0
+    for latency, ttft, itl, tokens in client["streams"]:
+        assert 1 <= tokens <= 16  # text_generator_samples ask for 16 tokens; a response carries one or more
+        # the first token, then the others ITL apart, all before the request's end
+        assert 0 < ttft and ttft + (itl or 0) * (tokens - 1) <= latency * 1.001 + 0.002
+    assert run["goodput_share"] == 1.0  # generous budgets: every success counts
+    assert "## Streams: TTFT, ITL, tokens/s" in (tmp_path / "text_generator" / "summary.md").read_text()

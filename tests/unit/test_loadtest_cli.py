@@ -1,0 +1,60 @@
+"""``tritonkit loadtest``'s stream budgets: ``--slo-ttft-ms`` and ``--slo-itl-ms`` with ``--model``, ``ttft_ms`` and
+``itl_ms`` in a campaign's ``[slo]``, each refused with one line naming it when it is not a number of ms > 0."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from loadtest import campaign as campaign_io
+from loadtest.cli import file_campaign, model_campaign
+from loadtest.errors import CampaignError
+from tritonkit_cli import build_parser
+
+
+def args(*argv: str):
+    return build_parser().parse_args(["loadtest", *argv])
+
+
+def test_the_stream_budgets_join_the_slo_of_a_model_run():
+    campaign = model_campaign(args("--model", "text_generator", "--slo-ttft-ms", "250", "--slo-itl-ms", "40"))
+    assert (campaign.slo.ttft_ms, campaign.slo.itl_ms) == (250.0, 40.0)
+    assert model_campaign(args("--model", "digits")).slo.ttft_ms is None
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--slo-ttft-ms", "0"), ("--slo-itl-ms", "-3"), ("--slo-ttft-ms", "inf")])
+def test_a_stream_budget_that_is_no_positive_number_is_refused_naming_the_flag(flag, value):
+    with pytest.raises(ValueError, match=f"^{flag} {value.lstrip('+')}.* must be a number of ms > 0$"):
+        model_campaign(args("--model", "text_generator", flag, value))
+
+
+def test_a_campaign_file_sets_the_stream_budgets_in_its_slo_table(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        textwrap.dedent("""
+            name = "gen"
+            [slo]
+            p99_ms = 5000.0
+            ttft_ms = 300
+            itl_ms = 45.5
+            [[scenarios]]
+            name = "gen-grpc"
+            model = "text_generator"
+            protocol = "grpc"
+            shape = { kind = "users", users = 2 }
+        """)
+    )
+    campaign = file_campaign(args(str(path)))
+    assert (campaign.slo.ttft_ms, campaign.slo.itl_ms) == (300, 45.5)
+    with pytest.raises(ValueError, match="^--slo-ttft-ms is for --model; a campaign file sets it per scenario$"):
+        file_campaign(args(str(path), "--slo-ttft-ms", "5"))
+
+
+@pytest.mark.parametrize("table", ["ttft_ms = 0", 'itl_ms = "fast"', "itl_ms = true"])
+def test_a_bad_stream_budget_in_a_campaign_is_one_error_naming_the_key(table):
+    text = f'name = "c"\n[slo]\np99_ms = 5.0\n{table}\n[[scenarios]]\nname = "s"\nmodel = "m"\nprotocol = "grpc"\n'
+    text += 'shape = { kind = "users", users = 1 }\n'
+    key = table.split(" ")[0]
+    with pytest.raises(CampaignError, match=f"slo.{key}=.* must be a number of ms > 0"):
+        campaign_io.parse(text)
