@@ -9,7 +9,8 @@ parameters). Output: ``text_output`` BYTES.
 
 The ``sampling_parameters`` keys this model applies (:data:`SAMPLING_KEYS`); a number may come as a JSON
 number or a string (GenAI-Perf 0.0.16 sends ``{"max_tokens": "16"}``), a flag as a JSON boolean or
-``"true"``/``"false"``. Any other key is refused, naming it and the keys there are. ``chat`` is this model's own
+``"true"``/``"false"``. Keys it does not apply are accepted only at their neutral value (:data:`NEUTRAL`); any
+other key is refused, naming it and the keys there are. ``chat`` is this model's own
 key: true formats ``text_input`` with the model's chat template (the ``CHAT`` input of the model's own names).
 """
 
@@ -34,6 +35,19 @@ SAMPLING_KEYS = {
     "ignore_eos": "boolean: generate max_tokens tokens even past the end of sequence",
     "chat": "boolean: format text_input with the model's chat template",
 }
+NEUTRAL = {
+    "n": (1,),
+    "best_of": (1,),
+    "top_p": (1,),
+    "top_k": (-1, 0),
+    "frequency_penalty": (0,),
+    "presence_penalty": (0,),
+    "repetition_penalty": (1,),
+    "logprobs": (False, 0),
+}
+"""Keys this model does not apply, accepted at the value that changes nothing: OpenAI-compatible clients (Triton's
+OpenAI frontend with ``--backend vllm``) send their defaults (``n`` 1, ``top_p`` 1, penalties 0, ``logprobs``
+false) with every request. Any other value is refused: silently ignoring it would answer something else."""
 IGNORED_PREFIX = "triton_"
 """Request parameters Triton itself sets (``triton_enable_empty_final_response``): not the client's settings."""
 
@@ -61,6 +75,16 @@ def _bool_input(array, name: str, default: bool) -> bool:
     if flat.dtype != np.bool_ or flat.size != 1:
         raise GenerationInputError(f"{name} must be one BOOL, got {flat.size} of {flat.dtype}")
     return bool(flat[0])
+
+
+def _same(value, neutral) -> bool:
+    """``value`` (a JSON value, numbers maybe as strings) equals ``neutral``."""
+    if isinstance(neutral, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and value is neutral or str(value).strip().lower() == str(neutral).lower()
+    try:
+        return float(value) == float(neutral)
+    except (TypeError, ValueError):
+        return False
 
 
 def _number(value, name: str, kind):
@@ -93,6 +117,13 @@ def sampling_parameters(raw, request_parameters: str | None) -> dict:
     if not isinstance(values, dict):
         raise GenerationInputError(f"{where} must be a JSON object, got {type(values).__name__}")
     values = {k: v for k, v in values.items() if not str(k).startswith(IGNORED_PREFIX)}
+    for key in sorted(set(values) & set(NEUTRAL)):
+        value = values.pop(key)
+        if not any(_same(value, neutral) for neutral in NEUTRAL[key]):
+            raise GenerationInputError(
+                f"sampling_parameters: {key} {value!r} is not applied by this model; only "
+                f"{' or '.join(map(str, NEUTRAL[key]))}, which changes nothing, is accepted"
+            )
     unknown = sorted(set(values) - set(SAMPLING_KEYS))
     if unknown:
         raise GenerationInputError(

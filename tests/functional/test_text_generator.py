@@ -320,7 +320,11 @@ BAD_CONVENTION = {
         {"text_input": "Hi", "sampling_parameters": "{max"},
         "sampling_parameters is not JSON",
     ),
-    "an unknown key": ({"text_input": "Hi", "sampling_parameters": {"top_k": 5}}, "'top_k' not applied by this model"),
+    "an unknown key": ({"text_input": "Hi", "sampling_parameters": {"seed": 5}}, "'seed' not applied by this model"),
+    "a key the model does not apply": (
+        {"text_input": "Hi", "sampling_parameters": {"top_k": 5}},
+        "top_k 5 is not applied by this model",
+    ),
     "max_tokens of the wrong type": (
         {"text_input": "Hi", "sampling_parameters": {"max_tokens": "many"}},
         "max_tokens must be a number, got 'many'",

@@ -62,7 +62,11 @@ def test_without_the_tensor_the_requests_parameters_are_read_and_tritons_own_ign
     [
         ("{max", {}, "sampling_parameters is not JSON: Expecting property name"),
         ("[1]", {}, "sampling_parameters must be a JSON object, got list"),
-        ({"top_k": 3}, {}, "sampling_parameters: 'top_k' not applied by this model; its keys are max_tokens"),
+        (
+            {"guided_decoding": "{}"},
+            {},
+            "sampling_parameters: 'guided_decoding' not applied by this model; its keys are",
+        ),
         ({"max_tokens": "lots"}, {}, "sampling_parameters: max_tokens must be a number, got 'lots'"),
         ({"max_tokens": 2.5}, {}, "max_tokens must be integer >= 1"),
         ({"max_tokens": 0}, {}, "max_tokens must be at least 1, got 0"),
@@ -92,3 +96,13 @@ def test_min_tokens_holds_the_end_of_sequence_back_and_must_fit_max_tokens():
     assert parse({"max_tokens": "8", "min_tokens": "8"}).parsed.min_tokens == 8  # GenAI-Perf's deterministic length
     with pytest.raises(GenerationInputError, match=r"min_tokens must be from 0 to max_tokens \(8\), got 9"):
         parse({"max_tokens": 8, "min_tokens": 9})
+
+
+def test_keys_the_model_does_not_apply_pass_only_at_the_value_that_changes_nothing():
+    openai_defaults = {"n": 1, "top_p": 1, "frequency_penalty": 0, "presence_penalty": 0, "logprobs": False}
+    assert parse({**openai_defaults, "temperature": 1, "max_tokens": 4}).parsed.temperature == 1.0
+    assert parse({"top_k": "-1", "repetition_penalty": "1.0"}).parsed.max_tokens == DEFAULT_MAX_TOKENS
+    with pytest.raises(GenerationInputError, match="top_p 0.9 is not applied by this model; only 1, which changes"):
+        parse({"top_p": 0.9})
+    with pytest.raises(GenerationInputError, match="n 2 is not applied"):
+        parse({"n": 2})
