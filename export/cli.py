@@ -203,7 +203,9 @@ def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.C
     if args.model_file:
         if args.models:
             raise SpecError("give either built-in model names or --model-file, not both")
-        return [_user_entry(args.model_file, args.name, args.inputs or [], args.outputs or [], repository)]
+        from export.usermodel import user_entry
+
+        return [user_entry(args.model_file, args.name, args.inputs or [], args.outputs or [], repository)]
     # Tuned settings belong to the built-in catalog; another catalog file stands alone.
     entries = catalog.load(args.catalog, catalog.TUNED if args.catalog == catalog.CATALOG else None)
     found = []
@@ -218,41 +220,10 @@ def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.C
                 f"{repository / name} holds no --model-file export"
             )
         inputs = [TensorSpec.parse(t) for t in previous["inputs"]]
-        found.append(_user_entry(previous["model_file"], name, inputs, previous["outputs"], repository))
+        from export.usermodel import user_entry
+
+        found.append(user_entry(previous["model_file"], name, inputs, previous["outputs"], repository))
     return found or [(entries[n], None, None) for n in entries]
-
-
-def _user_entry(
-    reference: str, name: str | None, inputs: list[TensorSpec], outputs: list[str], repository: Path
-) -> tuple[catalog.CatalogEntry, object, dict]:
-    """A --model-file export. Its serving settings are those recorded by its last export (or ``tritonkit
-    tune``) of the same file, else the defaults; the serving flags given override them."""
-    from export.usermodel import load_user_model
-
-    path, _, factory = reference.rpartition(":")
-    if path.endswith(".py") and Path(path).is_file():
-        reference = f"{Path(path).resolve()}:{factory}"
-    model = load_user_model(reference, name, inputs, outputs)
-    previous = recorded.read(repository / model.name)
-    kept = previous if previous and previous.get("model_file") == reference else None
-    settings = dict(kept["settings"]) if kept else dict(recorded.DEFAULT_SETTINGS)
-    if kept:
-        print(
-            f"{model.name}: serving settings from its last export"
-            + (" (tuned)" if kept.get("tuned") else "")
-            + "; serving flags override them",
-            flush=True,
-        )
-    record = {
-        "model_file": reference,
-        "name": model.name,
-        "inputs": [f"{t.name}:{t.datatype}:{','.join(map(str, t.dims))}" for t in model.inputs],
-        "outputs": [t.name for t in model.outputs],
-    }
-    if kept and kept.get("tuned"):
-        record["tuned"] = kept["tuned"]
-    entry = catalog.CatalogEntry(model.name, reference, {"cpu": (Variant("torchscript"),), "gpu": ()}, settings)
-    return entry, model, record
 
 
 def ensure_writable(repository: Path) -> None:

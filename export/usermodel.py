@@ -25,9 +25,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from export import catalog, recorded
 from export import outputs as results
 from export.errors import SpecError, UserModelError
 from export.spec import TensorSpec
+from export.variants import Variant
 from export.zoo.base import Tolerance, ZooModel
 
 _TORCH_DTYPES = {
@@ -237,3 +239,34 @@ def _datatype(dtype: torch.dtype) -> str:
         if candidate == dtype:
             return name
     raise SpecError(f"output dtype {dtype} has no Triton datatype")
+
+
+def user_entry(
+    reference: str, name: str | None, inputs: list[TensorSpec], outputs: list[str], repository: Path
+) -> tuple[catalog.CatalogEntry, object, dict]:
+    """A --model-file export. Its serving settings are those recorded by its last export (or ``tritonkit
+    tune``) of the same file, else the defaults; the serving flags given override them."""
+    path, _, factory = reference.rpartition(":")
+    if path.endswith(".py") and Path(path).is_file():
+        reference = f"{Path(path).resolve()}:{factory}"
+    model = load_user_model(reference, name, inputs, outputs)
+    previous = recorded.read(repository / model.name)
+    kept = previous if previous and previous.get("model_file") == reference else None
+    settings = dict(kept["settings"]) if kept else dict(recorded.DEFAULT_SETTINGS)
+    if kept:
+        print(
+            f"{model.name}: serving settings from its last export"
+            + (" (tuned)" if kept.get("tuned") else "")
+            + "; serving flags override them",
+            flush=True,
+        )
+    record = {
+        "model_file": reference,
+        "name": model.name,
+        "inputs": [f"{t.name}:{t.datatype}:{','.join(map(str, t.dims))}" for t in model.inputs],
+        "outputs": [t.name for t in model.outputs],
+    }
+    if kept and kept.get("tuned"):
+        record["tuned"] = kept["tuned"]
+    entry = catalog.CatalogEntry(model.name, reference, {"cpu": (Variant("torchscript"),), "gpu": ()}, settings)
+    return entry, model, record
