@@ -60,21 +60,21 @@ def hpa_patch(
     seconds: float, per_pod_rps: float, model: str, max_replicas: int | None = None, path: Path = HPA_FILE
 ) -> str:
     """A kustomize patch (strategic merge) that sets the HPA's queue-time target to ``seconds`` and, given, its
-    maxReplicas; for the ``patches:`` list of an overlay beside deploy/k8s/overlays/<gpu|cpu>."""
+    maxReplicas, keeping its other metrics; for the ``patches:`` list of an overlay beside
+    deploy/k8s/overlays/<gpu|cpu>."""
     hpa, metric = hpa_metric(path)
     if metric != QUEUE_METRIC:
         raise LoadTestError(f"the HPA in {path} scales on {metric!r}; capacity derives only {QUEUE_METRIC!r}")
-    spec: dict[str, Any] = {
-        "metrics": [
-            {
-                "type": "Pods",
-                "pods": {
-                    "metric": {"name": metric},
-                    "target": {"type": "AverageValue", "averageValue": quantity(seconds)},
-                },
-            }
-        ]
+    target = {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": metric},
+            "target": {"type": "AverageValue", "averageValue": quantity(seconds)},
+        },
     }
+    # A patch replaces the metrics list whole: the HPA's other metrics (the generator's waiting streams) are kept.
+    others = [m for m in hpa["spec"].get("metrics", []) if m.get("pods", {}).get("metric", {}).get("name") != metric]
+    spec: dict[str, Any] = {"metrics": [target, *others]}
     if max_replicas is not None:
         spec["maxReplicas"] = max(max_replicas, int(hpa["spec"].get("minReplicas", 1)))
     patch = {

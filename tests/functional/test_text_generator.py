@@ -18,6 +18,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
 import tritonkit_cli
 from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
@@ -212,6 +213,39 @@ def test_closing_the_http_connection_stops_generating(gen_server):
     assert found, "the generator did not notice the closed connection"
     assert found[0] < MAX_NEW_TOKENS
     assert generate(gen_server, "http", "Hello", 2) and server_ready(gen_server)
+
+
+def generator_metrics(server, model="text_generator") -> dict[tuple[str, str], float]:
+    """The generator's samples on Triton's metrics port for one model, {(sample name, le or ""): value}."""
+    text = requests.get(server.config.metrics_url, timeout=10).text
+    return {
+        (sample.name, sample.labels.get("le", "")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name.startswith("tritonkit_generator_") and sample.labels.get("model") == model
+    }
+
+
+def test_the_generator_exports_waiting_and_running_streams_ttft_and_tokens(gen_server):
+    """Its own metrics, since Triton's queue time cannot see streams that wait inside a decoupled model."""
+    before = generator_metrics(gen_server)
+    pieces = generate(gen_server, "grpc", smollm.PROMPTS[0], 8)
+    # The loop publishes once it is idle, just after the final response: wait for that.
+    deadline = time.monotonic() + 10
+    while True:
+        after = generator_metrics(gen_server)
+        grew = {name: after[name] - before.get(name, 0) for name in after}
+        if grew.get(("tritonkit_generator_ttft_seconds_count", ""), 0) >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    print(f"\nmetrics after one stream of {len(pieces)} pieces: {sorted(after.items())}")
+    assert after[("tritonkit_generator_streams_waiting", "")] == 0
+    assert after[("tritonkit_generator_streams_running", "")] == 0
+    # Every piece is one token's text; an end token or an incomplete character sends none.
+    assert len(pieces) <= grew[("tritonkit_generator_tokens_total", "")] <= 8
+    assert grew[("tritonkit_generator_ttft_seconds_count", "")] == 1
+    assert grew[("tritonkit_generator_ttft_seconds_bucket", "+Inf")] == 1
+    assert 0 < grew[("tritonkit_generator_ttft_seconds_sum", "")] < 30
 
 
 # -- bad input -----------------------------------------------------------------------------------------

@@ -42,9 +42,13 @@ def test_the_patch_sets_the_queue_time_target_and_renders_over_an_overlay(tmp_pa
     )
     (hpa,) = [d for d in render(tmp_path) if d["kind"] == "HorizontalPodAutoscaler"]
     assert hpa["metadata"] == {**hpa["metadata"], "name": "triton", "namespace": "tritonkit"}
-    (metric,) = hpa["spec"]["metrics"]
+    metric, *others = hpa["spec"]["metrics"]
     assert metric["pods"]["metric"]["name"] == capacity_report.QUEUE_METRIC
     assert metric["pods"]["target"] == {"type": "AverageValue", "averageValue": "3.2m"}
+    served = [
+        m["pods"]["metric"]["name"] for m in yaml.safe_load(capacity_report.HPA_FILE.read_text())["spec"]["metrics"]
+    ]
+    assert [m["pods"]["metric"]["name"] for m in others] == served[1:], "the HPA's other metrics are kept"
     assert hpa["spec"]["maxReplicas"] == 6
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300  # the rest kept
 

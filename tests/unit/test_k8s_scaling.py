@@ -1,5 +1,6 @@
-"""deploy/k8s, continued: autoscaling on Triton's queue time, disruption budget, network policy, and the
-Locust master and workers. Rendering, schemas and the Triton pod itself are in test_k8s.py."""
+"""deploy/k8s, continued: autoscaling on Triton's queue time and the generator's waiting streams, disruption
+budget, network policy, and the Locust master and workers. Rendering, schemas and the Triton pod itself are in
+test_k8s.py."""
 
 import json
 import re
@@ -8,6 +9,7 @@ import yaml
 
 from tests.k8s_manifests import (
     ADAPTER_VALUES,
+    K8S,
     LOAD_SETTINGS,
     LOCUST,
     adapter_rule,
@@ -21,20 +23,49 @@ from tests.k8s_manifests import (
 )
 
 # --- autoscaling and disruption ---------------------------------------------------------------------
+GENERATOR_WAITING = "tritonkit_generator_streams_waiting"  # test_monitoring.py checks model.py exports it
+GENERATOR_TEST = K8S / "monitoring" / "tests" / "generator_waiting_test.yml"
 
 
-def test_hpa_scales_triton_on_the_adapter_metric(overlay):
+def generator_rule() -> dict:
+    rules = yaml.safe_load(ADAPTER_VALUES.read_text())["rules"]["custom"]
+    (rule,) = [r for r in rules if r["seriesQuery"].startswith(GENERATOR_WAITING + "{")]
+    return rule
+
+
+def test_hpa_scales_triton_on_queue_time_and_on_the_generators_waiting_streams(overlay):
     hpa = one(overlay, "HorizontalPodAutoscaler", "triton")
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
     one(overlay, "Deployment", "triton")
-    (metric,) = hpa["spec"]["metrics"]
-    assert metric["type"] == "Pods"
-    assert metric["pods"]["metric"]["name"] == adapter_rule()["name"]["as"]
-    assert metric["pods"]["target"]["type"] == "AverageValue"
-    assert 0.005 <= quantity(metric["pods"]["target"]["averageValue"]) <= 0.1  # seconds of queueing
+    queue, waiting = hpa["spec"]["metrics"]
+    for metric in (queue, waiting):
+        assert metric["type"] == "Pods"
+        assert metric["pods"]["target"]["type"] == "AverageValue"
+    assert queue["pods"]["metric"]["name"] == adapter_rule()["name"]["as"]
+    assert 0.005 <= quantity(queue["pods"]["target"]["averageValue"]) <= 0.1  # seconds of queueing
+    assert waiting["pods"]["metric"]["name"] == generator_rule()["name"]["as"]
+    assert 1 <= quantity(waiting["pods"]["target"]["averageValue"]) <= 8  # streams waiting per pod
     assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 120
+
+
+def test_adapter_rule_turns_the_generators_waiting_gauge_into_a_pods_metric():
+    rule = generator_rule()
+    assert rule["seriesQuery"] == GENERATOR_WAITING + '{namespace!="",pod!=""}'
+    assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
+    assert re.fullmatch(rule["name"]["matches"], GENERATOR_WAITING)
+    query = " ".join(rule["metricsQuery"].split())
+    # A gauge: averaged over the window (one scrape in a burst does not scale), summed over the pod's models.
+    assert query == "sum by (<<.GroupBy>>) (avg_over_time(<<.Series>>{<<.LabelMatchers>>}[1m]))"
+    # The promtool test (run by make check-deploy and test_k8s_stages.py) evaluates this very query.
+    filled = (
+        query.replace("<<.GroupBy>>", "pod")
+        .replace("<<.Series>>", GENERATOR_WAITING)
+        .replace("<<.LabelMatchers>>", 'namespace!="",pod!=""')
+    )
+    tested = yaml.safe_load(GENERATOR_TEST.read_text())["tests"][0]["promql_expr_test"][0]["expr"]
+    assert tested == filled
 
 
 def test_adapter_rule_turns_triton_counters_into_a_pods_metric():

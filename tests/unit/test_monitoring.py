@@ -3,6 +3,7 @@ the Grafana dashboard's structure and the names its queries use, and the provisi
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -13,7 +14,31 @@ from tests.deploy_tools import promtool
 
 GRAFANA_FILES = sorted(p for p in monitoring.GRAFANA_DIR.rglob("*") if p.is_file())
 RULE_TEST_FILES = sorted(monitoring.RULE_TESTS_DIR.glob("*.yml"))
-KNOWN_METRICS = monitoring.TRITON_METRICS | monitoring.TRITON_GPU_METRICS | monitoring.PROMETHEUS_METRICS
+GENERATOR_MODEL = monitoring.DEPLOY.parent / "model_repository" / "text_generator" / "1" / "model.py"
+HPA = monitoring.DEPLOY / "k8s" / "base" / "triton-hpa.yaml"
+
+
+def generator_metrics() -> dict[str, str]:
+    """The token generator's metric names, {constant: name}, as its model.py declares them (read with ast:
+    the module imports Triton's pb_utils, which exists only inside the server)."""
+    tree = ast.parse(GENERATOR_MODEL.read_text())
+    return {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Name) and str(node.value.value).startswith("tritonkit_generator_")
+    }
+
+
+GENERATOR = generator_metrics()
+# The series Prometheus scrapes from them: a histogram comes as _bucket, _sum and _count.
+GENERATOR_SERIES = set(GENERATOR.values()) | {
+    GENERATOR["TTFT_SECONDS"] + suffix for suffix in ("_bucket", "_sum", "_count")
+}
+KNOWN_METRICS = (
+    monitoring.TRITON_METRICS | monitoring.TRITON_GPU_METRICS | monitoring.PROMETHEUS_METRICS | GENERATOR_SERIES
+)
 
 
 # -- Prometheus -----------------------------------------------------------------------------------
@@ -124,6 +149,26 @@ def test_dashboard_panels_query_prometheus_by_uid():
         "CPU utilisation",
         "CPU memory",
     } <= titles
+
+
+def test_the_generator_panels_and_the_hpa_read_the_metrics_the_generator_exports():
+    """Renaming a metric in model.py without the dashboard, the adapter rule and the HPA breaks this test."""
+    assert set(GENERATOR) == {"STREAMS_WAITING", "STREAMS_RUNNING", "TTFT_SECONDS", "TOKENS_TOTAL"}
+    read = set()
+    for query in monitoring.dashboard_queries():
+        read |= monitoring.metric_names(query.expr) & GENERATOR_SERIES
+    assert read >= {
+        GENERATOR["STREAMS_WAITING"],
+        GENERATOR["STREAMS_RUNNING"],
+        GENERATOR["TOKENS_TOTAL"],
+        GENERATOR["TTFT_SECONDS"] + "_bucket",
+    }, f"the dashboard reads only {sorted(read)} of the generator's metrics"
+    waiting = GENERATOR["STREAMS_WAITING"]
+    rules = yaml.safe_load(monitoring.ADAPTER_VALUES.read_text())["rules"]["custom"]
+    (rule,) = [r for r in rules if r["seriesQuery"].startswith(waiting + "{")]
+    assert re.fullmatch(rule["name"]["matches"], waiting)
+    hpa_metrics = [m["pods"]["metric"]["name"] for m in yaml.safe_load(HPA.read_text())["spec"]["metrics"]]
+    assert rule["name"]["as"] in hpa_metrics
 
 
 def test_dashboard_has_a_model_variable_used_by_the_model_panels():

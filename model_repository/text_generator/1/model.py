@@ -26,6 +26,9 @@ reports ready; in-process only, as Triton refuses BLS requests before ``initiali
 Device: a ``KIND_GPU`` instance runs on ``cuda:<model_instance_device_id>``: in-process, the steps
 load there and the KV caches never leave it; with ``bls`` the steps' outputs are asked for in GPU
 memory (``preferred_memory``) and passed on through DLPack. docs/gpu.md explains the two modes.
+
+Metrics (Triton's custom metrics API, on the server's metrics port, labelled ``model``): streams waiting
+and running, time to first token, tokens generated (``GeneratorMetrics``; docs/production.md).
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ to the server process)."""
 WARMUP_PROMPT_LENGTHS = (8, 64, 256)
 OWN_INPUTS = ("PROMPT", "MAX_TOKENS", "TEMPERATURE", "STOP", "CHAT")
 CONVENTION_INPUTS = ("text_input", "stream", "exclude_input_in_output", "sampling_parameters")
+# The generator's own metrics: execute returns at once and streams wait inside this model, so Triton's
+# queue time cannot see the backlog; the HPA (deploy/k8s) scales on STREAMS_WAITING instead.
+STREAMS_WAITING = "tritonkit_generator_streams_waiting"
+STREAMS_RUNNING = "tritonkit_generator_streams_running"
+TTFT_SECONDS = "tritonkit_generator_ttft_seconds"
+TOKENS_TOTAL = "tritonkit_generator_tokens_total"
+TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+METRICS_EVERY_S = 0.5
+"""Each metric update is a round trip to the server process: they are sent at most this often while
+streams run (Prometheus scrapes every 10-15 s), and at once when the loop goes idle."""
 
 
 def flag(value: str) -> bool:
@@ -82,6 +95,7 @@ class Stream:
         self.output = output  # TEXT for the model's own names, text_output for the LLM convention
         self.streaming = streaming
         self.collected = [echo] if echo else []  # stream false: the whole text goes out in one response
+        self.arrived = time.perf_counter()  # for the time to first token
 
     def _response(self, text: str):
         out = pb_utils.Tensor(self.output, np.array([text.encode("utf-8")], dtype=np.object_))
@@ -181,6 +195,60 @@ class BlsSteps:
         )
 
 
+class GeneratorMetrics:
+    """The loop's figures as Triton custom metrics. Only the loop thread calls this (a ``Metric`` is not
+    safe to share between threads). Any failure turns the metrics off with one warning; generation goes on.
+    One instance per model: two instances would share these series (same labels) and overwrite the gauges."""
+
+    def __init__(self, model: str):
+        self.model, self.on = model, True
+        self.shown, self.tokens, self.ttfts, self.sent = (0, 0), 0, [], 0.0
+        labels = {"model": model}
+        try:
+            family = pb_utils.MetricFamily
+            self.families = [
+                family(name=STREAMS_WAITING, description="Streams received, not yet in the batch", kind=family.GAUGE),
+                family(name=STREAMS_RUNNING, description="Streams in the running batch", kind=family.GAUGE),
+                family(name=TTFT_SECONDS, description="Request received to first token, s", kind=family.HISTOGRAM),
+                family(name=TOKENS_TOTAL, description="Tokens generated", kind=family.COUNTER),
+            ]
+            self.waiting, self.running = (f.Metric(labels=labels) for f in self.families[:2])
+            self.ttft = self.families[2].Metric(labels=labels, buckets=list(TTFT_BUCKETS))
+            self.generated = self.families[3].Metric(labels=labels)
+        except Exception as exc:  # noqa: BLE001 - a server without the API still generates
+            self._off(exc)
+
+    def first_tokens(self, streams) -> None:
+        now = time.perf_counter()
+        self.ttfts.extend(now - s.arrived for s in streams)
+        self.tokens += len(streams)
+
+    def publish(self, waiting: int, running: int) -> None:
+        """Send what changed, at most every METRICS_EVERY_S, and at once when nothing waits or runs."""
+        if not self.on or ((waiting, running) == self.shown and not self.tokens and not self.ttfts):
+            return
+        now = time.monotonic()
+        if (waiting or running) and now - self.sent < METRICS_EVERY_S:
+            return
+        try:
+            if waiting != self.shown[0]:
+                self.waiting.set(waiting)
+            if running != self.shown[1]:
+                self.running.set(running)
+            self.shown = (waiting, running)
+            if self.tokens:
+                self.generated.increment(self.tokens)
+            for ttft in self.ttfts:
+                self.ttft.observe(ttft)
+        except Exception as exc:  # noqa: BLE001
+            self._off(exc)
+        self.tokens, self.ttfts, self.sent = 0, [], now
+
+    def _off(self, exc: Exception) -> None:
+        self.on = False
+        pb_utils.Logger.log_warn(f"{self.model}: metrics off, generation goes on: {exc}")
+
+
 class TritonPythonModel:
     def initialize(self, args):
         self.config = json.loads(args["model_config"])
@@ -241,6 +309,7 @@ class TritonPythonModel:
         self.running = True
         self.step_times: list[float] = []
         self.tokens_out = 0
+        self.metrics = GeneratorMetrics(self.name)
         self.loop = threading.Thread(target=self._loop, name="text_generator-loop", daemon=True)
         self.loop.start()
 
@@ -371,6 +440,8 @@ class TritonPythonModel:
                     stream.fail(f"generation failed: {exc}")
                 streams, group = [], []
                 self.batch.clear()
+            finally:  # once per loop turn; it sends nothing while nothing changed
+                self.metrics.publish(len(waiting) + self.incoming.qsize(), len(streams))
 
     def _next_group(self, waiting, room):
         """The next streams to prefill together, in arrival order (cancelled ones are answered here)."""
@@ -386,6 +457,7 @@ class TritonPythonModel:
         for s, t in zip(group, tokens.tolist(), strict=True):
             s.take(t)
         self.tokens_out += len(group)
+        self.metrics.first_tokens(group)
         keep = [i for i, s in enumerate(group) if not s.done]
         self.batch.add(new, tokens, keep)
         return [group[i] for i in keep]
@@ -412,6 +484,7 @@ class TritonPythonModel:
         for s, t in zip(streams, chosen, strict=True):
             s.take(t)
         self.tokens_out += len(streams)
+        self.metrics.tokens += len(streams)
         keep = [i for i, s in enumerate(streams) if not s.done]
         self.batch.advance(tokens, keep)
         if not keep:
