@@ -21,18 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-NUMPY_DTYPES = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
-    "BYTES": np.object_,
-}
+from backends.datatypes import NUMPY_DTYPES
 
 
 class StepError(ValueError):

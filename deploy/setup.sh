@@ -98,28 +98,22 @@ chmod +x "$VENV/bin/perf_analyzer"
 "$VENV/bin/perf_analyzer" --version >/dev/null 2>&1 || "$VENV/bin/perf_analyzer" --help >/dev/null 2>&1 \
     || { echo "setup: error: perf_analyzer does not run" >&2; exit 1; }
 
-# Triton Model Analyzer (loadtest/tune/analyzer.py) in its own venv: it wants tritonclient[all] and pins that
-# clash with .venv. Skipped while the pins file is unchanged; perf_analyzer stays .venv/bin/perf_analyzer.
-MA_VENV="$ROOT/.venv-analyzer"
-MA_PINS="$ROOT/deploy/analyzer-requirements.txt"
-ma_want=$(sha256sum < "$MA_PINS" | cut -d' ' -f1)
-if [[ ! -x "$MA_VENV/bin/model-analyzer" || "$(cat "$MA_VENV/.pins-stamp" 2>/dev/null)" != "$ma_want" ]]; then
-    echo "setup: installing Model Analyzer into $MA_VENV"
-    [[ -x "$MA_VENV/bin/python" ]] || "$PYTHON" -m venv "$MA_VENV"
-    "$MA_VENV/bin/pip" install -q --disable-pip-version-check -r "$MA_PINS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-    echo "$ma_want" > "$MA_VENV/.pins-stamp"
-fi
-
-# GenAI-Perf (loadtest/studies/genai_perf.py) in its own venv too, for the same reason.
-GP_VENV="$ROOT/.venv-genai-perf"
-GP_PINS="$ROOT/deploy/genai-perf-requirements.txt"
-gp_want=$(sha256sum < "$GP_PINS" | cut -d' ' -f1)
-if [[ ! -x "$GP_VENV/bin/genai-perf" || "$(cat "$GP_VENV/.pins-stamp" 2>/dev/null)" != "$gp_want" ]]; then
-    echo "setup: installing GenAI-Perf into $GP_VENV"
-    [[ -x "$GP_VENV/bin/python" ]] || "$PYTHON" -m venv "$GP_VENV"
-    "$GP_VENV/bin/pip" install -q --disable-pip-version-check -r "$GP_PINS" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-    echo "$gp_want" > "$GP_VENV/.pins-stamp"
-fi
+# Tools whose pins clash with .venv get a venv of their own, each skipped while its pins file is unchanged;
+# perf_analyzer stays .venv/bin/perf_analyzer for all of them.
+side_venv() {  # NAME VENV PINS BINARY
+    local name=$1 venv=$2 pins=$3 binary=$4 want_pins
+    want_pins=$(sha256sum < "$pins" | cut -d' ' -f1)
+    if [[ ! -x "$venv/bin/$binary" || "$(cat "$venv/.pins-stamp" 2>/dev/null)" != "$want_pins" ]]; then
+        echo "setup: installing $name into $venv"
+        [[ -x "$venv/bin/python" ]] || "$PYTHON" -m venv "$venv"
+        "$venv/bin/pip" install -q --disable-pip-version-check -r "$pins" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+        echo "$want_pins" > "$venv/.pins-stamp"
+    fi
+}
+# Triton Model Analyzer (loadtest/tune/analyzer.py): it wants tritonclient[all].
+side_venv "Model Analyzer" "$ROOT/.venv-analyzer" "$ROOT/deploy/analyzer-requirements.txt" model-analyzer
+# GenAI-Perf (loadtest/studies/genai_perf.py): transformers 5, pandas 3.
+side_venv "GenAI-Perf" "$ROOT/.venv-genai-perf" "$ROOT/deploy/genai-perf-requirements.txt" genai-perf
 
 echo "$want" > "$STAMP"
 echo "setup: done ($VENV)"

@@ -11,6 +11,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from backends import user_steps
+from backends.datatypes import NUMPY_DTYPES
 from export.errors import SpecError, UserModelError
 from export.spec import DynamicBatching, ModelSpec, TensorSpec
 
@@ -70,7 +71,7 @@ def sample_array(spec: TensorSpec, value: str, batched: bool) -> np.ndarray:
         return array
     try:
         array = np.load(_at(where, value[1:])) if value.startswith("@") else np.array(value.split(","), float)
-        array = array.astype(user_steps.NUMPY_DTYPES[spec.datatype])
+        array = array.astype(NUMPY_DTYPES[spec.datatype])
     except (ValueError, OSError) as exc:
         raise SpecError(f"{where}: {exc}") from None
     if array.ndim == 1 and len(spec.dims) == 1 and spec.dims[0] in (-1, array.size):
