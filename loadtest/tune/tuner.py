@@ -147,9 +147,8 @@ class Runner:
         return self.specs[served]
 
     def generator(self, spec: ModelSpec) -> str:
-        if self.options.via:  # the requests are the ensemble's
-            config = apply.served_config(self.endpoints.http, self.options.via)
-            return probe.generator_for("ensemble", False, [t.get("data_type", "") for t in config.get("input", [])])
+        if self.options.via:  # the requests are the ensemble's (called_format checked it is one)
+            return probe.generator_for("ensemble", False, [])
         return probe.generator_for(spec.platform, spec.decoupled, [t.datatype for t in spec.inputs])
 
     def measure(self, point: Point) -> Measurement:
