@@ -27,6 +27,9 @@ from pathlib import Path
 
 FILE_NAME = "chat_template.json"
 """Beside ``tokenizer.json`` in the generator's version folder."""
+HF_CONFIG_NAME = "tokenizer_config.json"
+"""Also beside them: with it the version folder is a Hugging Face tokenizer folder, which
+``transformers.AutoTokenizer`` loads offline (GenAI-Perf's ``--tokenizer``, the OpenAI-compatible frontend's)."""
 
 
 class ChatTemplateError(ValueError):
@@ -92,10 +95,23 @@ class ChatTemplate:
         return made
 
     def save(self, path: Path) -> Path:
+        """Write this file and, beside it, :data:`HF_CONFIG_NAME`."""
         Path(path).write_text(
             json.dumps(dataclasses.asdict(self), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
+        (Path(path).parent / HF_CONFIG_NAME).write_text(json.dumps(self.hf_tokenizer_config(), indent=1) + "\n")
         return Path(path)
+
+    def hf_tokenizer_config(self) -> dict:
+        """``tokenizer_config.json`` for the ``tokenizer.json`` beside it: transformers' fast tokenizer with this
+        template and its special tokens, so ``apply_chat_template`` there renders what :meth:`render` renders."""
+        return {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+            "chat_template": self.template,
+        }
 
     def check_tokenizer(self, tokenizer) -> None:
         """Refuse a tokenizer (``tokenizers.Tokenizer``) that gives the template's tokens other ids."""

@@ -7,6 +7,12 @@ object. Without that tensor the request's own parameters are read instead (Trito
 passes the JSON keys that name no input, ``max_tokens`` and the ``parameters`` object, as request
 parameters). Output: ``text_output`` BYTES.
 
+The vLLM backend's optional BOOL flags asking for more outputs (:data:`RETURN_FLAGS`): ``num_input_tokens``
+UINT32 [1] (the prompt's tokens, in every response), ``num_output_tokens`` UINT32 [1] (the tokens generated
+since the previous response, so a stream's responses add up to its total), ``finish_reason`` BYTES [1] (in
+the last response: ``stop`` at the end of sequence or a stop string, ``length`` at ``max_tokens``). Triton's
+OpenAI-compatible frontend sends the first two with every request and reports them as the answer's usage.
+
 The ``sampling_parameters`` keys this model applies (:data:`SAMPLING_KEYS`); a number may come as a JSON
 number or a string (GenAI-Perf 0.0.16 sends ``{"max_tokens": "16"}``), a flag as a JSON boolean or
 ``"true"``/``"false"``. Keys it does not apply are accepted only at their neutral value (:data:`NEUTRAL`); any
@@ -48,6 +54,14 @@ NEUTRAL = {
 """Keys this model does not apply, accepted at the value that changes nothing: OpenAI-compatible clients (Triton's
 OpenAI frontend with ``--backend vllm``) send their defaults (``n`` 1, ``top_p`` 1, penalties 0, ``logprobs``
 false) with every request. Any other value is refused: silently ignoring it would answer something else."""
+RETURN_FLAGS = {
+    "return_num_input_tokens": "num_input_tokens",
+    "return_num_output_tokens": "num_output_tokens",
+    "return_finish_reason": "finish_reason",
+}
+"""Flag input -> the output it asks for."""
+REFUSED_FLAGS = {"return_logprobs": "log probabilities"}
+"""Flags for outputs this model does not produce: accepted only false (the frontend sends false by default)."""
 IGNORED_PREFIX = "triton_"
 """Request parameters Triton itself sets (``triton_enable_empty_final_response``): not the client's settings."""
 
@@ -58,6 +72,8 @@ class ConventionRequest:
     stream: bool
     echo: str
     """The prompt, sent before the generated text when ``exclude_input_in_output`` is false; else empty."""
+    returns: frozenset[str] = frozenset()
+    """The outputs of :data:`RETURN_FLAGS` the request asked for."""
 
 
 def _flag(value, name: str) -> bool:
@@ -142,8 +158,15 @@ def parse_convention(
     request_parameters: str | None = None,
     limits: Limits | None = None,
     template=None,
+    flags: dict | None = None,
 ) -> ConventionRequest:
-    """Raw input arrays of the convention (``None`` where absent) -> a checked, tokenised request."""
+    """Raw input arrays of the convention (``None`` where absent) -> a checked, tokenised request. ``flags``:
+    flag input name -> its raw array or ``None`` (:data:`RETURN_FLAGS`, :data:`REFUSED_FLAGS`)."""
+    flags = flags or {}
+    for name, what in REFUSED_FLAGS.items():
+        if _bool_input(flags.get(name), name, False):
+            raise GenerationInputError(f"{name} true is not supported: this model returns no {what}")
+    returns = frozenset(out for name, out in RETURN_FLAGS.items() if _bool_input(flags.get(name), name, False))
     streaming = _bool_input(stream, "stream", False)
     exclude = _bool_input(exclude_input_in_output, "exclude_input_in_output", streaming)
     if streaming and not exclude:
@@ -178,7 +201,7 @@ def parse_convention(
             f"sampling_parameters: min_tokens must be from 0 to max_tokens ({parsed.max_tokens}), got {min_tokens}"
         )
     prompt = "" if exclude else _prompt_text(text_input)
-    return ConventionRequest(dataclasses.replace(parsed, min_tokens=min_tokens), streaming, prompt)
+    return ConventionRequest(dataclasses.replace(parsed, min_tokens=min_tokens), streaming, prompt, returns)
 
 
 def _prompt_text(text_input) -> str:

@@ -14,7 +14,10 @@ from typing import Any
 from export.errors import SpecError
 
 # KServe v2 datatype names; the config uses the same names with a TYPE_ prefix (BYTES is TYPE_STRING).
-DATATYPES = ("BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES")
+DATATYPES = (
+    *("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64"),
+    *("FP16", "BF16", "FP32", "FP64", "BYTES"),
+)
 INSTANCE_KINDS = ("KIND_CPU", "KIND_GPU", "KIND_AUTO")
 TIMEOUT_ACTIONS = ("REJECT", "DELAY")
 # Triton's ModelInput.Format: the layout of an image input, read by generic image clients.

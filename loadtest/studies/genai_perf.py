@@ -21,6 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from backends import chat
 from deploy.server import PROJECT_ROOT
 from loadtest.drive import target
 from tritonkit_errors import ExitStatus
@@ -34,19 +35,16 @@ STEP_MODELS = ("smollm2_prefill", "smollm2_decode")
 def tokenizer_folder(version_dir: Path, out: Path) -> Path:
     """A Hugging Face tokenizer folder (``tokenizer.json`` + ``tokenizer_config.json``) from the generator's
     files, which ``transformers.AutoTokenizer`` and so GenAI-Perf load without a hub."""
-    tokenizer, template = version_dir / "tokenizer.json", version_dir / "chat_template.json"
+    tokenizer, template = version_dir / "tokenizer.json", version_dir / chat.FILE_NAME
     if not tokenizer.is_file():
         raise ValueError(f"{version_dir} has no tokenizer.json: GenAI-Perf counts tokens with the model's tokenizer")
-    chat = json.loads(template.read_text()) if template.is_file() else {}
     out.mkdir(parents=True, exist_ok=True)
     (out / "tokenizer.json").write_bytes(tokenizer.read_bytes())
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "clean_up_tokenization_spaces": False,
-        **{k: chat[k] for k in ("bos_token", "eos_token") if k in chat},
-        **({"chat_template": chat["template"]} if "template" in chat else {}),
-    }
-    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=1) + "\n")
+    if template.is_file():
+        chat.ChatTemplate.load(template).save(out / chat.FILE_NAME)
+    else:
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False}
+        (out / chat.HF_CONFIG_NAME).write_text(json.dumps(config, indent=1) + "\n")
     return out
 
 

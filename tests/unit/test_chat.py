@@ -135,5 +135,23 @@ def test_the_writer_cli(tmp_path, capsys):
     out = tmp_path / chat.FILE_NAME
     assert chat.main([str(smollm.gguf_path()), str(out)]) == 0
     assert ChatTemplate.load(out) == ChatTemplate.load(COMMITTED)
+    written, committed = (folder / chat.HF_CONFIG_NAME for folder in (tmp_path, COMMITTED.parent))
+    assert written.read_text() == committed.read_text(), "the committed tokenizer_config.json is the writer's"
     assert chat.main([str(tmp_path / "missing.gguf"), str(out)]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_the_version_folder_is_a_tokenizer_folder_whose_template_renders_as_the_models(template):
+    """What GenAI-Perf and the OpenAI-compatible frontend load with ``--tokenizer`` (AutoTokenizer, offline):
+    the frontend formats chat messages with it and sends the text, so it must render what CHAT renders."""
+    from transformers import AutoTokenizer
+
+    loaded = AutoTokenizer.from_pretrained(COMMITTED.parent)
+    for question in QUESTIONS:
+        messages = [{"role": "user", "content": question}]
+        assert loaded.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == template.render(
+            question
+        )
+    assert loaded.eos_token == template.eos_token and loaded.encode("Paris", add_special_tokens=False) == (
+        smollm.tokenizer().encode("Paris").ids
+    )

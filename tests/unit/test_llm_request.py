@@ -106,3 +106,31 @@ def test_keys_the_model_does_not_apply_pass_only_at_the_value_that_changes_nothi
         parse({"top_p": 0.9})
     with pytest.raises(GenerationInputError, match="n 2 is not applied"):
         parse({"n": 2})
+
+
+# What Triton's OpenAI-compatible frontend (server r25.10, python/openai, `--backend vllm`) sends for a chat and a
+# completion request that set only the model and the messages or prompt: its pydantic defaults, minus the
+# fields it excludes, plus max_tokens (its --default-max-tokens, 16) and the two usage flags.
+FRONTEND_CHAT = {"frequency_penalty": 0, "ignore_eos": False, "logprobs": False, "n": 1, "presence_penalty": 0}
+FRONTEND_CHAT |= {"temperature": 0.7, "top_p": 1, "max_tokens": 16}
+FRONTEND_COMPLETION = {"best_of": 1, "frequency_penalty": 0, "ignore_eos": False, "n": 1, "presence_penalty": 0}
+FRONTEND_COMPLETION |= {"temperature": 1, "top_p": 1, "max_tokens": 16}
+USAGE_FLAGS = {"return_num_input_tokens": one(True), "return_num_output_tokens": one(True)}
+
+
+@pytest.mark.parametrize("sampling", [FRONTEND_CHAT, FRONTEND_COMPLETION], ids=["chat", "completion"])
+def test_the_openai_frontends_default_request_is_taken_with_its_usage_flags(sampling):
+    got = parse(sampling, stream=one(True), exclude_input_in_output=one(True), flags=USAGE_FLAGS)
+    assert got.returns == {"num_input_tokens", "num_output_tokens"}
+    assert (got.parsed.max_tokens, got.stream, got.echo) == (16, True, "")
+
+
+def test_return_flags_ask_for_their_outputs_and_logprobs_only_at_false():
+    assert parse().returns == frozenset(), "no flag: only the text"
+    got = parse(flags={"return_finish_reason": one(True), "return_num_input_tokens": one(False)})
+    assert got.returns == {"finish_reason"}
+    assert parse(flags={"return_logprobs": one(False)}).returns == frozenset()
+    with pytest.raises(GenerationInputError, match="return_logprobs true is not supported: this model returns no"):
+        parse(flags={"return_logprobs": one(True)})
+    with pytest.raises(GenerationInputError, match="return_num_output_tokens must be one BOOL"):
+        parse(flags={"return_num_output_tokens": one(1, np.int32)})

@@ -1,13 +1,15 @@
 """text_generator: decoupled streaming generation over the exported prefill and decode steps.
 
-Each request (``PROMPT``, ``MAX_TOKENS``, optional ``TEMPERATURE`` and ``STOP``) is checked and
-tokenised in ``execute``; a bad one gets its own INVALID_ARG error and nothing else changes. Good
-ones join a queue; one background thread keeps a running batch (in-flight batching,
-``backends/inflight.py``): at every step it prefills the requests that arrived (up to ``MAX_BATCH``
-streams and ``MAX_PREFILL_TOKENS`` padded prompt tokens per call), merges them into the batch's KV
-caches, runs ONE decode step for all running streams, sends each stream's new text as its own
-response (``TEXT`` BYTES [1], complete UTF-8 characters only) and retires the streams that hit end
-of sequence, ``STOP``, ``MAX_TOKENS`` or a cancellation; then the final flag goes out.
+Each request, in the LLM convention of Triton's vLLM backend (``text_input``, ``stream``,
+``sampling_parameters``, ...: backends/llm_request.py) or the model's own names (``PROMPT``, ``MAX_TOKENS``,
+optional ``TEMPERATURE`` and ``STOP``), is checked and tokenised in ``execute``; a bad one gets its own
+INVALID_ARG error and nothing else changes. Good ones join a queue; one background thread keeps a running
+batch (in-flight batching, ``backends/inflight.py``): at every step it prefills the requests that arrived
+(up to ``MAX_BATCH`` streams and ``MAX_PREFILL_TOKENS`` padded prompt tokens per call), merges them into
+the batch's KV caches, runs ONE decode step for all running streams, sends each stream's new text as its
+own response (``text_output``, or ``TEXT`` for the own names, BYTES [1], complete UTF-8 characters only;
+backends/generator_stream.py) and retires the streams that hit end of sequence, ``STOP``, ``MAX_TOKENS``
+or a cancellation; then the final flag goes out.
 
 Optional ``CHAT`` BOOL [1] (default false): true makes ``PROMPT`` a user message, formatted with the
 model's own chat template (``chat_template.json`` beside ``tokenizer.json``, written from the GGUF by
@@ -49,21 +51,25 @@ from backends import chat
 from backends.generation import (
     GenerationInputError,
     Limits,
-    StopMatcher,
     TokenBytes,
     TokenStreamer,
     choose_tokens,
     parse_request,
 )
+from backends.generator_stream import Stream
 from backends.inflight import RunningBatch, TorchScriptSteps, prefill_group
-from backends.llm_request import parse_convention
+from backends.llm_request import REFUSED_FLAGS, RETURN_FLAGS, parse_convention
 
 CANCEL_CHECK_S = 0.05
 """How often the running streams are asked whether their client went away (each ask is a round trip
 to the server process)."""
 WARMUP_PROMPT_LENGTHS = (8, 64, 256)
 OWN_INPUTS = ("PROMPT", "MAX_TOKENS", "TEMPERATURE", "STOP", "CHAT")
-CONVENTION_INPUTS = ("text_input", "stream", "exclude_input_in_output", "sampling_parameters")
+CONVENTION_INPUTS = (
+    *("text_input", "stream", "exclude_input_in_output", "sampling_parameters"),
+    *RETURN_FLAGS,
+    *REFUSED_FLAGS,
+)
 # The generator's own metrics: execute returns at once and streams wait inside this model, so Triton's
 # queue time cannot see the backlog; the HPA (deploy/k8s) scales on STREAMS_WAITING instead.
 STREAMS_WAITING = "tritonkit_generator_streams_waiting"
@@ -78,84 +84,6 @@ streams run (Prometheus scrapes every 10-15 s), and at once when the loop goes i
 
 def flag(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-class Stream:
-    """One request being generated."""
-
-    def __init__(self, request, parsed, streamer, output="TEXT", streaming=True, echo=""):
-        self.request = request
-        self.sender = request.get_response_sender()
-        self.parsed = parsed
-        self.streamer = streamer
-        self.stop = StopMatcher(parsed.stop)
-        self.generated = 0
-        self.done = False
-        self.reason = ""
-        self.output = output  # TEXT for the model's own names, text_output for the LLM convention
-        self.streaming = streaming
-        self.collected = [echo] if echo else []  # stream false: the whole text goes out in one response
-        self.arrived = time.perf_counter()  # for the time to first token
-
-    def _response(self, text: str):
-        out = pb_utils.Tensor(self.output, np.array([text.encode("utf-8")], dtype=np.object_))
-        return pb_utils.InferenceResponse(output_tensors=[out])
-
-    def send_text(self, text: str) -> None:
-        if not text:
-            return
-        if self.streaming:
-            self.sender.send(self._response(text))
-        else:
-            self.collected.append(text)
-
-    def take(self, token: int) -> None:
-        """Account one generated token: stream its text, decide whether the stream is finished."""
-        self.generated += 1
-        if token in self.parsed.stop_ids:
-            if self.generated > self.parsed.min_tokens:
-                self.finish("eos")
-            return  # an end token before min_tokens is skipped (special tokens are never sent as text)
-        self.send_text(self.stop.push(self.streamer.push(token)))
-        if self.stop.stopped:
-            self.finish("stop")
-        elif self.generated >= self.parsed.max_tokens:
-            self.finish("max_tokens")
-
-    def finish(self, reason: str) -> None:
-        if self.done:
-            return
-        self.done, self.reason = True, reason
-        try:
-            if reason == "cancelled":
-                self.sender.send(
-                    pb_utils.InferenceResponse(
-                        error=pb_utils.TritonError("request cancelled", pb_utils.TritonError.CANCELLED)
-                    ),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                )
-                return
-            if reason != "stop":
-                self.send_text(self.stop.push(self.streamer.flush()) + self.stop.flush())
-            if self.streaming:
-                self.sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            else:
-                final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-                self.sender.send(self._response("".join(self.collected)), flags=final)
-        except Exception as exc:  # noqa: BLE001 - the client may be gone; the loop goes on
-            pb_utils.Logger.log_warn(f"text_generator: could not finish a stream: {exc}")
-
-    def fail(self, message: str) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            self.sender.send(
-                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)),
-                flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-            )
-        except Exception:  # noqa: BLE001
-            pass
 
 
 class BlsSteps:
@@ -403,8 +331,9 @@ class TritonPythonModel:
             request.parameters(),
             self.limits,
             self.chat,
+            flags={name: raw(name) for name in (*RETURN_FLAGS, *REFUSED_FLAGS)},
         )
-        return Stream(request, got.parsed, streamer, "text_output", got.stream, got.echo)
+        return Stream(request, got.parsed, streamer, "text_output", got.stream, got.echo, got.returns)
 
     # -- the generation loop -------------------------------------------------------------------------
     def _loop(self):
