@@ -1,9 +1,12 @@
 """What a Triton server reachable from other hosts locks behind a key, in one place.
 
-Inference, health and metadata stay open; the APIs that change or reveal the server's set-up need the
-admin key: the model repository (index, load, unload), model configs, shared-memory registration,
+Inference, health, metadata and statistics stay open; the APIs that change or reveal the server's set-up
+need the admin key: the model repository (index, load, unload), model configs, shared-memory registration,
 tracing and logging settings. docker-compose.yml and deploy/k8s pass the same lists (the tests check),
 and `tritonkit serve` adds them whenever it binds an address other than loopback.
+
+Load generators never hold the key: refused the config, they read a model's inputs and outputs from its
+metadata, which every inference client may read (``loadtest.drive.apply.served_config``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ GRPC_KEY_HEADER = f"triton-grpc-protocol-{KEY_HEADER}"
 KEY_ENV = "TRITON_ADMIN_KEY"
 """Where the key comes from: the environment only, never a file in the repository."""
 MIN_KEY_LENGTH = 16
+REFUSAL = "is restricted, expecting header"
+"""In Triton's answer to a restricted API called without the key: HTTP 403 "This API is restricted, expecting
+header 'admin-key'", gRPC UNAVAILABLE (not PERMISSION_DENIED) "This protocol is restricted, expecting header
+'triton-grpc-protocol-admin-key'"."""
 
 
 class InsecureServerError(DeployError, ValueError):
@@ -34,6 +41,12 @@ def restricted_flags(key: str) -> list[str]:
         )
     setting = f"{','.join(RESTRICTED_APIS)}:{KEY_HEADER}={key}"
     return [f"--http-restricted-api={setting}", f"--grpc-restricted-protocol={setting}"]
+
+
+def is_refusal(message: str | None) -> bool:
+    """Whether a server error is a restricted API refused for want of the key (not a missing model, not a
+    server going down: gRPC gives both the same UNAVAILABLE status)."""
+    return REFUSAL in (message or "")
 
 
 def is_loopback(address: str) -> bool:

@@ -320,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
             args.target,
             [done.result.status for done, _ in outcomes],
             not_exported=[done.spec.name for done in missed],
+            optional=[done.spec.name for done, required in outcomes if not required and done.result.ok],
         )
     return 0
 

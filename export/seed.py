@@ -56,11 +56,14 @@ def seed(source: Path, target: Path, entries: dict[str, catalog.CatalogEntry] | 
     return copied
 
 
-def mark_complete(repository: Path, target: str, statuses: list[str], not_exported: list[str] = ()) -> Path:
+def mark_complete(
+    repository: Path, target: str, statuses: list[str], not_exported: list[str] = (), optional: list[str] = ()
+) -> Path:
     """Record that every required export into ``repository`` passed; servers and init containers wait for it.
 
-    ``not_exported`` names the optional variants that were skipped or failed. ``gpu`` is the device the
-    exports ran on: TensorRT engines run only on the GPU product that built them."""
+    ``not_exported`` names the optional variants that were skipped or failed, ``optional`` those exported,
+    which ``export.serving_check`` loads in the serving image before the server starts. ``gpu`` is the device
+    the exports ran on: TensorRT engines run only on the GPU product that built them."""
     import torch
 
     gpu = torch.cuda.get_device_name(0) if target == "gpu" and torch.cuda.is_available() else None
@@ -73,6 +76,7 @@ def mark_complete(repository: Path, target: str, statuses: list[str], not_export
                 "gpu": gpu,
                 "exports": len(statuses),
                 "not_exported": list(not_exported),
+                "optional": sorted(optional),
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
         )

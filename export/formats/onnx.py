@@ -59,10 +59,23 @@ def providers(variant: Variant, device: str) -> list:
     return ["CUDAExecutionProvider"]
 
 
+def check_session(asked: list, got: list[str]) -> str:
+    """The provider the session really runs on, which must be the one asked first: ONNX Runtime lists a provider
+    it was built with (``get_available_providers``) yet falls back, with a warning only, when its libraries
+    (CUDA, cuDNN, TensorRT) do not load; a check on that fallback would pass while measuring the CPU."""
+    wanted = asked[0][0] if isinstance(asked[0], tuple) else asked[0]
+    if not got or got[0] != wanted:
+        fell = "fell back to the CPU" if got[:1] == ["CPUExecutionProvider"] else f"runs on {got[:1] or 'nothing'}"
+        raise FormatUnavailable(f"onnxruntime's session {fell}: {wanted} did not load here (session providers: {got})")
+    return wanted
+
+
 def load(path: Path, device: str = "cpu", variant: Variant = Variant("onnx")):
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(str(path), providers=providers(variant, device))
+    asked = providers(variant, device)
+    session = onnxruntime.InferenceSession(str(path), providers=asked)
+    check_session(asked, session.get_providers())
     names = [i.name for i in session.get_inputs()]
 
     def run(*inputs: torch.Tensor):

@@ -13,8 +13,9 @@ public name a scenario reports under with ``served_model`` the variant served, e
 table: ``shape``, ``int_range``, ``input_data``, ``samples``; default: the catalog model's samples, else
 random values from the served config), ``url`` (or ``http_url`` and ``grpc_url``, one per protocol, as
 docker-compose and deploy/k8s set them; else ``--host``), ``config`` (the served config, when the runner has it or
-the server is not Triton's), ``payload_file`` (the payloads the runner made and checked already), ``shape``
-(``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight`` and ``out``
+the server is not Triton's), ``decoupled`` (true for a streaming model on a server that restricts its config
+API: its metadata, read instead, does not say), ``payload_file`` (the payloads the runner made and checked
+already), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight`` and ``out``
 (where the master writes the merged result as JSON when Locust quits). Each process reads the served config
 and makes its payloads once, before its users start; a bad setting stops it with one line and status 2.
 """

@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+from deploy import security
 from loadtest.campaign import Scenario
 from loadtest.drive.arrivals import from_shape
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
@@ -142,7 +143,8 @@ def run_locust(
     if samples is not None:
         settings["payload_file"] = str(write_payload_file(out_json.with_suffix(".payloads.pkl"), samples))
     out_json.unlink(missing_ok=True)
-    env = {**os.environ, "TRITONKIT_LOAD": json.dumps(settings)}
+    # The load generators never need the admin key (the config travels in the settings): they do not inherit it.
+    env = {**{k: v for k, v in os.environ.items() if k != security.KEY_ENV}, "TRITONKIT_LOAD": json.dumps(settings)}
     process = subprocess.Popen(
         locust_command(scenario, url),
         env=env,

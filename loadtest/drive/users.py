@@ -272,9 +272,13 @@ def resolve(settings: dict[str, Any], host: str = "") -> LoadTarget:
 
 
 def fetch_config(settings: dict[str, Any], protocol: str, url: str, model: str) -> dict:
-    """The served config, as Triton's JSON, over HTTP when an HTTP URL is known, else over gRPC."""
+    """The served config, as Triton's JSON, over HTTP when an HTTP URL is known, else over gRPC; from the model's
+    metadata when the server restricts its config API, decoupled as ``settings["decoupled"]`` says."""
     http = settings.get("http_url") or (url if protocol == "http" else None)
-    return apply.served_config(http, model) if http else apply.served_config_grpc(url, model)
+    decoupled = bool(settings.get("decoupled", False))
+    if http:
+        return apply.served_config(http, model, decoupled=decoupled)
+    return apply.served_config_grpc(url, model, decoupled=decoupled)
 
 
 _TARGET: list[LoadTarget] = []

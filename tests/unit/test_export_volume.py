@@ -129,6 +129,7 @@ def test_an_optional_variant_whose_toolchain_is_missing_reports_and_does_not_fai
     assert not (tmp_path / "digits_onnx").exists(), "a stale optional variant would be served"
     marker = json.loads((tmp_path / COMPLETE_MARKER).read_text())
     assert marker["not_exported"] == ["digits_onnx"] and marker["exports"] == 3
+    assert marker["optional"] == [], "nothing optional was exported: export.serving_check has nothing to load"
     assert (tmp_path / "digits" / "1" / "model.pt").is_file()
 
     # The same variant named on the command line is required: the run fails and writes no marker.

@@ -6,7 +6,7 @@ import sys
 
 from deploy.server import DEFAULT_REPOSITORY
 from export import config as config_io
-from export.seed import COMPLETE_MARKER, exported_names, seed
+from export.seed import COMPLETE_MARKER, exported_names, mark_complete, seed
 
 PYTHON_MODELS = {"preprocess", "postprocess", "tokenize", "text_generator"}
 ENSEMBLES = {"image_classifier", "text_embedder"}
@@ -98,3 +98,8 @@ def test_seed_from_a_missing_folder_is_one_clear_error(tmp_path):
     )
     assert result.returncode == 2
     assert "--seed-from" in result.stderr and "not a directory" in result.stderr
+
+
+def test_export_lists_the_optional_variants_it_delivered(tmp_path):
+    marker = json.loads(mark_complete(tmp_path, "cpu", ["ok"], optional=["b_onnx", "a_onnx"]).read_text())
+    assert marker["optional"] == ["a_onnx", "b_onnx"] and marker["not_exported"] == []
