@@ -65,7 +65,8 @@ check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy
 	promtool check rules deploy/prometheus/rules/*.yml
 	promtool test rules deploy/prometheus/tests/*.yml
 	promtool test rules deploy/k8s/monitoring/tests/*_test.yml
-	for overlay in gpu/export gpu cpu/export cpu; do \
+	amtool check-config deploy/alertmanager/alertmanager.yml
+	for overlay in gpu/export gpu gpu-single-node/export gpu-single-node cpu/export cpu; do \
 	  $(VENV)/bin/kubectl kustomize deploy/k8s/overlays/$$overlay | $(VENV)/bin/kubernetes-validate --strict --quiet - || exit 1; \
 	done
 	@echo "check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s overlays are valid"

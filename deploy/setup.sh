@@ -6,6 +6,7 @@
 #                             libraries resolved to the copies that nvidia-pytriton ships
 #   libpython3.11             the Debian library the Python-backend stub links to (apt-get when missing)
 #   promtool, prometheus      Debian's prometheus package: checks deploy/prometheus and runs in a functional test
+#   amtool                    Debian's prometheus-alertmanager package: checks deploy/alertmanager
 #   .venv-genai-perf/         GenAI-Perf 0.0.16 (deploy/genai-perf-requirements.txt) for tritonkit genai-perf
 #   docker-compose            Debian's docker-compose 1.29: `docker-compose config` validates docker-compose.yml
 #                             without a Docker engine
@@ -23,7 +24,7 @@ cd "$ROOT"
 want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt deploy/genai-perf-requirements.txt \
     | sha256sum | cut -d' ' -f1)
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer && -x .venv-genai-perf/bin/genai-perf ]] \
-    && command -v promtool >/dev/null && command -v docker-compose >/dev/null; then
+    && command -v promtool >/dev/null && command -v amtool >/dev/null && command -v docker-compose >/dev/null; then
     echo "setup: .venv is up to date"
     exit 0
 fi
@@ -45,6 +46,7 @@ fi
 # The validators of deploy/: none of them needs a Docker engine, a cluster or a network.
 missing_tools=()
 command -v promtool >/dev/null || missing_tools+=(prometheus)
+command -v amtool >/dev/null || missing_tools+=(prometheus-alertmanager)
 command -v docker-compose >/dev/null || missing_tools+=(docker-compose)
 if (( ${#missing_tools[@]} )); then
     apt_install "${missing_tools[@]}"

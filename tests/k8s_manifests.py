@@ -19,7 +19,8 @@ K8S = ROOT / "deploy" / "k8s"
 ADAPTER_VALUES = K8S / "monitoring" / "prometheus-adapter-values.yaml"
 # Next to the interpreter running the tests, unresolved: .venv/bin/python is a symlink out of the venv.
 KUBECTL = Path(sys.executable).parent / "kubectl"
-OVERLAYS = ("gpu", "cpu")
+OVERLAYS = ("gpu", "gpu-single-node", "cpu")
+"""gpu-single-node is the gpu overlay for one GPU node: ReadWriteOnce claims, a rollout that frees the GPU first."""
 STAGES = ("export", "serve")
 """Each overlay's two kustomizations: overlays/<o>/export (claim and Job), then overlays/<o> (Triton, Locust)."""
 GPU = "nvidia.com/gpu"
@@ -53,6 +54,23 @@ EXPECTED = {
     ("PrometheusRule", "triton"),
 }
 EXPORT_STAGE = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export")}
+ENGINE_CACHE_CLAIM = ("PersistentVolumeClaim", "trt-engine-cache")
+"""The gpu overlays' export stage also holds the claim of ONNX Runtime's TensorRT engines."""
+
+
+def target(overlay: str) -> str:
+    """The export target (and hardware) of an overlay: gpu or cpu."""
+    return "gpu" if overlay.startswith("gpu") else "cpu"
+
+
+def expected(overlay: str) -> set:
+    """The objects both stages of ``overlay`` render together."""
+    return EXPECTED | ({ENGINE_CACHE_CLAIM} if target(overlay) == "gpu" else set())
+
+
+def export_stage(overlay: str) -> set:
+    """The objects of ``overlay``'s export stage."""
+    return EXPORT_STAGE | ({ENGINE_CACHE_CLAIM} if target(overlay) == "gpu" else set())
 
 
 @functools.cache
@@ -101,7 +119,7 @@ def pod_spec(doc: dict) -> dict:
 
 
 def container(doc: dict, name: str) -> dict:
-    (found,) = [c for c in pod_spec(doc)["containers"] if c["name"] == name]
+    (found,) = [c for c in all_containers(pod_spec(doc)) if c["name"] == name]
     return found
 
 

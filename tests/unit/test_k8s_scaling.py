@@ -46,7 +46,10 @@ def test_hpa_scales_triton_on_queue_time_and_on_the_generators_waiting_streams(o
     assert 0.005 <= quantity(queue["pods"]["target"]["averageValue"]) <= 0.1  # seconds of queueing
     assert waiting["pods"]["metric"]["name"] == generator_rule()["name"]["as"]
     assert 1 <= quantity(waiting["pods"]["target"]["averageValue"]) <= 8  # streams waiting per pod
-    assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+    if overlay == "gpu-single-node":  # no more replicas than the node has GPUs (test_the_rollout_...)
+        assert hpa["spec"]["minReplicas"] == hpa["spec"]["maxReplicas"] == 1
+    else:
+        assert 1 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] >= 120
 
 
@@ -94,6 +97,48 @@ def test_pdb_selects_exactly_the_triton_pods(overlay):
         labels = doc["spec"]["template"]["metadata"]["labels"]
         name = doc["metadata"]["name"]
         assert selects(pdb["spec"]["selector"], labels) == (name == "triton"), name
+
+
+def _rollout_finishes(replicas: int, gpus: int, max_surge: int, max_unavailable: int) -> bool:
+    """The Deployment controller's rolling update, step by step, on a node with ``gpus`` GPUs and one GPU per pod:
+    new pods up to replicas + maxSurge, each running once a GPU is free; old pods down while at least
+    replicas - maxUnavailable pods run. True when every pod is new and running."""
+    old, running, pending = replicas, 0, 0
+    while True:
+        before = (old, running, pending)
+        pending += max(0, min(replicas - running - pending, replicas + max_surge - (old + running + pending)))
+        starts = min(pending, gpus - old - running)
+        running, pending = running + starts, pending - starts
+        old -= max(0, min(old, old + running - (replicas - max_unavailable)))
+        if old == 0 and running == replicas:
+            return True
+        if (old, running, pending) == before:
+            return False
+
+
+def test_a_rollout_on_the_single_node_overlay_finishes_with_every_gpu_in_use(overlay):
+    """`kubectl rollout restart` after a re-export: on one node the old pod must free its GPU first."""
+    strategy = one(overlay, "Deployment", "triton")["spec"]["strategy"]
+    rolling = strategy["rollingUpdate"]
+    assert all(isinstance(v, int) for v in rolling.values()), "percentages: this check reads numbers"
+    hpa = one(overlay, "HorizontalPodAutoscaler", "triton")["spec"]
+    for replicas in range(hpa["minReplicas"], hpa["maxReplicas"] + 1):
+        finishes = _rollout_finishes(replicas, replicas, rolling["maxSurge"], rolling["maxUnavailable"])
+        # gpu and cpu keep capacity (a spare GPU or CPU node is needed); one GPU node cannot have a spare.
+        assert finishes == (overlay == "gpu-single-node"), (overlay, replicas, rolling)
+    if overlay == "gpu-single-node":
+        assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (0, 1), "more would stop several pods at once"
+        assert _rollout_finishes(2, 3, 1, 0), "the model is wrong: with a spare GPU the default rollout finishes"
+
+
+def test_the_pdb_lets_a_drain_evict_the_only_replica(overlay):
+    """A minAvailable equal to the replicas (1 on one GPU) would block every eviction-based drain."""
+    pdb = one(overlay, "PodDisruptionBudget", "triton")["spec"]
+    replicas = one(overlay, "HorizontalPodAutoscaler", "triton")["spec"]["minReplicas"]
+    allowed = pdb["maxUnavailable"] if "maxUnavailable" in pdb else replicas - pdb["minAvailable"]
+    assert allowed >= 1
+    strategy = one(overlay, "Deployment", "triton")["spec"]["strategy"]["rollingUpdate"]
+    assert allowed >= strategy["maxUnavailable"], "the PDB should allow what a rollout does anyway"
 
 
 def test_network_policy_opens_ports_triton_has(overlay):

@@ -3,7 +3,9 @@ product pin, and the monitoring objects the serving stage ships (the rules as a 
 autoscaling query and its promtool test)."""
 
 import os
+import signal
 import subprocess
+import time
 
 import yaml
 
@@ -11,11 +13,11 @@ from deploy import monitoring
 from export.seed import COMPLETE_MARKER
 from tests.deploy_tools import promtool
 from tests.k8s_manifests import (
-    EXPECTED,
-    EXPORT_STAGE,
     GPU,
     K8S,
     container,
+    expected,
+    export_stage,
     flags,
     one,
     pod_spec,
@@ -37,8 +39,8 @@ def _requests_gpu(doc: dict) -> bool:
 def test_the_export_stage_holds_the_claim_and_the_job_and_the_serving_stage_the_rest(overlay):
     export = {(d["kind"], d["metadata"]["name"]) for d in stage(overlay, "export")}
     serve = {(d["kind"], d["metadata"]["name"]) for d in stage(overlay, "serve")}
-    assert export == EXPORT_STAGE
-    assert serve == EXPECTED - EXPORT_STAGE | {("Namespace", "tritonkit")}
+    assert export == export_stage(overlay)
+    assert serve == expected(overlay) - export_stage(overlay) | {("Namespace", "tritonkit")}
 
 
 def test_no_stage_asks_for_a_gpu_twice():
@@ -49,7 +51,7 @@ def test_no_stage_asks_for_a_gpu_twice():
 
 
 def _wait_script(overlay: str) -> tuple[str, dict]:
-    (init,) = pod_spec(one(overlay, "Deployment", "triton"))["initContainers"]
+    init = pod_spec(one(overlay, "Deployment", "triton"))["initContainers"][0]  # first: the others need the marker
     assert init["name"] == "wait-for-repository" and init["command"][:2] == ["sh", "-c"]
     env = {e["name"]: e["value"] for e in init["env"]}
     return init["command"][2], env
@@ -169,3 +171,159 @@ def test_the_containers_fail_fast_on_a_model_that_does_not_load(overlay):
     for name in ("triton", "triton-cpu"):
         command = flags(compose[name]["command"][1:])
         assert command["--exit-on-error"] == "true" and command["--strict-readiness"] == "true", name
+
+
+# --- storage: the access mode and class of every claim ----------------------------------------------
+
+
+def _claims(docs: list) -> dict:
+    return {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "PersistentVolumeClaim"}
+
+
+def test_only_the_multi_node_gpu_overlay_asks_for_read_write_many(overlay):
+    """ReadWriteMany binds only with a shared-filesystem class; one node (and the cpu overlay) asks for what every
+    provisioner gives. No overlay names a class: the cluster's default, or components/storage-class."""
+    claims = _claims(stage(overlay, "export"))
+    assert set(claims) == {"model-repository"} | ({"trt-engine-cache"} if overlay.startswith("gpu") else set())
+    for name, spec in claims.items():
+        assert spec["accessModes"] == (["ReadWriteMany"] if overlay == "gpu" else ["ReadWriteOnce"]), name
+        assert "storageClassName" not in spec, name
+    assert not _claims(stage(overlay, "serve")), "the serving stage holds no claim: deleting it keeps the data"
+
+
+def test_the_storage_class_knob_names_the_class_of_every_claim(tmp_path):
+    for overlay in ("gpu", "gpu-single-node", "cpu"):
+        claims = _claims(_with_component(tmp_path, f"{overlay}/export", "storage-class"))
+        assert len(claims) >= 1
+        classes = {spec["storageClassName"] for spec in claims.values()}
+        assert len(classes) == 1 and "" not in classes, (overlay, classes)
+    component = (K8S / "components" / "storage-class" / "kustomization.yaml").read_text()
+    assert component.count(classes.pop()) == 1, "the class is written in one place"
+    assert "components/storage-class" in (stage_path("gpu", "export") / "kustomization.yaml").read_text()
+
+
+def test_the_documented_wait_is_the_script_that_stops_on_a_failed_job():
+    """`kubectl wait --for=condition=complete` waits out its timeout on a failed Job or an unbound claim."""
+    docs_text = {p: p.read_text() for p in (K8S / "README.md", K8S.parents[1] / "docs" / "production.md")}
+    docs_text |= {p: p.read_text() for p in (K8S / "overlays").rglob("kustomization.yaml")}
+    docs_text[K8S / "export" / "kustomization.yaml"] = (K8S / "export" / "kustomization.yaml").read_text()
+    for path, text in docs_text.items():
+        assert "wait --for=condition=complete" not in text, f"{path} still documents kubectl wait on the Job"
+    for path in (K8S / "README.md", K8S.parents[1] / "docs" / "production.md"):
+        assert "deploy/k8s/wait_for_export.py" in docs_text[path], path
+
+
+# --- ONNX Runtime's TensorRT engines, kept across pods (gpu overlays) ---------------------------------
+
+
+def _cache_containers(overlay: str) -> tuple[dict, dict, dict]:
+    spec = pod_spec(one(overlay, "Deployment", "triton"))
+    inits = [c["name"] for c in spec["initContainers"]]
+    assert inits == ["wait-for-repository", "seed-engine-cache"], "the seed reads the marker the wait waits for"
+    (seed,) = [c for c in spec["initContainers"] if c["name"] == "seed-engine-cache"]
+    (publish,) = [c for c in spec["containers"] if c["name"] == "publish-engine-cache"]
+    return spec, seed, publish
+
+
+def test_the_engine_cache_is_the_path_the_configs_name_and_lives_on_its_claim(overlay):
+    from export import config as config_io
+
+    triton = container(one(overlay, "Deployment", "triton"), "triton")
+    engines = {m["mountPath"]: m["name"] for m in triton["volumeMounts"]}
+    assert engines.get(config_io.TRT_CACHE_DIR) == "trt-engines", "the configs' trt_engine_cache_path is not mounted"
+    if not overlay.startswith("gpu"):
+        return
+    spec, seed, publish = _cache_containers(overlay)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert "emptyDir" in volumes["trt-engines"], "each pod builds into its own folder"
+    assert volumes["engine-cache"]["persistentVolumeClaim"] == {"claimName": "trt-engine-cache"}
+    for c in (seed, publish):
+        env = {e["name"]: e.get("value") for e in c["env"]}
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        assert env["ORT_ENGINE_CACHE"] == config_io.TRT_CACHE_DIR and mounts[env["ORT_ENGINE_CACHE"]] == "trt-engines"
+        assert mounts[env["SHARED_ENGINE_CACHE"]] == "engine-cache"
+        assert env["ENGINE_CACHE_SCOPE"] == "node-$(NODE_NAME)"  # an engine runs on the GPU product that built it
+    assert spec["securityContext"]["fsGroup"] == 1000  # a new claim's root becomes writable by the pods' gid
+
+
+def _script(c: dict) -> str:
+    assert c["command"][:2] == ["sh", "-c"]
+    return c["command"][2]
+
+
+def _cache_env(tmp_path, local: str, export: str = '{"finished": "1"}') -> dict:
+    models, engines = tmp_path / "models", tmp_path / local
+    for folder in (models, engines, tmp_path / "claim"):
+        folder.mkdir(exist_ok=True)
+    (models / COMPLETE_MARKER).write_text(export)
+    return {
+        "PATH": os.environ["PATH"],
+        "HOSTNAME": local,
+        "ORT_ENGINE_CACHE": str(engines),
+        "SHARED_ENGINE_CACHE": str(tmp_path / "claim"),
+        "EXPORT_MARKER": str(models / COMPLETE_MARKER),
+        "ENGINE_CACHE_SCOPE": "node-a",
+        "ENGINE_CACHE_KEEP_DAYS": "7",
+        "ENGINE_CACHE_SETTLE_MINUTES": "1",
+    }
+
+
+def _engine(folder, name: str, age_s: float, body: bytes = b"engine") -> None:
+    path = folder / f"TensorrtExecutionProvider_{name}"
+    path.write_bytes(body)
+    os.utime(path, (time.time() - age_s, time.time() - age_s))
+
+
+def _publish_once(script: str, env: dict) -> str:
+    """The sidecar's first pass, then its stop (SIGTERM: one more pass); its output."""
+    pod = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        time.sleep(0.5)  # the first pass runs at start
+        pod.send_signal(signal.SIGTERM)
+        out, _ = pod.communicate(timeout=20)
+    finally:
+        if pod.poll() is None:
+            os.killpg(pod.pid, signal.SIGKILL)
+    assert pod.returncode == 0, out
+    return out
+
+
+def test_engines_one_pod_built_seed_the_next_and_a_new_export_starts_empty(tmp_path):
+    _, seed, publish = _cache_containers("gpu")
+    first = _cache_env(tmp_path, "pod-a")
+    done = subprocess.run(["sh", "-c", _script(seed)], env=first, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "0 engine file(s)" in done.stdout, done.stderr
+
+    a = tmp_path / "pod-a"
+    _engine(a, "graph_1_sm90.engine", age_s=120)
+    _engine(a, "graph_2_sm90.engine", age_s=0)  # still being written, as far as anyone can tell
+    out = _publish_once(_script(publish), first)
+    (folder,) = (tmp_path / "claim").glob("*/node-a")
+    kept = sorted(p.name for p in folder.iterdir())
+    assert kept == [".last-seeded", "TensorrtExecutionProvider_graph_1_sm90.engine"], (kept, out)
+    assert out.count("kept TensorrtExecutionProvider_graph_1_sm90.engine") == 1, "published again unchanged"
+
+    second = _cache_env(tmp_path, "pod-b")
+    done = subprocess.run(["sh", "-c", _script(seed)], env=second, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "1 engine file(s)" in done.stdout
+    assert (tmp_path / "pod-b" / "TensorrtExecutionProvider_graph_1_sm90.engine").read_bytes() == b"engine"
+    assert "kept" not in _publish_once(_script(publish), second), "a seeded engine is not copied back"
+
+    stale = tmp_path / "claim" / "0123456789abcdef"  # an export served last month
+    stale.mkdir()
+    os.utime(stale, (time.time() - 8 * 86400, time.time() - 8 * 86400))
+    newer = _cache_env(tmp_path, "pod-c", export='{"finished": "2"}')  # new weights, same graphs
+    done = subprocess.run(["sh", "-c", _script(seed)], env=newer, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "0 engine file(s)" in done.stdout
+    assert not list((tmp_path / "pod-c").glob("TensorrtExecutionProvider_*"))
+    assert folder.exists() and not stale.exists(), "only folders unused for ENGINE_CACHE_KEEP_DAYS go"
+
+
+def test_an_engine_cache_it_cannot_write_costs_the_pod_its_cache_not_its_start(tmp_path):
+    _, seed, publish = _cache_containers("gpu")
+    env = {**_cache_env(tmp_path, "pod-a"), "SHARED_ENGINE_CACHE": "/dev/null/engine-cache"}
+    done = subprocess.run(["sh", "-c", _script(seed)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0
+    (line,) = done.stderr.strip().splitlines()
+    assert "not writable by uid" in line and "deploy/k8s/README.md" in line
+    assert "idle" in _publish_once(_script(publish), env)

@@ -1,10 +1,14 @@
 """The monitoring files, checked offline: promtool on the config and rules, promtool's rule unit tests,
-the Grafana dashboard's structure and the names its queries use, and the provisioning files."""
+the Grafana dashboard's structure and the names its queries use, the provisioning files, and compose's
+Alertmanager config (amtool, the 0.25 release compose serves)."""
 
 from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -125,6 +129,27 @@ def test_every_recording_rule_and_alert_has_a_promtool_test():
     assert not never_fired, f"alerts no test makes fire: {sorted(never_fired)}"
 
 
+def test_replica_down_waits_longer_than_the_slowest_start_the_stack_allows():
+    """Triton opens its metrics port only after every model loaded: a replica never seen up pages only once
+    it has been there longer than compose's healthcheck and the Deployment's startup probe let a start take."""
+    (rule,) = [
+        r
+        for g in monitoring.load_rule_groups(monitoring.RULE_FILES[1])
+        for r in g["rules"]
+        if r.get("alert") == "TritonReplicaDown"
+    ]
+    (start_window,) = re.findall(r'up\{job="triton"\} offset (\d+)m', rule["expr"])
+    compose_file = yaml.safe_load((monitoring.DEPLOY.parent / "docker-compose.yml").read_text())
+    compose_start = int(compose_file["x-triton"]["healthcheck"]["start_period"].removesuffix("s"))
+    deployment = yaml.safe_load((monitoring.DEPLOY / "k8s" / "base" / "triton-deployment.yaml").read_text())
+    (triton,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "triton"]
+    probe = triton["startupProbe"]
+    k8s_start = probe["periodSeconds"] * probe["failureThreshold"]
+    assert int(start_window) * 60 > max(compose_start, k8s_start), "a slow but allowed start would page"
+    # A replica that was up pages after a minute, not after the start window.
+    assert rule["for"] == "1m" and 'max_over_time(up{job="triton"}[1h]) == 1' in rule["expr"]
+
+
 # -- Grafana --------------------------------------------------------------------------------------
 def test_dashboard_panels_query_prometheus_by_uid():
     dashboard = monitoring.load_dashboard()
@@ -219,6 +244,76 @@ def test_no_password_under_grafana():
         assert not re.search(r"passw|secret|admin_user|GF_SECURITY", text, re.IGNORECASE), (
             f"{path} mentions a credential; the admin password comes from the environment in compose"
         )
+
+
+# -- Alertmanager -----------------------------------------------------------------------------------
+ALERTMANAGER_CONFIG = monitoring.DEPLOY / "alertmanager" / "alertmanager.yml"
+INTEGRATIONS = ("_configs",)  # slack_configs, pagerduty_configs, webhook_configs, email_configs, ...
+
+
+def amtool_check(path: Path) -> subprocess.CompletedProcess:
+    binary = shutil.which("amtool")
+    if binary is None:
+        pytest.fail("amtool is not installed: run `make setup` (Debian's prometheus-alertmanager)", pytrace=False)
+    return subprocess.run([binary, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+
+
+def examples() -> list[dict]:
+    """The receivers the file's closing comment shows, uncommented."""
+    text = ALERTMANAGER_CONFIG.read_text()
+    block = text[text.index("# Examples") :].splitlines()[1:]
+    lines = [line[2:] for line in block if line.startswith(("# - ", "#   "))]
+    return yaml.safe_load("\n".join(lines))
+
+
+def receivers_used(route: dict) -> set[str]:
+    return {route["receiver"]} | {r for child in route.get("routes", []) for r in receivers_used(child)}
+
+
+def test_alertmanager_config_is_valid():
+    done = amtool_check(ALERTMANAGER_CONFIG)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_as_committed_alertmanager_routes_every_alert_to_a_receiver_that_sends_nothing():
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    receivers = {r["name"]: r for r in config["receivers"]}
+    used = receivers_used(config["route"])
+    assert used <= set(receivers)
+    for name in used:
+        assert not [key for key in receivers[name] if key.endswith(INTEGRATIONS)], f"{name} sends alerts somewhere"
+
+
+def test_the_documented_alertmanager_receivers_are_valid_once_uncommented(tmp_path):
+    config = yaml.safe_load(ALERTMANAGER_CONFIG.read_text())
+    shown = examples()
+    assert {"oncall", "team"} == {r["name"] for r in shown}
+    kinds = {key for r in shown for key in r if key.endswith(INTEGRATIONS)}
+    assert kinds == {"pagerduty_configs", "slack_configs", "webhook_configs"}
+    config["receivers"] += shown
+    config["route"]["receiver"] = "oncall"
+    config["route"]["routes"][0]["receiver"] = "team"
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config))
+    done = amtool_check(path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # Secrets come from mounted files, never written into the committed file.
+    text = ALERTMANAGER_CONFIG.read_text()
+    assert "routing_key_file" in text and "api_url_file" in text
+    assert "routing_key:" not in text and "api_url:" not in text and "hooks.slack.com" not in text
+
+
+def test_prometheus_sends_alerts_to_the_compose_alertmanager():
+    config = yaml.safe_load(monitoring.PROMETHEUS_CONFIG.read_text())
+    ((target,),) = [c["targets"] for a in config["alerting"]["alertmanagers"] for c in a["static_configs"]]
+    compose = yaml.safe_load((monitoring.DEPLOY.parent / "docker-compose.yml").read_text())["services"]
+    host, port = target.split(":")
+    service = compose[host]
+    assert service["image"].startswith("prom/alertmanager:")
+    assert any(p.endswith(f":{port}") for p in service["ports"]), "Alertmanager listens on its default 9093"
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in service["command"]
+    assert "./deploy/alertmanager:/etc/alertmanager:ro" in service["volumes"]
+    assert "alertmanager" in compose["prometheus"]["depends_on"]
 
 
 # -- the helpers ----------------------------------------------------------------------------------
