@@ -45,6 +45,8 @@ PA_WINDOWS = 5
 """perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
+STREAM_BUDGETS = ("--slo-ttft-ms", "--slo-itl-ms")
+"""tritonkit loadtest's stream budgets, refused here by name: the search and its knee follow the request's p99."""
 EXAMPLES = """\
 examples:
   tritonkit capacity digits --slo-p99-ms 50
@@ -74,6 +76,8 @@ def register(subparsers) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     parser.add_argument("--slo-p99-ms", type=float, required=True, help="client-side p99 budget (ms)")
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
+    for flag in STREAM_BUDGETS:
+        parser.add_argument(flag, type=float, help="refused: the search judges the request p99 (docs/capacity.md)")
     parser.add_argument(
         "--trials", type=int, default=5, help="rounds of runs around the knee for its interval (>= 2, default 5)"
     )
@@ -122,6 +126,13 @@ def _usage(message: str) -> int:
 
 def check_arguments(args: argparse.Namespace) -> Arrival:
     """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value."""
+    for flag in STREAM_BUDGETS:
+        if getattr(args, flag[2:].replace("-", "_")) is not None:
+            raise ValueError(
+                f"{flag}: capacity searches the rate where the request p99 meets --slo-p99-ms (each round's knee is "
+                "drawn through its p99s) and judges no stream budget; judge TTFT and ITL at a rate with tritonkit "
+                f"loadtest --model {args.model} --rate R --trials N {flag} B"
+            )
     if not args.slo_p99_ms > 0:
         raise ValueError(f"--slo-p99-ms {args.slo_p99_ms:g} must be > 0 ms")
     if args.trials < 2:

@@ -118,9 +118,9 @@ def trial_line(t: Trial) -> str:
 
 
 def interval_line(run: RunResult) -> str:
-    """A pair's figures with their intervals over its trials."""
+    """A pair's figures with their intervals over its trials (a streamed pair's p99 TTFT, ITL and tokens/s too)."""
     parts = []
-    for metric, (name, fmt, unit) in report.FIGURES.items():
+    for metric, (name, fmt, unit) in (report.FIGURES | report.STREAM_FIGURES).items():
         iv = run.interval(metric)
         if iv is not None:
             parts.append(f"{name} {iv.text(fmt, unit)}")

@@ -6,7 +6,8 @@ redraws a report without running the campaign again. Runs without server stats (
 baseline), runs where every request failed and empty timelines render too (the plots:
 ``loadtest.measure.report_plots``). A run of two or more trials shows each figure as its estimate with the
 95% interval over the trials (``loadtest.measure.evidence``), and its trials one by one. Streamed runs
-(decoupled models) get a table of their TTFT, ITL and output tokens/s (``stream_text`` on the console).
+(decoupled models) get a table of their TTFT, ITL, output tokens/s and goodput, and columns of their own in
+runs.csv and the trials' table (``loadtest.measure.report_streams``; ``stream_text`` on the console).
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ from typing import Any
 
 from jinja2 import Environment
 
-from loadtest.measure import evidence, report_plots
+from loadtest.measure import evidence, report_plots, report_streams
 from loadtest.measure.report_plots import PCT_KEYS, STACK
 from loadtest.measure.report_plots import label as _label
 from loadtest.measure.report_plots import lat as _lat
 from loadtest.measure.report_plots import num as _num
+from loadtest.measure.report_streams import (  # noqa: F401 (STREAM_FIGURES, stream_text: the console's)
+    STREAM_FIGURES,
+    STREAM_HEADERS,
+    STREAM_NOTE,
+    stream_table,
+    stream_text,
+)
 from loadtest.measure.results import CampaignResult, RunResult
 from loadtest.measure.study_report import save_report
 
@@ -70,15 +78,11 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def _figure(run: RunResult, metric: str, value: Any) -> str:
     """A figure of the run; with its interval (``estimate (low-high)``) when the run had 2+ trials."""
-    _, fmt, _ = FIGURES[metric]
-    iv = run.interval(metric)
-    if iv is not None and _num(iv.estimate) is not None:
-        return f"{fmt.format(iv.estimate)} ({fmt.format(iv.low)}-{fmt.format(iv.high)})"
-    return "n/a" if _num(value) is None else fmt.format(value)
+    return report_streams.with_interval(run, metric, value, FIGURES[metric][1])
 
 
 def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
-    rows = []
+    rows, streamed = [], report_streams.streamed(result)
     for run in result.runs:
         c, s = run.client, run.server
         row: dict[str, Any] = {
@@ -112,8 +116,13 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
             )
         row.update({"slo_passed": run.passed, "slo_verdict": run.outcome.lower()})
         row["slo_violations"] = "; ".join(run.slo_violations)
-        rows.append(row)
+        rows.append(row | (report_streams.csv_cells(run) if streamed else {}))
     return rows
+
+
+def _run_fields(result: CampaignResult) -> list[str]:
+    """``RUN_FIELDS``, and the stream columns after them when a run streamed."""
+    return RUN_FIELDS + (report_streams.STREAM_FIELDS if report_streams.streamed(result) else [])
 
 
 def _csv_text(rows: list[dict[str, Any]], fields: list[str]) -> str:
@@ -170,6 +179,11 @@ def _summary_table(result: CampaignResult) -> list[list[str]]:
 
 
 TRIAL_HEADERS = ["run", "trial"] + [name for name, _, _ in FIGURES.values()]
+"""The trials' table; streamed runs add ``report_streams.trial_headers``."""
+
+
+def _trial_headers(result: CampaignResult) -> list[str]:
+    return TRIAL_HEADERS + report_streams.trial_headers(result)
 
 
 def _trial_table(result: CampaignResult) -> list[list[str]]:
@@ -183,6 +197,7 @@ def _trial_table(result: CampaignResult) -> list[list[str]]:
             rows.append(
                 [_label(run), str(i)]
                 + [("n/a" if _num(figures[m]) is None else f.format(figures[m])) for m, (_, f, _) in FIGURES.items()]
+                + report_streams.trial_cells(result, figures)
             )
     return rows
 
@@ -260,41 +275,6 @@ def _slo_text(slo: dict[str, float]) -> str:
     return text + (f", goodput ≥ {good:.2%}" if good is not None else "")
 
 
-STREAM_KEYS = ("p50", "p90", "p99", "mean")
-STREAM_HEADERS = (
-    ["run"] + [f"TTFT {k} ms" for k in STREAM_KEYS] + [f"ITL {k} ms" for k in STREAM_KEYS] + ["tokens", "tokens/s"]
-)
-STREAM_NOTE = (
-    "Streams (GenAI-Perf's figures): TTFT from a request's send (open loop: when it fell due) to its first "
-    "response with text; ITL a "
-    "request's mean gap between text responses, (last - first) / (tokens - 1), over requests of two tokens or "
-    "more; tokens: responses with text (one generated token each); tokens/s over the measured window."
-)
-
-
-def stream_text(c) -> str:
-    """A streamed run's figures on the console (``""`` for a model that does not stream)."""
-    if not c.streams:
-        return ""
-    itl = f"ITL p50 {c.itl_ms['p50']:.3f} p99 {c.itl_ms['p99']:.3f} ms  " if c.itl_ms else ""
-    return (
-        f"TTFT p50 {c.ttft_ms['p50']:.3f} p99 {c.ttft_ms['p99']:.3f} ms  {itl}{c.output_token_throughput:.1f} tokens/s"
-    )
-
-
-def _stream_table(result: CampaignResult) -> list[list[str]]:
-    """The streamed runs' TTFT, ITL and tokens; no rows when no run streamed."""
-    rows = []
-    for run in result.runs:
-        c = run.client
-        if not c.streams:
-            continue
-        cells = [_label(run)] + [_fmt(c.ttft_ms.get(k)) or "n/a" for k in STREAM_KEYS]
-        cells += [_fmt(c.itl_ms.get(k)) or "n/a" for k in STREAM_KEYS]
-        rows.append(cells + [str(c.output_tokens), _fmt(c.output_token_throughput, 1)])
-    return rows
-
-
 def _verdict_notes(run: RunResult) -> list[str]:
     """What the verdict rests on: the limits missed or straddled, and what would settle it."""
     return run.slo_violations + ([run.settle] if run.settle else [])
@@ -311,6 +291,12 @@ GOODPUT_NOTE = (
 )
 
 
+def _goodput_note(result: CampaignResult) -> str:
+    if any(_num(result.slo.get(k)) is not None for k in ("ttft_ms", "itl_ms")):
+        return GOODPUT_NOTE + " A streamed request counts only within the TTFT and ITL budgets too."
+    return GOODPUT_NOTE
+
+
 def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     lines = [
         f"# Load campaign `{result.campaign}`",
@@ -323,15 +309,13 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
         "",
     ]
     lines += _md_table(SUMMARY_HEADERS, _summary_table(result))
-    lines += ["", GOODPUT_NOTE]
-    if any(_num(result.slo.get(k)) is not None for k in ("ttft_ms", "itl_ms")):
-        lines[-1] += " A streamed request counts only within the TTFT and ITL budgets too."
-    stream_rows = _stream_table(result)
+    lines += ["", _goodput_note(result)]
+    stream_rows = stream_table(result)
     if stream_rows:
         lines += ["", "## Streams: TTFT, ITL, tokens/s", "", STREAM_NOTE, ""] + _md_table(STREAM_HEADERS, stream_rows)
     trial_rows = _trial_table(result)
     if trial_rows:
-        lines += ["", "## Trials", "", INTERVAL_NOTE, ""] + _md_table(TRIAL_HEADERS, trial_rows)
+        lines += ["", "## Trials", "", INTERVAL_NOTE, ""] + _md_table(_trial_headers(result), trial_rows)
     lines += [
         "",
         "## Where the time goes",
@@ -378,6 +362,10 @@ th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; 
 <td class="{{ row[-1] }}">{{ row[-1] }}</td></tr>
 {% endfor %}</table>
 <p>{{ goodput_note }}</p>
+{% if stream_rows %}<h2>Streams: TTFT, ITL, tokens/s</h2><p>{{ stream_note }}</p>
+<table><tr>{% for h in stream_headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in stream_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% endif %}
 {% if trial_rows %}<h2>Trials</h2><p>{{ interval_note }}</p>
 <table><tr>{% for h in trial_headers %}<th>{{ h }}</th>{% endfor %}</tr>
 {% for row in trial_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
@@ -411,9 +399,12 @@ def _index_html(result: CampaignResult, plots: list[Path]) -> str:
         slo=_slo_text(result.slo),
         headers=SUMMARY_HEADERS,
         rows=_summary_table(result),
-        goodput_note=GOODPUT_NOTE,
+        goodput_note=_goodput_note(result),
+        stream_note=STREAM_NOTE,
+        stream_headers=STREAM_HEADERS,
+        stream_rows=stream_table(result),
         interval_note=INTERVAL_NOTE,
-        trial_headers=TRIAL_HEADERS,
+        trial_headers=_trial_headers(result),
         trial_rows=_trial_table(result),
         notes=_verdict_notes,
         time_headers=TIME_HEADERS,
@@ -436,7 +427,7 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
         return plots
 
     files = {
-        "runs.csv": lambda _: _csv_text(_runs_rows(result), RUN_FIELDS),
+        "runs.csv": lambda _: _csv_text(_runs_rows(result), _run_fields(result)),
         "timeline.csv": lambda _: _csv_text(_timeline_rows(result), TIMELINE_FIELDS),
         "index.html": lambda _: _index_html(result, plots),
     }

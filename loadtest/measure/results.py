@@ -53,8 +53,9 @@ class ServerStats:
         return self.inferences / self.executions if self.executions else 0.0
 
 
-STREAM_METRICS = ("ttft_p99_ms", "itl_p99_ms")
-"""Figures of a streamed run (decoupled model) beside ``evidence.METRICS``: what the TTFT/ITL budgets limit."""
+STREAM_METRICS = ("ttft_p99_ms", "itl_p99_ms", "output_token_throughput")
+"""Figures of a streamed run (decoupled model) beside ``evidence.METRICS``, each with its interval over trials:
+the p99s the TTFT/ITL budgets limit, and output tokens/s."""
 
 
 def goodput_of(
@@ -106,7 +107,11 @@ class Trial:
             "goodput_rps": rate,
         }
         if c.streams:
-            out |= {"ttft_p99_ms": c.ttft_ms.get("p99", math.nan), "itl_p99_ms": c.itl_ms.get("p99", math.nan)}
+            out |= {
+                "ttft_p99_ms": c.ttft_ms.get("p99", math.nan),
+                "itl_p99_ms": c.itl_ms.get("p99", math.nan),
+                "output_token_throughput": c.output_token_throughput,
+            }
         return out
 
 
@@ -140,7 +145,8 @@ class RunResult:
     trials: list[Trial] = dataclasses.field(default_factory=list)
     """Every trial when there were two or more (``client``/``server`` then pool them); empty for one."""
     intervals: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    """Figure (``evidence.METRICS``) -> its interval over the trials (``Interval.to_dict``); empty for one."""
+    """Figure (``evidence.METRICS``, and ``STREAM_METRICS`` for streams) -> its interval over the trials
+    (``Interval.to_dict``); empty for one."""
 
     @property
     def passed(self) -> bool:

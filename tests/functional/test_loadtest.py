@@ -199,8 +199,9 @@ def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):
 @pytest.mark.parametrize("protocol", ["grpc"])
 def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol):
     """``tritonkit loadtest --model text_generator`` (decoupled: a gRPC stream) reports time to first token,
-    inter-token latency and output tokens/s, each request's figures within its latency. HTTP generate_stream's
-    event-by-event timing is checked against a local server in tests/unit/test_users.py (the suite's time)."""
+    inter-token latency and output tokens/s (results.json, summary.md, index.html, runs.csv), each request's
+    figures within its latency. HTTP generate_stream's event-by-event timing is checked against a local server
+    in tests/unit/test_users.py (the suite's time)."""
     c = server.config
     done = subprocess.run(
         [
@@ -227,4 +228,9 @@ def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol
         # the first token, then the others ITL apart, all before the request's end
         assert 0 < ttft and ttft + (itl or 0) * (tokens - 1) <= latency * 1.001 + 0.002
     assert run["goodput_share"] == 1.0  # generous budgets: every success counts
-    assert "## Streams: TTFT, ITL, tokens/s" in (tmp_path / "text_generator" / "summary.md").read_text()
+    report = tmp_path / "text_generator"
+    assert "## Streams: TTFT, ITL, tokens/s" in (report / "summary.md").read_text()
+    assert "<h2>Streams: TTFT, ITL, tokens/s</h2>" in (report / "index.html").read_text()
+    (row,) = csv.DictReader((report / "runs.csv").read_text().splitlines())
+    assert float(row["ttft_p99_ms"]) == pytest.approx(client["ttft_ms"]["p99"], abs=1e-3)
+    assert int(row["output_tokens"]) == client["output_tokens"] and float(row["output_token_throughput"]) > 0

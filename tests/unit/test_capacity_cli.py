@@ -1,6 +1,6 @@
-"""loadtest/capacity_cli.py without a server: bad arguments and a model that is not in the repository exit 2
-with one line naming the bad value, before any server starts; the arrival patterns perf_analyzer plays, and
-the request-intervals schedules it plays them from."""
+"""loadtest/capacity_cli.py without a server: bad arguments (a stream budget among them) and a model that is not in
+the repository exit 2 with one line naming the bad value, before any server starts; the arrival patterns
+perf_analyzer plays, and the request-intervals schedules it plays them from."""
 
 import argparse
 
@@ -35,6 +35,15 @@ def test_bad_arguments_exit_2_with_one_line(extra, named, capsys):
     assert tritonkit_cli.main(["capacity", "digits", *extra]) == ExitStatus.USAGE
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and named in err and err.startswith("capacity: error: ")
+
+
+@pytest.mark.parametrize("flag", ["--slo-ttft-ms", "--slo-itl-ms"])
+def test_a_stream_budget_is_refused_in_one_line_saying_why_and_where_it_is_judged(flag, capsys):
+    status = tritonkit_cli.main(["capacity", "text_generator", "--slo-p99-ms", "5000", flag, "500"])
+    assert status == ExitStatus.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"capacity: error: {flag}: capacity searches the rate")
+    assert f"tritonkit loadtest --model text_generator --rate R --trials N {flag} B" in err
 
 
 def test_a_model_not_in_the_repository_exits_2_naming_it(tmp_path, capsys):

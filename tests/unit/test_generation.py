@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from loadtest.studies import generation as gb
 
 COMMITTED = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "config.pbtxt"
@@ -49,3 +51,25 @@ def test_report_lines_say_met_or_missed_against_the_targets():
     first = gb.first_request_line("off", {"ready_s": 6.0, "first_s": 0.36, "steady_s": 0.1, "ratio": 3.6})
     assert "MISSED (<= 1.5)" in first
     assert set(gb.TARGETS) == {1, 8, 32} and gb.FIRST_REQUEST_MAX == 1.5
+
+
+def test_the_served_streams_are_summarised_as_the_load_test_does_in_genai_perfs_names():
+    results = [
+        {"sent": 0.0, "end": 0.5, "times": [0.1, 0.2, 0.3, 0.4], "pieces": 4},  # TTFT 100 ms, ITL 100 ms
+        {"sent": 0.0, "end": 1.0, "times": [0.3, 0.5], "pieces": 2},  # TTFT 300 ms, ITL 200 ms
+        {"sent": 0.1, "end": 0.2, "times": [], "pieces": 0},  # ended at once: no text to time
+    ]
+    r = gb.summarize_streams(results)
+    assert r["wall"] == 1.0 and r["pieces"] == 6
+    assert r["ttft_mean"] == pytest.approx((0.1 + 0.3 + 0.1) / 3), "a stream without text counts its end"
+    assert r["streams"]["output_tokens"] == 6 and r["streams"]["output_token_throughput"] == 6.0
+    # Nearest rank over the two streams with text: p50 the lower, p99 the higher.
+    assert gb.genai_line(2, r) == "| 2 | 200.00 | 100.00 | 300.00 | 150.00 | 100.00 | 200.00 | 6.0 | 6 |"
+    assert gb.GENAI_HEADER.count("|") == gb.genai_line(2, r).count("|")
+    assert "time_to_first_token p99 ms" in gb.GENAI_HEADER and "output_token_throughput" in gb.GENAI_HEADER
+
+
+def test_a_single_token_stream_has_no_inter_token_latency():
+    r = gb.summarize_streams([{"sent": 0.0, "end": 0.2, "times": [0.1], "pieces": 1}])
+    assert r["streams"]["itl_ms"] == {}
+    assert gb.genai_line(1, r) == "| 1 | 100.00 | 100.00 | 100.00 | n/a | n/a | n/a | 5.0 | 1 |"

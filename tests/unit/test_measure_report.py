@@ -46,7 +46,7 @@ def test_the_summary_has_a_streams_table_with_the_runs_ttft_itl_and_tokens(tmp_p
     rows = lines[lines.index(header) + 2 :]
     # p50 of 30..39 is 34 (nearest rank), p90 38, p99 39, mean 34.5; ITL 6.4, 6.8, 6.9, 6.45; 160 tokens in 5 s
     assert rows[0].startswith("| gen-grpc / as-deployed | 34.000 | 38.000 | 39.000 | 34.500 | 6.400 | 6.800 |")
-    assert rows[0].endswith("| 160 | 32.0 |")
+    assert rows[0].endswith("| 160 | 32.0 | 100.00% |")
     assert not rows[1].startswith("| digits"), "only streamed runs have a row"
 
 
