@@ -30,6 +30,8 @@ CONFIDENCE = 0.95
 METRICS = ("throughput", "p50_ms", "p99_ms", "error_rate", "goodput_share", "goodput_rps")
 """The figures every trial gives and every interval is reported for."""
 HIGHER_IS_BETTER = frozenset({"throughput", "goodput_share", "goodput_rps"})
+SHARES = frozenset({"error_rate", "goodput_share"})
+"""Figures that are fractions of the requests: their intervals stay within [0, 1]."""
 MAX_TRIALS_ADVISED = 50
 """Past this many trials a verdict is called unlikely to settle (the estimate sits at the limit)."""
 
@@ -103,10 +105,16 @@ def _finite(values: Sequence[float]) -> np.ndarray:
 
 
 def interval(
-    values: Sequence[float], confidence: float = CONFIDENCE, *, lower_bound: float | None = None, log: bool = False
+    values: Sequence[float],
+    confidence: float = CONFIDENCE,
+    *,
+    lower_bound: float | None = None,
+    upper_bound: float | None = None,
+    log: bool = False,
 ) -> Interval:
     """Student's t interval of the mean of the trials' values (NaNs left out). One value: no interval
-    (low == high). ``lower_bound`` clips the interval where the quantity cannot go (0 for rates and shares).
+    (low == high). ``lower_bound`` / ``upper_bound`` clip the interval where the quantity cannot go (0 for rates
+    and shares, 1 for shares).
     ``log``: on the log scale (for latencies: positive and skewed), i.e. the geometric mean with a
     multiplicative interval that never reaches 0, so a tiny budget is failed, not straddled."""
     array = _finite(values)
@@ -124,7 +132,17 @@ def interval(
     low, high = mean - half, mean + half
     if lower_bound is not None:
         low = max(low, lower_bound)
+    if upper_bound is not None:
+        high = min(high, upper_bound)
     return Interval(mean, low, high, n, confidence)
+
+
+def figure_interval(metric: str, values: Sequence[float]) -> Interval:
+    """The interval a report shows for one figure over trials, on the scale the SLO verdict judges it: latencies
+    (``*_ms``) on the log scale, shares within [0, 1], every other figure (rates) at least 0."""
+    if metric.endswith("_ms"):
+        return interval(values, lower_bound=0.0, log=True)
+    return interval(values, lower_bound=0.0, upper_bound=1.0 if metric in SHARES else None)
 
 
 def require_trials(trials: int, flag: str = "--trials") -> int:

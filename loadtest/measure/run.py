@@ -82,7 +82,7 @@ def run_result(
     if len(trials) > 1:
         run.trials = list(trials)
         run.intervals = {
-            metric: evidence.interval(values, lower_bound=0.0).to_dict() for metric, values in run.samples().items()
+            metric: evidence.figure_interval(metric, values).to_dict() for metric, values in run.samples().items()
         }
     # The trials' counts added (a share is within / requests), rather than counting the merged histogram again.
     within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)

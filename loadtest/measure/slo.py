@@ -36,7 +36,7 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
     out.append(
         Limit(
             "error rate",
-            evidence.interval(samples["error_rate"], lower_bound=0.0),
+            evidence.figure_interval("error_rate", samples["error_rate"]),
             slo.max_error_rate,
             fmt="{:.3%}",
         )
@@ -45,7 +45,7 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
         out.append(
             Limit(
                 "goodput",
-                evidence.interval(samples["goodput_share"], lower_bound=0.0),
+                evidence.figure_interval("goodput_share", samples["goodput_share"]),
                 slo.min_goodput,
                 fmt="{:.2%}",
                 at_least=True,

@@ -18,7 +18,6 @@ from loadtest.measure.evidence import Interval
 from loadtest.measure.probe import Measurement
 
 Log = Callable[[str], None]
-LATENCIES = frozenset({"p50_ms", "p99_ms"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +63,9 @@ def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
 
 
 def summarize(measurements: Sequence[Measurement]) -> dict[str, Interval]:
-    """An interval per figure over the trials: latencies on the log scale (``evidence.interval(log=True)``: the
-    geometric mean, as the SLO verdict judges them), rates and shares clipped at 0."""
-    return {
-        metric: evidence.interval(values, lower_bound=0.0, log=metric in LATENCIES)
-        for metric, values in samples(measurements).items()
-    }
+    """An interval per figure over the trials (``evidence.figure_interval``: latencies on the log scale, the
+    geometric mean, as the SLO verdict judges them; shares within [0, 1]; rates at least 0)."""
+    return {metric: evidence.figure_interval(metric, values) for metric, values in samples(measurements).items()}
 
 
 def run_trials(arms: Sequence[Arm], trials: int, *, warmup_rounds: int = 0, log: Log = print) -> dict[str, ArmResult]:

@@ -204,3 +204,13 @@ def test_a_run_with_fewer_than_ten_requests_above_its_p99_is_called_thin():
     assert "at least 200 requests" in evidence.thin_tail(150, quantile=0.95)
     with pytest.raises(EvidenceError, match="quantile=1"):
         evidence.thin_tail(100, quantile=1)
+
+
+def test_a_figures_interval_stays_where_the_figure_can_go_and_on_the_verdicts_scale():
+    share = evidence.figure_interval("goodput_share", [0.55, 1.0, 1.0])
+    assert share.high == 1.0 and 0.0 <= share.low < share.estimate < 1.0, "a share never passes 100%"
+    assert evidence.figure_interval("error_rate", [0.0, 0.0, 0.9]).low == 0.0
+    p99 = evidence.figure_interval("p99_ms", [10.0, 1000.0])
+    assert p99.estimate == pytest.approx(100.0) and p99.low > 0, "latencies: the geometric mean, never below 0"
+    rate = evidence.figure_interval("throughput", [1.0, 9.0, 1.0])
+    assert rate.low == 0.0 and rate.high > 9.0, "rates: only the floor"
