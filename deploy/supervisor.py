@@ -30,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
+import os
 import re
 import threading
 import time
@@ -40,11 +42,30 @@ from pathlib import Path
 
 import psutil
 
+from deploy.errors import ServerError
+
 LOG = logging.getLogger("tritonkit.supervisor")
 STUB_BINARY = "triton_python_backend_stub"
 RELOAD_PARAMETER = "TRITONKIT_RELOAD"
 """Config parameter that makes each reload's config differ from the served one (see ModelControl.reload)."""
 _INSTANCE_SUFFIX = re.compile(r"(_\d+){1,2}$")
+ORPHAN_GRACE_ENV = "TRITONKIT_ORPHAN_GRACE_S"
+DEFAULT_ORPHAN_GRACE_S = 30.0
+
+
+def orphan_grace_from_env(environ=os.environ) -> float:
+    """Seconds a reload's replaced instances get to stop before :meth:`Supervisor.settle` ends them:
+    ``TRITONKIT_ORPHAN_GRACE_S``, else 30 (Triton stops them within seconds; the tests set a few)."""
+    value = environ.get(ORPHAN_GRACE_ENV, "").strip()
+    if not value:
+        return DEFAULT_ORPHAN_GRACE_S
+    try:
+        grace = float(value)
+    except ValueError:
+        grace = math.nan
+    if not 0 < grace < math.inf:
+        raise ServerError(f"{ORPHAN_GRACE_ENV}={value!r} is not a number of seconds above 0; unset it for 30")
+    return grace
 
 
 # -- detection ----------------------------------------------------------------------------------
@@ -325,13 +346,14 @@ class Supervisor(threading.Thread):
         load_timeout_s: float = 300.0,
         on_event: Callable[[RecoveryEvent], None] | None = None,
         headers: dict[str, str] | None = None,
-        orphan_grace_s: float = 30.0,
+        orphan_grace_s: float | None = None,
     ):
         super().__init__(name="tritonkit-supervisor", daemon=True)
         self.server_pid, self.interval_s = server_pid, interval_s
         self.max_attempts, self.backoff_s = max_attempts, backoff_s
-        self.orphan_grace_s = orphan_grace_s
-        """How long after a reload the replaced instances may take to stop before :meth:`settle` looks."""
+        self.orphan_grace_s = orphan_grace_s if orphan_grace_s is not None else orphan_grace_from_env()
+        """How long after a reload the replaced instances may take to stop before :meth:`settle` looks
+        (default: :func:`orphan_grace_from_env`)."""
         self._unsettled: list[tuple[RecoveryEvent, list[DeadStub]]] = []
         self.watch = StubWatch(confirm_s)
         self.control = ModelControl(http_url, load_timeout_s=load_timeout_s, headers=headers)

@@ -7,6 +7,9 @@ session fails with the server's log instead of hanging.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,8 +20,13 @@ import pytest
 from deploy.client import connect
 from deploy.errors import ServerStartError
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, LocalServer, ServerConfig, free_ports
+from deploy.supervisor import ORPHAN_GRACE_ENV
+from tests.user_models import scorer_export_args
 
 READY_TIMEOUT_S = 420
+# A reload's replaced instances stop within seconds when Triton stops them at all (test_stub_crash.py):
+# 30 s of grace in production, 5 s here, for every server the tests start (tritonkit serve's too).
+os.environ.setdefault(ORPHAN_GRACE_ENV, "5")
 
 
 def server_config(repository: Path, **kwargs) -> ServerConfig:
@@ -135,6 +143,35 @@ def server(repository):
     yield server
     left = server.stop()
     assert not left, f"the session server left behind: {left}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScorerExport:
+    """The tests' user model exported once per session as a user exports it (``python -m export``)."""
+
+    repository: Path
+    run: subprocess.CompletedProcess
+
+    def copy_to(self, repository: Path) -> Path:
+        """A copy of the exported ``scorer`` folder in ``repository`` (made if missing), for a test that
+        changes it (tune writes its pick, a re-export): the session's own stays as exported."""
+        repository.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(self.repository / "scorer", repository / "scorer")
+        return repository
+
+
+@pytest.fixture(scope="session")
+def scorer_export(tmp_path_factory) -> ScorerExport:
+    repository = tmp_path_factory.mktemp("scorer_export")
+    run = subprocess.run(
+        [sys.executable, "-m", "export", *scorer_export_args(repository)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return ScorerExport(repository, run)
 
 
 @pytest.fixture(params=["http", "grpc"])

@@ -51,6 +51,7 @@ class GrpcStream:
         self.client = grpcclient.InferenceServerClient(url)
         self.model = model
         self.events: queue.Queue = queue.Queue()
+        self.results: queue.Queue = queue.Queue()  # each response whole, for its other outputs
         self.started = time.perf_counter()
         self.client.start_stream(callback=self._on_response)
 
@@ -60,9 +61,12 @@ class GrpcStream:
             self.events.put((now, None, True, error))
             return
         response = result.get_response()
-        # TEXT for the model's own names, text_output for the LLM convention
-        text = result.as_numpy(response.outputs[0].name).reshape(-1)[0].decode() if response.outputs else None
+        # TEXT for the model's own names, text_output for the LLM convention; a final response may carry only
+        # the token counts a request asked for (return_num_output_tokens)
+        names = {out.name for out in response.outputs} & {"TEXT", "text_output"}
+        text = result.as_numpy(names.pop()).reshape(-1)[0].decode() if names else None
         self.events.put((now, text, response.parameters["triton_final_response"].bool_param, None))
+        self.results.put(result)
 
     def send(self, prompt, max_tokens, **kwargs):
         self.client.async_stream_infer(
@@ -133,3 +137,33 @@ def http_generate_once(server, payload: dict, model: str = "text_generator"):
     url = f"http://{server.config.http_url}/v2/models/{model}/generate"
     response = requests.post(url, json=payload, timeout=120)
     return response.status_code, response.json()
+
+
+TINY_MAX_PROMPT_TOKENS = 64
+TINY_MAX_NEW_TOKENS = 4096
+"""The limits of the tiny repository's ``text_generator`` and ``text_generator_bls``, which the bad-input tests hit."""
+
+
+def tiny_generator_repository(repo: Path) -> Path:
+    """The tiny random-weight steps (``smollm2_tiny_prefill`` / ``smollm2_tiny_decode``, exported through the
+    export pipeline) behind three copies of the committed generator: ``text_generator`` (in-process steps,
+    the limits above, its chat template), ``text_generator_bls`` (the same with a BLS request per step) and
+    ``no_chat`` (the committed parameters, no chat template)."""
+    import shutil
+
+    from backends import chat
+    from export import catalog, pipeline
+
+    for name in ("smollm2_tiny_prefill", "smollm2_tiny_decode"):
+        assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
+    limits = {"MAX_PROMPT_TOKENS": str(TINY_MAX_PROMPT_TOKENS), "MAX_NEW_TOKENS": str(TINY_MAX_NEW_TOKENS)}
+    generators = {
+        "text_generator": {"STEP_MODE": "inprocess", **limits},
+        "text_generator_bls": {"STEP_MODE": "bls", **limits},
+    }
+    for name, params in {**generators, "no_chat": {}}.items():
+        shutil.copytree(GENERATOR, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        config = generator_config(name, "smollm2_tiny_prefill", "smollm2_tiny_decode", **params)
+        (repo / name / "config.pbtxt").write_text(config)
+    (repo / "no_chat" / "1" / chat.FILE_NAME).unlink()
+    return repo

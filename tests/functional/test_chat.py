@@ -2,25 +2,21 @@
 
 The real SmolLM2-135M-Instruct (session server) answers a templated question greedily exactly as
 transformers' ``generate`` does on the same templated prompt, and stops where the model ends its turn.
-Bad ``CHAT`` values are refused for that request alone, on a small server of the tiny random-weight
-steps that also serves a generator without a chat template.
+Bad ``CHAT`` values are refused for that request alone, on the session's server of the tiny random-weight
+steps (tests/functional/conftest.py), which also serves a generator without a chat template.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
 import requests
 import tritonclient.grpc as grpcclient
 
-from backends import chat
-from export import catalog, pipeline
 from export.zoo import smollm
-from tests.conftest import server_config, start_or_fail
-from tests.generation_helpers import GENERATOR, GrpcStream, generator_config, http_generate
+from tests.generation_helpers import GrpcStream, http_generate
 from tests.smollm_reference import chat_generate
 
 QUESTIONS = ("What is the capital of France?", "What is 2 + 2?")
@@ -81,19 +77,11 @@ def test_chat_false_is_the_raw_prompt(server):
 
 
 # -- bad values ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny_server(tmp_path_factory):
-    """The tiny steps behind two generators: ``text_generator`` (with its chat template) and ``no_chat`` (without)."""
-    repo = tmp_path_factory.mktemp("chat_repo")
-    for name in ("smollm2_tiny_prefill", "smollm2_tiny_decode"):
-        assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
-    for name in ("text_generator", "no_chat"):
-        shutil.copytree(GENERATOR, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-        (repo / name / "config.pbtxt").write_text(generator_config(name, "smollm2_tiny_prefill", "smollm2_tiny_decode"))
-    (repo / "no_chat" / "1" / chat.FILE_NAME).unlink()
-    server = start_or_fail(server_config(repo))
-    yield server
-    assert server.stop() == []
+@pytest.fixture
+def tiny_server(tiny_generator):
+    """The session's server of the tiny steps (tests/functional/conftest.py): ``text_generator`` with its
+    chat template, ``no_chat`` without."""
+    return tiny_generator
 
 
 BAD_GRPC = {

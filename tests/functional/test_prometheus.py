@@ -1,5 +1,6 @@
 """The committed Prometheus rules and Grafana panel queries against a real Prometheus scraping the real
-tritonserver under a short load: every recording rule and every panel query must return data.
+tritonserver under a short load: every recording rule and every panel query must return data (the GPU
+panels' queries: be accepted; see test_gpu_only_panel_query_is_accepted).
 
 Prometheus (/usr/bin/prometheus, installed by `make setup`) runs on a free loopback port with a
 temporary storage folder, scraping and evaluating every second, with the committed rule files and
@@ -34,7 +35,6 @@ DATA_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 10
 # $__rate_interval in a panel becomes this; with 1 s scrapes it holds 15 samples.
 PANEL_WINDOW = "15s"
-NO_GPU = "no GPU on this machine: nv_gpu_* metrics do not exist"
 
 NON_GPU_QUERIES = [q for q in monitoring.dashboard_queries(PANEL_WINDOW) if not q.gpu_only]
 GPU_QUERIES = [q for q in monitoring.dashboard_queries(PANEL_WINDOW) if q.gpu_only]
@@ -222,25 +222,12 @@ def test_panel_query_has_data(prometheus, loaded, query):
     assert response["data"]["result"], f"panel {query.panel!r} query {query.expr!r} returned nothing"
 
 
-@pytest.fixture(scope="module")
-def triton_sees_a_gpu(prometheus, loaded) -> bool:
-    """Whether the scraped server exports any ``nv_gpu_*`` metric (Triton does only where it sees a GPU)."""
-    names = prometheus.api("label/__name__/values")["data"]
-    return any(name.startswith("nv_gpu_") for name in names)
-
-
 @pytest.mark.parametrize("query", GPU_QUERIES, ids=lambda q: f"{q.panel}-{q.ref_id}")
 def test_gpu_only_panel_query_is_accepted(prometheus, loaded, query):
-    """Every machine: Prometheus parses and evaluates the query (with no GPU, to an empty result)."""
+    """Prometheus parses and evaluates the query. Whether it has data is not checked here: every local server
+    runs with ``--allow-gpu-metrics=false`` (deploy/server.py), so no ``nv_gpu_*`` series ever exists in this
+    suite. tests/unit/test_monitoring.py checks that these panels use only metrics Triton documents and are
+    the ones marked GPU-only; their data shows only on a GPU node serving with ``--allow-gpu-metrics=true``
+    (the compose file, the gpu overlay)."""
     response = prometheus.query(query.expr)
     assert response["status"] == "success", response
-
-
-@pytest.mark.parametrize("query", GPU_QUERIES, ids=lambda q: f"{q.panel}-{q.ref_id}")
-def test_gpu_only_panel_query_has_data(prometheus, loaded, triton_sees_a_gpu, query):
-    """Where Triton sees a GPU, the panel shows data; skipped (and said so) on a machine without one."""
-    if not triton_sees_a_gpu:
-        pytest.skip(NO_GPU)
-    response = prometheus.query(query.expr)
-    assert response["status"] == "success", response
-    assert response["data"]["result"], f"panel {query.panel!r} query {query.expr!r} returned nothing"

@@ -1,15 +1,14 @@
 """text_generator: decoupled streaming generation over gRPC and HTTP ``generate_stream``.
 
-A module-scoped server serves a temporary repository: the tiny random-weight steps
-(``smollm2_tiny_prefill`` / ``smollm2_tiny_decode``, exported through the export pipeline) and the
-committed ``model_repository/text_generator`` pointed at them, so these tests run in seconds. The
-last test uses the session server and the real SmolLM2-135M.
+The session's ``tiny_generator`` server (tests/functional/conftest.py, shared with test_chat.py) serves a
+temporary repository: the tiny random-weight steps (``smollm2_tiny_prefill`` / ``smollm2_tiny_decode``,
+exported through the export pipeline) and the committed ``model_repository/text_generator`` pointed at them,
+so these tests run in seconds. The last test uses the session server and the real SmolLM2-135M.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import time
 
@@ -22,43 +21,23 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tritonkit_cli
 from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
-from export import catalog, pipeline
 from export.zoo import smollm
 from loadtest.studies import genai_perf
-from tests.conftest import server_config, start_or_fail
 from tests.generation_helpers import (
-    GENERATOR,
+    TINY_MAX_NEW_TOKENS,
     GrpcStream,
-    generator_config,
     grpc_generate,
     http_generate,
     http_generate_once,
 )
 
-MAX_PROMPT_TOKENS = 64
-MAX_NEW_TOKENS = 4096
+MAX_NEW_TOKENS = TINY_MAX_NEW_TOKENS
 
 
-@pytest.fixture(scope="module")
-def gen_server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("generation_repo")
-    for name in ("smollm2_tiny_prefill", "smollm2_tiny_decode"):
-        assert all(done.result.ok for done in pipeline.export_entry(catalog.entry(name), repo))
-    for name, mode in (("text_generator", "inprocess"), ("text_generator_bls", "bls")):
-        shutil.copytree(GENERATOR, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
-        (repo / name / "config.pbtxt").write_text(
-            generator_config(
-                name,
-                "smollm2_tiny_prefill",
-                "smollm2_tiny_decode",
-                STEP_MODE=mode,
-                MAX_PROMPT_TOKENS=str(MAX_PROMPT_TOKENS),
-                MAX_NEW_TOKENS=str(MAX_NEW_TOKENS),
-            )
-        )
-    server = start_or_fail(server_config(repo))
-    yield server
-    assert server.stop() == []
+@pytest.fixture
+def gen_server(tiny_generator):
+    """The session's server of the tiny steps (tests/functional/conftest.py)."""
+    return tiny_generator
 
 
 @pytest.fixture(scope="module")
@@ -148,9 +127,17 @@ def test_max_tokens_and_stop_are_honoured(gen_server, tiny_reference, protocol):
     assert "".join(generate(gen_server, protocol, prompt, 12, stop=stop)) == expected
 
 
-def test_sampling_with_a_temperature_streams_text(gen_server):
-    pieces = generate(gen_server, "grpc", smollm.PROMPTS[0], 8, temperature=0.8)
-    assert pieces and all(isinstance(p, str) for p in pieces)
+def test_a_temperature_samples_away_from_the_greedy_text_and_0_is_greedy(gen_server, tiny_reference):
+    """At TEMPERATURE 2 the tiny model's likeliest next token has about 12 % (measured): 12 sampled tokens
+    equal to the greedy ones, or two runs alike, would take odds under 1e-9. A server that ignored the
+    temperature would send the greedy text each time."""
+    prompt = smollm.PROMPTS[0]
+    greedy = tiny_reference(prompt, 12)
+    assert "".join(generate(gen_server, "grpc", prompt, 12, temperature=0.0)) == greedy
+    sampled = ["".join(generate(gen_server, protocol, prompt, 12, temperature=2.0)) for protocol in ("grpc", "http")]
+    sampled.append("".join(generate(gen_server, "grpc", prompt, 12, temperature=2.0)))
+    assert all(text != greedy for text in sampled), (greedy, sampled)
+    assert len(set(sampled)) == len(sampled), sampled
 
 
 def test_a_new_stream_joins_the_running_batch(gen_server):
@@ -394,6 +381,44 @@ def test_bad_convention_input_is_invalid_argument_naming_the_field_over_both_pro
 
 
 # -- the helpers, fuzzed -----------------------------------------------------------------------------
+def test_the_openai_frontends_request_gets_its_usage_counts_over_grpc(gen_server):
+    """The tensors Triton's OpenAI-compatible frontend sends (server r25.10, python/openai, --backend vllm):
+    text_input, stream, exclude_input_in_output, sampling_parameters with the OpenAI defaults, and the two usage
+    flags. Every response carries the prompt's token count; the streamed responses' num_output_tokens add up to
+    the tokens generated (the frontend sums them into usage.completion_tokens); the reason ends the stream."""
+    prompt = smollm.PROMPTS[0]
+    prompt_tokens = len(smollm.tokenizer().encode(prompt).ids)
+    sampling = {"frequency_penalty": 0, "ignore_eos": True, "logprobs": False, "n": 1, "presence_penalty": 0}
+    sampling |= {"temperature": 0, "top_p": 1, "max_tokens": 12}
+    flags = {"return_num_input_tokens": True, "return_num_output_tokens": True, "return_finish_reason": True}
+    for streaming in (True, False):
+        stream = GrpcStream(gen_server.config.grpc_url)
+        try:
+            request = {"text_input": prompt, "stream": streaming, "exclude_input_in_output": True}
+            stream.send_convention({**request, "sampling_parameters": sampling, **flags})
+            pieces, error = stream.collect()
+            results = [stream.results.get(timeout=5) for _ in range(stream.results.qsize())]
+        finally:
+            stream.close()
+        assert error is None and pieces, (error, pieces)  # the text itself: the tests above
+        counts = [r.as_numpy("num_input_tokens") for r in results if r.as_numpy("num_input_tokens") is not None]
+        assert len(counts) == len(results) and all(c.tolist() == [prompt_tokens] for c in counts), counts
+        assert sum(int(r.as_numpy("num_output_tokens")[0]) for r in results) == 12, "ignore_eos: all 12 counted"
+        reasons = [r.as_numpy("finish_reason") for r in results]
+        assert [x.tolist() for x in reasons if x is not None] == [[b"length"]], "once, in the last response"
+        assert reasons[-1] is not None
+        assert streaming or len(results) == 1, "stream false: one response, the whole text and its counts"
+
+
+def test_the_usage_counts_come_through_the_generate_endpoint_and_logprobs_are_refused(gen_server):
+    payload = {"text_input": smollm.PROMPTS[1], "max_tokens": 5, "ignore_eos": True, "return_num_output_tokens": True}
+    status, body = http_generate_once(gen_server, payload)
+    assert status == 200 and body["num_output_tokens"] == 5 and "num_input_tokens" not in body, body
+    status, body = http_generate_once(gen_server, {"text_input": "Hi", "return_logprobs": True})
+    assert status == 400 and "return_logprobs true is not supported" in body["error"], body
+    assert server_ready(gen_server)
+
+
 @pytest.fixture(scope="module")
 def token_bytes():
     return TokenBytes(smollm.tokenizer())
@@ -432,10 +457,12 @@ def test_streaming_decode_of_any_text_is_the_text(token_bytes, text):
 
 @FUZZ
 @given(st.lists(st.integers(-10, 60_000), max_size=100))
-def test_streaming_decode_of_any_token_ids_never_fails(token_bytes, ids):
+def test_streaming_decode_of_any_token_ids_is_their_bytes_decoded_at_once(token_bytes, ids):
+    """Never fails, never splits a character: the pieces are the tokens' bytes decoded in one go (ids out of
+    the vocabulary stand for nothing, an invalid sequence becomes U+FFFD)."""
     streamer = TokenStreamer(token_bytes)
     text = "".join(streamer.push(i) for i in ids) + streamer.flush()
-    text.encode("utf-8")  # complete characters only
+    assert text == b"".join(token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
 
 @FUZZ

@@ -13,7 +13,6 @@ from deploy.client import connect
 from export import config as config_io
 from export import recorded
 from tests.conftest import server_config, start_or_fail
-from tests.user_models import scorer_export_args
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Generous: this checks the flow on a shared 2-core machine, not its speed.
@@ -30,14 +29,9 @@ def tritonkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def user_repository(tmp_path_factory) -> Path:
-    repository = tmp_path_factory.mktemp("repository")
-    done = tritonkit(
-        "export",
-        *scorer_export_args(repository),
-    )
-    assert done.returncode == 0, done.stderr
-    return repository
+def user_repository(scorer_export, tmp_path_factory) -> Path:
+    """The session's export of the scorer, copied: tune writes its pick into the folder."""
+    return scorer_export.copy_to(tmp_path_factory.mktemp("repository"))
 
 
 def test_a_user_models_pick_is_reported_written_to_its_folder_and_served(user_repository, tmp_path):

@@ -6,22 +6,21 @@ import sys
 import pytest
 
 from export import config as config_io
-from tests.user_models import USER_MODEL, scorer_export_args
+from tests.user_models import USER_MODEL
 
 
 def export(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "export", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_user_model_exports_with_a_config(tmp_path):
-    result = export(
-        *scorer_export_args(tmp_path),
-    )
+def test_user_model_exports_with_a_config(scorer_export):
+    """`python -m export --model-file ...` as the session's fixture ran it (tests/conftest.py)."""
+    result, repository = scorer_export.run, scorer_export.repository
     assert result.returncode == 0, result.stderr
     assert "scorer" in result.stdout and "ok" in result.stdout
-    config = config_io.parse(tmp_path / "scorer" / "config.pbtxt")
+    config = config_io.parse(repository / "scorer" / "config.pbtxt")
     assert config.max_batch_size == 16 and config.input[0].name == "features" and list(config.output[0].dims) == [4]
-    assert (tmp_path / "scorer" / "1" / "model.pt").is_file()
+    assert (repository / "scorer" / "1" / "model.pt").is_file()
 
 
 @pytest.mark.parametrize(

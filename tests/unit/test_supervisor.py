@@ -5,6 +5,7 @@ import time
 import pytest
 
 from deploy import supervisor as sup
+from deploy.errors import ServerError
 from deploy.server import ServerConfig
 from deploy.supervisor import RecoveryEvent, StubInfo, StubWatch, Supervisor, parse_stub
 
@@ -266,6 +267,24 @@ def test_an_event_without_reload_is_settled_at_once(monkeypatch):
     s.poll()
     (event,) = s.poll()
     assert event.skipped and event.settled_at is not None and s.wait_for_events(1, 0.1, settled=True) == [event]
+
+
+@pytest.mark.parametrize("value, grace", [(None, 30.0), ("", 30.0), ("2.5", 2.5), (" 5 ", 5.0)])
+def test_the_orphan_grace_comes_from_the_environment_or_is_30_s(value, grace):
+    environ = {} if value is None else {sup.ORPHAN_GRACE_ENV: value}
+    assert sup.orphan_grace_from_env(environ) == grace
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
+def test_a_bad_orphan_grace_is_refused_naming_the_variable(value):
+    with pytest.raises(ServerError, match=f"TRITONKIT_ORPHAN_GRACE_S={value!r} is not a number of seconds above 0"):
+        sup.orphan_grace_from_env({sup.ORPHAN_GRACE_ENV: value})
+
+
+def test_the_supervisor_takes_its_orphan_grace_from_the_environment(monkeypatch):
+    monkeypatch.setenv(sup.ORPHAN_GRACE_ENV, "4")
+    assert Supervisor(123, "127.0.0.1:1").orphan_grace_s == 4.0
+    assert Supervisor(123, "127.0.0.1:1", orphan_grace_s=7.0).orphan_grace_s == 7.0
 
 
 def test_the_thread_stops_promptly(monkeypatch):

@@ -3,8 +3,6 @@ config.pbtxt (and manifest) for a --model-file model; a dry run prints the diff 
 byte-identical."""
 
 import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -20,7 +18,6 @@ from loadtest.tune import writer
 from loadtest.tune.search import SearchResult, Trial
 from loadtest.tune.space import Point, SearchSpace
 from loadtest.tune.tuner import Outcome, TuneOptions
-from tests.user_models import scorer_export_args
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
 
@@ -41,20 +38,8 @@ def snapshot(*roots: Path) -> dict[Path, bytes]:
 
 
 @pytest.fixture(scope="module")
-def user_repository(tmp_path_factory) -> Path:
-    repository = tmp_path_factory.mktemp("repo")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "export",
-            *scorer_export_args(repository),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
-    return repository
+def user_repository(scorer_export, tmp_path_factory) -> Path:
+    return scorer_export.copy_to(tmp_path_factory.mktemp("repo"))
 
 
 def test_a_catalog_models_dry_run_diffs_tuned_toml_and_every_format_and_writes_nothing(tmp_path):
