@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from deploy.errors import ServerError, ServerStopRequested
+from deploy.lifecycle import local_server
 from deploy.server import MODEL_CONTROL_MODES, LocalServer, ServerConfig
 from deploy.signals import StopRequest
 
@@ -118,36 +119,40 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(config: ServerConfig, stop: StopRequest) -> int:
     _print_supervisor_events()
-    server = LocalServer(config)
+    lifecycle = local_server(config, signals=stop)  # the start and the cleanup every command shares
+    server = lifecycle.server
     print(f"serve: starting tritonserver on {config.model_repository} (log: {server.log_path})", flush=True)
     try:
-        server.start(should_stop=stop)
+        with lifecycle:
+            if not config.strict:
+                _print_unavailable(server)
+            print(
+                f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
+                f"{'  (supervised)' if config.supervise else ''}",
+                flush=True,
+            )
+            try:
+                while not stop:
+                    if not server.running:
+                        print(f"serve: error: tritonserver exited\n{server.log_excerpt()}", file=sys.stderr)
+                        return 1
+                    time.sleep(0.2)
+            finally:
+                print("serve: stopping", flush=True)
     except ServerStopRequested:
         return _report_stop(server.left_behind, "stopped before it was ready")
     except ServerError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
         return 1
-    if not config.strict:
-        try:
-            for name, reason in server.unavailable_models():
-                print(f"serve: not loaded: {name}: {reason}", file=sys.stderr, flush=True)
-        except (RuntimeError, OSError) as exc:  # the index is a convenience; the server is up either way
-            print(f"serve: could not list the models that failed to load: {exc}", file=sys.stderr, flush=True)
-    print(
-        f"serve: ready  HTTP {config.http_url}  gRPC {config.grpc_url}  metrics {config.metrics_url}"
-        f"{'  (supervised)' if config.supervise else ''}",
-        flush=True,
-    )
+    return _report_stop(server.left_behind, "stopped")
+
+
+def _print_unavailable(server: LocalServer) -> None:
     try:
-        while not stop:
-            if not server.running:
-                print(f"serve: error: tritonserver exited\n{server.log_excerpt()}", file=sys.stderr)
-                return 1
-            time.sleep(0.2)
-    finally:
-        print("serve: stopping", flush=True)
-        left = server.stop()
-    return _report_stop(left, "stopped")
+        for name, reason in server.unavailable_models():
+            print(f"serve: not loaded: {name}: {reason}", file=sys.stderr, flush=True)
+    except (RuntimeError, OSError) as exc:  # the index is a convenience; the server is up either way
+        print(f"serve: could not list the models that failed to load: {exc}", file=sys.stderr, flush=True)
 
 
 def _report_stop(left: list[str], what: str) -> int:

@@ -6,7 +6,8 @@ them, run the pipelines, end with a short Locust load campaign (loadtest/campaig
 report lands in reports/smoke/, stop the server.
 
 Exit status: 0 every step passed and the campaign's SLO gate held; 1 an export, the server or the gate
-failed, or a stub process or /dev/shm region was left behind.
+failed, or a stub process or /dev/shm region was left behind; 128 + the signal (130 Ctrl-C, 143 SIGTERM)
+when stopped by one, the server stopped first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from deploy.client import connect, infer, metrics, model_metric
 from deploy.errors import ServerError
+from deploy.lifecycle import local_server
 from deploy.server import LocalServer, ServerConfig
 from export import catalog
 from export.errors import ExportError
@@ -178,21 +180,21 @@ def run(args: argparse.Namespace) -> int:
     config = ServerConfig()
     try:
         _export_all(config.model_repository)
-        server = LocalServer(config)
         print(
             f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
         )
-        server.start()
-        try:
-            print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
-            _digits(server)
-            _image_classifier(server)
-            _text_embedder(server)
-            _text_generator(server)
-            status = _campaign(server)
-        finally:
-            print("\n== stop")
-            left = server.stop()
+        # Stopped however the block ends; Ctrl-C or SIGTERM exits 128 + signum once it is (deploy/lifecycle.py).
+        with local_server(config) as server:
+            try:
+                print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
+                _digits(server)
+                _image_classifier(server)
+                _text_embedder(server)
+                _text_generator(server)
+                status = _campaign(server)
+            finally:
+                print("\n== stop")
+        left = server.left_behind
     except (ServerError, ExportError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 1

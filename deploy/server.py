@@ -4,7 +4,7 @@ The server is the real ``tritonserver`` 2.51 shipped in the ``nvidia-pytriton`` 
 assembles a backend folder for it (the wheel's Python backend with the stub matching this
 interpreter, plus every folder of the project's ``backends/``), sets what the stub needs to find
 the virtual environment, and makes sure that stopping leaves no stub process and no ``/dev/shm``
-region behind. The CLI (``tritonkit serve``), the pytest fixture and the demo all use it.
+region behind. The pytest fixtures use it directly; the commands hold it through ``deploy/lifecycle.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM for the commands that hold a local server (``tritonkit serve``, the overload and soak runs).
+"""SIGINT and SIGTERM for the commands that hold a local server (``tritonkit serve``, and every other command
+through :mod:`deploy.lifecycle`).
 
 A Python signal handler runs in the main thread between two of its bytecodes, and that can be inside a lock
 the main thread holds: ``threading.Event.wait`` holds its condition's lock on the way in and out of the wait.
@@ -10,8 +11,10 @@ I/O. The main loop polls it.
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -25,7 +28,11 @@ class StopRequest:
     ``unwind=True`` is for work that polls nothing (a Locust run): the first signal also raises
     ``SystemExit(128 + signum)`` in the main thread so that the work's ``finally`` stops the server. Call
     :meth:`cleaning_up` first thing in that ``finally``: from then on signals are only recorded, so the burst
-    that follows the first one cannot cut the cleanup short and leave the server running.
+    that follows the first one cannot cut the cleanup short and leave the server running; :meth:`held` keeps the
+    first one from raising inside a block that must not be cut (the server's start).
+
+    Installed from a thread other than the main one it installs nothing: Python runs handlers in the main thread
+    only, and only the main thread may set them.
     """
 
     def __init__(self, unwind: bool = False):
@@ -33,18 +40,33 @@ class StopRequest:
         self.signum = 0
         """The first stop signal received, 0 while none has."""
         self._raised = False
+        self._held = False
         self._previous: dict[int, Callable | int | None] = {}
 
     def _handle(self, signum, _frame) -> None:
         if not self.signum:
             self.signum = signum
-        if self.unwind and not self._raised:
+        if self.unwind and not self._raised and not self._held:
             self._raised = True
             raise SystemExit(128 + signum)
 
     def cleaning_up(self) -> None:
         """Signals from now on are recorded, never raised."""
         self._raised = True
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[StopRequest]:
+        """Signals in this block are only recorded (poll ``self``); with ``unwind``, one that arrived raises its
+        ``SystemExit`` as the block ends normally. For a step that a raise must not cut in two, such as
+        starting a process and keeping its handle."""
+        outer, self._held = self._held, True
+        try:
+            yield self
+        finally:
+            self._held = outer
+        if self.unwind and self.signum and not self._raised and not outer:
+            self._raised = True
+            raise SystemExit(128 + self.signum)
 
     def __bool__(self) -> bool:
         return self.signum != 0
@@ -54,7 +76,8 @@ class StopRequest:
         return self.signum != 0
 
     def __enter__(self) -> StopRequest:
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:

@@ -47,6 +47,7 @@ from deploy.gpu import generation, measure, steps_export, steps_serve
 from deploy.gpu import results as res
 from deploy.gpu import wheels as wheel_list
 from deploy.gpu.steps_export import optional_toolchains
+from deploy.lifecycle import local_server
 
 MODELS = ("digits", "efficientnet_lite0", "minilm")
 STEPS = (
@@ -183,6 +184,13 @@ class Check(Run):
         self.toolchains: dict[str, str] = {}
 
     def run(self) -> int:
+        # SIGTERM / Ctrl-C unwind the steps once, into the `finally` below that stops the server the serve step
+        # started (its server outlives the step, so no `with` block of the step's own can hold it); the process
+        # then exits 128 + signum (deploy/lifecycle.py).
+        with local_server(None):
+            return self._run()
+
+    def _run(self) -> int:
         try:
             order = [
                 ("wheels", wheels),

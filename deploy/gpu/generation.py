@@ -31,7 +31,8 @@ def generation(check: Check):
     from tritonclient.grpc import model_config_pb2 as mc
 
     from deploy.gpu.steps_export import on_device
-    from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+    from deploy.lifecycle import local_server
+    from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
     from export import catalog, zoo
     from export import config as config_io
     from export import generator as gen
@@ -93,20 +94,17 @@ def generation(check: Check):
 
     streams, tokens = (DRY_STREAMS, DRY_TOKENS) if check.dry_run else (STREAMS, TOKENS)
     http, grpc, metrics = free_ports()
-    server = LocalServer(
-        ServerConfig(
-            model_repository=repo,
-            http_port=http,
-            grpc_port=grpc,
-            metrics_port=metrics,
-            load_models=tuple(PRECISIONS.values()),
-            exit_timeout_s=10,
-            ready_timeout_s=check.sizes.ready_timeout_s,
-        ),
-        workdir=check.workdir / "generation_server",
+    config = ServerConfig(
+        model_repository=repo,
+        http_port=http,
+        grpc_port=grpc,
+        metrics_port=metrics,
+        load_models=tuple(PRECISIONS.values()),
+        exit_timeout_s=10,
+        ready_timeout_s=check.sizes.ready_timeout_s,
     )
     rows = []
-    with server:
+    with local_server(config, workdir=check.workdir / "generation_server") as server:
         for precision, served_as in PRECISIONS.items():
             for n in streams:
                 prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
@@ -123,8 +121,7 @@ def generation(check: Check):
                 )
                 check.figure("generation_ttft_mean", "text_generator", "s", r["ttft_mean"], variant, streams=n)
                 rows.append(f"{precision} x{n}: {r['tokens_per_s']:.1f} tokens/s, TTFT {r['ttft_mean']:.3f} s")
-        left = server.stop()
-    if left:
-        return f"failed: left behind {left}", ""
+    if server.left_behind:
+        return f"failed: left behind {server.left_behind}", ""
     check.results["details"]["generation"] = rows
     return "ok", f"{'tiny steps on the CPU (dry run)' if check.dry_run else check.device}: " + "; ".join(rows)

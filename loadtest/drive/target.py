@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from deploy.errors import ServerError
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
-from deploy.signals import StopRequest
+from deploy.lifecycle import local_server
+from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
 from loadtest.errors import CampaignError, LoadTestError, PayloadError
 
 
@@ -42,7 +42,7 @@ def default_repository() -> Path:
 def add_server_arguments(parser: argparse.ArgumentParser, *, local_only: bool = False) -> None:
     """The server flags (``tritonkit loadtest --model``, ``tritonkit tune``, the studies); ``local_only`` (a
     measurement that needs the server's processes) leaves out the URLs of a running server, and
-    ``start_server`` then always starts one."""
+    ``run_with_server`` then always starts one."""
     parser.add_argument(
         "--repository",
         type=Path,
@@ -99,63 +99,51 @@ def split_cpus(cpus: frozenset[int] | None = None) -> tuple[frozenset[int], froz
     return frozenset(ordered[:half]), frozenset(ordered[half:])
 
 
-def start_server(args, models: tuple[str, ...], created=None):
-    """(endpoints, server or None): the server given by URL, or a local one serving only ``models``;
-    ``created(server)`` is called before the local one starts, so a caller can stop one interrupted mid-start."""
+def server_config(args, models: tuple[str, ...]) -> ServerConfig | None:
+    """The local server's config, serving only ``models`` on free ports; None for the server given by URL (its
+    flags checked: ``ValueError`` naming the one missing or in conflict)."""
     if args.http_url:
         if not (args.grpc_url and args.metrics_url):
             raise ValueError("--http-url needs --grpc-url and --metrics-url too")
         if args.server_cpus:
             raise ValueError("--server-cpus pins a local server: drop --http-url, or pin that server yourself")
-        return Endpoints(args.http_url, args.grpc_url, args.metrics_url), None
+        return None
     http, grpc, metrics = free_ports()
-    print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
-    server = LocalServer(
-        ServerConfig(
-            model_repository=args.repository,
-            load_models=models,
-            http_port=http,
-            grpc_port=grpc,
-            metrics_port=metrics,
-            exit_timeout_s=10,
-            cpus=args.server_cpus,
-        )
+    return ServerConfig(
+        model_repository=args.repository,
+        load_models=models,
+        http_port=http,
+        grpc_port=grpc,
+        metrics_port=metrics,
+        exit_timeout_s=10,
+        cpus=args.server_cpus,
     )
-    if created is not None:
-        created(server)
-    return Endpoints.of(server.start()), server
 
 
 def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
     afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
-    failed, the error printed."""
-    started = []  # the local server, as soon as it exists: a signal may interrupt its start
+    failed, the error printed. SIGTERM or Ctrl-C stops the work and the local server, and the process exits with
+    ``128 + signum`` (``deploy/lifecycle.py``)."""
     affinity = os.sched_getaffinity(0)
-    # SIGTERM (a CI timeout, `kill`) and Ctrl-C unwind the work like an error, once, so the local server is
-    # stopped, not orphaned; the signals that often follow the first (Docker, Kubernetes, `timeout`, a second
-    # Ctrl-C) are only recorded, so they cannot cut that cleanup short (deploy/signals.py).
-    with StopRequest(unwind=True) as stop:
-        try:
-            try:
-                endpoints, server = start_server(args, models, created=started.append)
-                if args.client_cpus:
-                    os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-                return 0, work(endpoints, server)
-            except (CampaignError, PayloadError, ValueError) as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 2, None
-            except (LoadTestError, ServerError) as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                return 3, None
-            finally:
-                # The one signal that may still raise can land before this line, not after it: the outer
-                # `finally` then runs with signals only recorded.
-                stop.cleaning_up()
-        finally:
-            stop.cleaning_up()
-            for server in started:
-                server.stop()
-            os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back
-            if stop:  # asked to stop: exit once the server is down, whether or not the work had finished
-                raise SystemExit(128 + stop.signum)
+    try:
+        config = server_config(args, models)
+        if config is not None:
+            print(f"starting tritonserver on {args.repository} with {', '.join(models)} ...", flush=True)
+        with local_server(config) as server:
+            endpoints = (
+                Endpoints.of(server)
+                if server is not None
+                else Endpoints(args.http_url, args.grpc_url, args.metrics_url)
+            )
+            if args.client_cpus:
+                os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
+            return 0, work(endpoints, server)
+    except (CampaignError, PayloadError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2, None
+    except (LoadTestError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3, None
+    finally:
+        os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back

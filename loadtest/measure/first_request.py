@@ -1,6 +1,6 @@
 """First-request latency after the server reports ready, against the steady median: what warmup buys.
 
-:func:`measure` starts the local ``tritonserver`` (``deploy.server.LocalServer``, explicit mode, free
+:func:`measure` starts the local ``tritonserver`` (``deploy.lifecycle.local_server``, explicit mode, free
 ports) serving one model, or one ensemble with every model its steps call, with their
 ``model_warmup`` entries as configured or removed, sends one request the moment the server reports
 ready and times it, then sends ``steady_requests`` sequential requests for the steady median, and
@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from deploy.client import connect, infer
-from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
+from deploy.lifecycle import local_server
+from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
 from export import config as config_io
 from loadtest.drive.client_stats import percentiles
 from loadtest.drive.payloads import (
@@ -104,12 +105,11 @@ def measure(
             ready_timeout_s=ready_timeout_s,
             exit_timeout_s=10,
         )
-        server = LocalServer(config)
         started = time.monotonic()
-        server.start()  # returns once /v2/health/ready answers 200 (polled every 0.2 s)
-        ready_s = time.monotonic() - started
-        left: list[str] = []
-        try:
+        # Returns once /v2/health/ready answers 200 (polled every 0.2 s); the server is stopped however the
+        # block ends, and SIGTERM or Ctrl-C exits 128 + signum once it is (deploy/lifecycle.py).
+        with local_server(config) as server:
+            ready_s = time.monotonic() - started
             client = connect(protocol, config.grpc_url if protocol == "grpc" else config.http_url)
             try:
                 # Opens the connection, so the timed request pays for the model only, not for TCP/HTTP2 set-up.
@@ -125,10 +125,8 @@ def measure(
                     times.append((time.perf_counter() - t0) * 1000)
             finally:
                 client.close()
-        finally:
-            left = server.stop()
-        if left:
-            raise RuntimeError(f"stopping the server left behind: {left}")
+        if server.left_behind:
+            raise RuntimeError(f"stopping the server left behind: {server.left_behind}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # symlinks are removed, never followed
     p50, p90 = percentiles(times, (50.0, 90.0))

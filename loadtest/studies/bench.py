@@ -51,7 +51,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deploy.server import LocalServer, ServerConfig, free_ports
+from deploy.lifecycle import local_server
+from deploy.server import ServerConfig, free_ports
 from export import catalog
 from loadtest.drive import target
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
@@ -206,32 +207,28 @@ def run(opts: Options, log=None) -> dict:
     affinity = os.sched_getaffinity(0)
     try:
         http, grpc, metrics = free_ports(3)
-        server = LocalServer(
-            ServerConfig(
-                model_repository=opts.repository,
-                http_port=http,
-                grpc_port=grpc,
-                metrics_port=metrics,
-                model_control_mode="explicit",
-                load_models=tuple(opts.models),
-                exit_timeout_s=10,
-                cpus=server_cpus,
-            )
+        config = ServerConfig(
+            model_repository=opts.repository,
+            http_port=http,
+            grpc_port=grpc,
+            metrics_port=metrics,
+            model_control_mode="explicit",
+            load_models=tuple(opts.models),
+            exit_timeout_s=10,
+            cpus=server_cpus,
         )
         log(f"starting tritonserver (HTTP {http}, gRPC {grpc}) with {', '.join(opts.models)}")
-        server.start()
-        if client_cpus:  # after the server started on its own: Locust and perf_analyzer, started from here, inherit it
-            os.sched_setaffinity(0, client_cpus)
-        try:
+        # Stopped however the block ends; SIGTERM or Ctrl-C unwinds the rows and exits 128 + signum.
+        with local_server(config) as server:
+            if client_cpus:  # after the server started on its own: Locust and perf_analyzer, started here, inherit it
+                os.sched_setaffinity(0, client_cpus)
             for model in opts.models:
                 measured = measure_model(benches[model], Endpoints.of(server), opts, work, log)
                 models[model]["rows"].update(measured.pop("rows"))
                 models[model].update(measured)
-        finally:
-            left = server.stop()
-            result["server_left"] = left
-            if left:
-                log(f"WARNING: stopping tritonserver left behind: {left}")
+        result["server_left"] = server.left_behind
+        if server.left_behind:
+            log(f"WARNING: stopping tritonserver left behind: {server.left_behind}")
     finally:
         os.sched_setaffinity(0, affinity)
     for model in opts.models:

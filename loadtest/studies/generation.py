@@ -17,7 +17,9 @@ the lower half of the CPUs, so neither steals the other's cores.
    gRPC streams together (greedy, ``--tokens`` each) and counts the tokens the server generated (its log) over
    the wall time from the first request to the last final response: prefill and time to first token included.
    Then the ratio, against the targets (1 stream >= 0.9x batch 1, 8 >= 0.7x batch 8, 32 >= 0.6x batch 32),
-   printed met or missed.
+   printed met or missed; and the served rows' streams in GenAI-Perf's terms (time_to_first_token,
+   inter_token_latency, output_token_throughput), computed as ``tritonkit loadtest`` computes them
+   (``loadtest.drive.streams``), so they compare with its reports and with ``tritonkit genai-perf``.
 2. **Step modes** (one stream; ``--no-step-modes`` skips): the median decode step as the server logs
    it, in-process against BLS, at a 5-token and a ~300-token prompt.
 3. **First request** (``--no-first-request`` skips): the time to first token of the first request
@@ -42,9 +44,11 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from deploy.lifecycle import local_server
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import catalog
 from export.config import parse
+from loadtest.drive.streams import stream_figures, stream_summary
 from loadtest.drive.target import parse_cpus, split_cpus
 
 # Prompts whose greedy continuation by SmolLM2-135M-Instruct runs past 64 tokens without an end of
@@ -109,7 +113,8 @@ def make_repository(root: Path, tiny: bool = False) -> Path:
 
 # -- the client side ---------------------------------------------------------------------------------
 def stream_one(url: str, model: str, prompt: str, tokens: int, t0: float, result: dict) -> None:
-    """One gRPC stream; fills ``result`` with first-piece and end times (from ``t0``) and the piece count."""
+    """One gRPC stream; fills ``result`` with its send and end times, when each response carrying text came
+    (``times``; all from ``t0``) and their count (``pieces``)."""
     events: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(url)
     client.start_stream(callback=lambda result, error: events.put((time.perf_counter(), result, error)))
@@ -119,21 +124,17 @@ def stream_one(url: str, model: str, prompt: str, tokens: int, t0: float, result
     sent = time.perf_counter()
     result["sent"] = sent - t0
     client.async_stream_infer(model, inputs, enable_empty_final_response=True)
-    pieces = 0
+    times: list[float] = []
     try:
         while True:
             at, response, error = events.get(timeout=300)
             if error is not None:
                 raise RuntimeError(error)
             body = response.get_response()
-            if body.outputs:
-                pieces += 1
-                result.setdefault("first", at - t0)
-                result.setdefault("ttft", at - sent)
+            if body.outputs:  # the empty final response carries none
+                times.append(at - t0)
             if body.parameters["triton_final_response"].bool_param:
-                result["end"], result["pieces"] = at - t0, pieces
-                result.setdefault("first", result["end"])  # ended at once (end of sequence first)
-                result.setdefault("ttft", at - sent)
+                result["end"], result["times"], result["pieces"] = at - t0, times, len(times)
                 return
     finally:
         client.stop_stream()
@@ -155,13 +156,33 @@ def run_streams(url: str, model: str, prompts: list[str], tokens: int, concurren
     else:
         for p, r in zip(prompts, results, strict=True):
             stream_one(url, model, p, tokens, t0, r)
+    return summarize_streams(results)
+
+
+def summarize_streams(results: list[dict]) -> dict:
+    """Streams filled by ``stream_one``: TTFT mean and max (s), text responses, the wall time from their start
+    (``t0``) to the last end, and ``streams``: ``stream_summary``'s TTFT, ITL and output tokens/s over it."""
     wall = max(r["end"] for r in results)
+    figures = [stream_figures(r["sent"], r["times"]) for r in results]
+    # A stream that ended at once (end of sequence first) has no text to time: its first token is its end.
+    ttfts = [f.ttft_s if f else r["end"] - r["sent"] for f, r in zip(figures, results, strict=True)]
     return {
-        "ttft_mean": statistics.mean(r["ttft"] for r in results),
-        "ttft_max": max(r["ttft"] for r in results),
+        "ttft_mean": statistics.mean(ttfts),
+        "ttft_max": max(ttfts),
         "pieces": sum(r["pieces"] for r in results),
         "wall": wall,
+        "streams": stream_summary(stream_rows(results, figures), wall),
     }
+
+
+def stream_rows(results: list[dict], figures: list) -> list[list]:
+    """The streams as ``ClientStats.streams`` keeps them, ``[latency_ms, ttft_ms, itl_ms or None, tokens]``, for
+    ``stream_summary``: streams without text left out, as the load test keeps only streamed successes."""
+    return [
+        [(r["end"] - r["sent"]) * 1000, f.ttft_s * 1000, None if f.itl_s is None else f.itl_s * 1000, f.tokens]
+        for r, f in zip(results, figures, strict=True)
+        if f is not None
+    ]
 
 
 STEP_LINE = re.compile(r"([\w.-]+): (\d+) decode steps \((\w+)\), (\d+) tokens, median ([\d.]+) ms")
@@ -257,7 +278,7 @@ def first_request(config: ServerConfig, model: str, steady: int = 5) -> dict:
     """A fresh server (``config``, loading the generator ``model`` alone): TTFT of the request sent at ready,
     then the steady TTFT."""
     started = time.perf_counter()
-    with LocalServer(config) as server:
+    with local_server(config) as server:
         ready_s = time.perf_counter() - started
         first = run_streams(config.grpc_url, model, [PROMPTS[0]], 4)["ttft_mean"]
         later = [
@@ -284,6 +305,25 @@ def throughput_line(n: int, inproc: dict, served: dict) -> str:
         f"{served['tokens']} | {served['wall']:.2f} | {served['ttft_mean']:.3f} | {served['tokens_per_s']:.1f} | "
         f"{ratio:.2f} | {target} |"
     )
+
+
+GENAI_STATS = {"avg": "mean", "p50": "p50", "p99": "p99"}
+GENAI_HEADER = (
+    "| streams | "
+    + " | ".join(f"{name} {k} ms" for name in ("time_to_first_token", "inter_token_latency") for k in GENAI_STATS)
+    + " | output_token_throughput tokens/s | output tokens |"
+)
+GENAI_NOTE = (
+    "The served streams above in GenAI-Perf's terms, as tritonkit loadtest computes them (loadtest/drive/streams.py):"
+    " TTFT to the first response with text, ITL a request's mean gap between them, tokens/s over the wall time."
+)
+
+
+def genai_line(n: int, served: dict) -> str:
+    """One served row's stream figures (``stream_summary``), in GenAI-Perf's names (``GENAI_HEADER``)."""
+    s = served["streams"]
+    cells = [f"{s[f][k]:.2f}" if k in s[f] else "n/a" for f in ("ttft_ms", "itl_ms") for k in GENAI_STATS.values()]
+    return f"| {n} | {' | '.join(cells)} | {s['output_token_throughput']:.1f} | {s['output_tokens']} |"
 
 
 def first_request_line(label: str, r: dict) -> str:
@@ -337,7 +377,7 @@ def main(argv: list[str] | None = None) -> None:
         affinity = os.sched_getaffinity(0)
         inproc = InProcess(args.tiny, server_cpus, threads)
         try:
-            with LocalServer(dataclasses.replace(config, load_models=models)) as server:
+            with local_server(dataclasses.replace(config, load_models=models)) as server:
                 if client_cpus:
                     os.sched_setaffinity(0, client_cpus)
                 print(
@@ -345,14 +385,16 @@ def main(argv: list[str] | None = None) -> None:
                     "wall s | mean TTFT s | served tokens/s | served / in-process | target |"
                 )
                 print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
+                genai = []
                 for n in args.streams:
                     prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
                     in_row = inproc.row(prompts, args.tokens)
                     run_streams(config.grpc_url, "text_generator", prompts, 4)  # as the in-process row warms
-                    print(
-                        throughput_line(n, in_row, served_row(server, "text_generator", prompts, args.tokens)),
-                        flush=True,
-                    )
+                    served = served_row(server, "text_generator", prompts, args.tokens)
+                    print(throughput_line(n, in_row, served), flush=True)
+                    genai.append(genai_line(n, served))
+                print(f"\n{GENAI_NOTE}\n\n{GENAI_HEADER}\n|{'---|' * 9}")
+                print("\n".join(genai), flush=True)
                 if not args.no_step_modes:
                     print(
                         "\n| step mode | prompt tokens | median decode step ms (server log) | tokens/s (one stream) |"

@@ -1,5 +1,6 @@
 """A burst of SIGTERM/SIGINT at a random moment stops `tritonkit serve` (and a measurement's local server)
-cleanly, every time: the process exits and no tritonserver, stub or /dev/shm region is left.
+cleanly, every time: the process exits and no tritonserver, stub or /dev/shm region is left. So does one
+SIGTERM, once its server is ready, to each study that starts a server of its own (deploy/lifecycle.py).
 
 Docker, Kubernetes, `timeout` and a person pressing Ctrl-C twice all send more than one signal. A hang shows
 as the test running into its pytest-timeout; the assertions are about behaviour, never about time.
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -170,3 +172,91 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
             assert _alive(seen.values()) == [], where
         finally:
             _stop_everything(proc, seen)
+
+
+# Each study as a user runs it, on digits (the generation study: the tiny steps of the project's repository)
+# with its shortest settings; the counts keep it at work when the signal comes (it ends at the signal, so they
+# cost nothing).
+STUDIES = {
+    "bench": [
+        *("loadtest.studies.bench", "--models", "digits", "--trials", "1", "--duration", "60"),
+        *("--repository", "{repo}", "--out", "{out}"),
+    ],
+    "generation": ["loadtest.studies.generation", "--tiny", "--streams", "1", "--no-step-modes"],
+    "first_request": [
+        *("loadtest.measure.first_request", "--model", "digits", "--warmup", "on", "--steady", "1000000"),
+        *("--repository", "{repo}"),
+    ],
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("study", STUDIES)
+def test_a_study_stopped_by_sigterm_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository):
+    repo = _repository_with_digits(tmp_path, repository)
+    argv = [sys.executable, "-m", *(a.format(repo=repo, out=tmp_path / "out") for a in STUDIES[study])]
+    output = tmp_path / "output.txt"
+    with open(output, "w") as sink:  # a file, not a pipe: nobody reads the output while the study runs
+        proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    seen: dict[int, psutil.Process] = {}
+    try:
+        _wait_for_its_server(proc, seen, output)
+        time.sleep(0.5)  # the study's own ready poll (every 0.2 s) sees it too: the signal lands in its work
+        _note_family(proc.pid, seen)
+        server = [p for p in seen.values() if _in_a_tritonserver_family(p)]  # the server and its stubs
+        regions = _shm_regions(server)
+        assert regions, "the Python-backend stubs map /dev/shm regions; none were found"
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait()  # no timeout: a hang is the failure, caught by pytest-timeout
+        text = output.read_text()
+        where = f"{study}: {text[-4000:]}"
+        assert proc.returncode == 128 + signal.SIGTERM, where
+        assert "Traceback" not in text, where
+        assert _alive(server) == [], where
+        assert [r for r in regions if Path(r).exists()] == [], where
+    finally:
+        _stop_everything(proc, seen)
+
+
+def _wait_for_its_server(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path) -> None:
+    """Until a tritonserver under ``proc`` answers ready (``proc``'s descendants noted meanwhile)."""
+    while proc.poll() is None:
+        _note_family(proc.pid, seen)
+        servers = [p for p in seen.values() if _is_tritonserver(p)]
+        if servers and all(_ready(p) for p in servers):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"exited with {proc.returncode} before its server was ready:\n{output.read_text()[-4000:]}")
+
+
+def _is_tritonserver(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.name() == "tritonserver"
+    except psutil.Error:
+        return False
+
+
+def _in_a_tritonserver_family(p: psutil.Process) -> bool:
+    try:
+        return _is_tritonserver(p) or any(_is_tritonserver(parent) for parent in p.parents())
+    except psutil.Error:
+        return False
+
+
+def _ready(server: psutil.Process) -> bool:
+    try:
+        port = next(a.split("=", 1)[1] for a in server.cmdline() if a.startswith("--http-port="))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2) as response:
+            return response.status == 200
+    except (psutil.Error, StopIteration, OSError):
+        return False
+
+
+def _shm_regions(processes) -> set[str]:
+    regions = set()
+    for p in processes:
+        try:
+            regions.update(m.path for m in p.memory_maps() if m.path.startswith("/dev/shm/"))
+        except psutil.Error:
+            pass
+    return regions

@@ -520,19 +520,22 @@ def serve_in_subprocess(
     proc.log_path = Path(log_name)
     url = f"http://127.0.0.1:{port}/health"
     deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"the baseline exited with code {proc.returncode} before it was healthy:\n{_tail(proc.log_path)}"
-            )
-        if _healthy(url):
-            return proc
-        if time.monotonic() > deadline:
-            stop_subprocess(proc)
-            raise RuntimeError(
-                f"the baseline was not healthy at {url} within {timeout_s:.0f} s:\n{_tail(proc.log_path)}"
-            )
-        time.sleep(0.2)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"the baseline exited with code {proc.returncode} before it was healthy:\n{_tail(proc.log_path)}"
+                )
+            if _healthy(url):
+                return proc
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the baseline was not healthy at {url} within {timeout_s:.0f} s:\n{_tail(proc.log_path)}"
+                )
+            time.sleep(0.2)
+    except BaseException:  # a stop signal (SystemExit) while it starts too: the caller never gets its handle
+        stop_subprocess(proc)
+        raise
 
 
 def stop_subprocess(proc: subprocess.Popen, timeout_s: float = 15.0) -> int | None:

@@ -1,0 +1,67 @@
+"""deploy/lifecycle.py's contract where no server is needed: attached to a server given by URL, the block still
+unwinds on SIGTERM/SIGINT and exits 128 + signum; errors pass through; the handlers come back after a normal end.
+With a real server (started, signalled, nothing left behind): tests/functional/test_stop_signals.py."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from deploy.lifecycle import local_server
+from deploy.signals import STOP_SIGNALS, StopRequest
+
+
+@pytest.fixture(autouse=True)
+def restore_stop_handlers():
+    """A block stopped by a signal leaves SIGINT/SIGTERM ignored on purpose; pytest gets its handlers back."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+
+
+def test_attached_by_url_the_block_gets_no_server():
+    with local_server(None) as server:
+        assert server is None
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_in_the_block_exits_with_128_plus_its_number_whatever_follows(signum):
+    after_signal = []
+    with pytest.raises(SystemExit) as exited:
+        with local_server(None):
+            try:
+                os.kill(os.getpid(), signum)
+                time.sleep(5)  # cut short by the unwinding
+                after_signal.append("ran on")
+            finally:  # a burst (Docker, Kubernetes, a second Ctrl-C) during the cleanup: recorded only
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+    assert after_signal == []
+    assert exited.value.code == 128 + signum
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # the rest of the burst cannot kill the exit
+
+
+def test_an_error_in_the_block_passes_through_and_the_handlers_come_back():
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyError, match="the work failed"):
+        with local_server(None):
+            raise KeyError("the work failed")
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_normal_end_restores_the_handlers_from_before():
+    before = signal.getsignal(signal.SIGINT)
+    with local_server(None):
+        assert signal.getsignal(signal.SIGINT) != before
+    assert signal.getsignal(signal.SIGINT) == before
+
+
+def test_with_the_callers_stop_request_a_signal_is_left_to_the_caller():
+    with StopRequest() as stop:  # tritonkit serve's: polled, exit 0 on a stop
+        with local_server(None, signals=stop):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            still_running = True
+        assert still_running and stop.signum == signal.SIGTERM
