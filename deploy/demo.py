@@ -5,25 +5,31 @@ held-out digits over HTTP and gRPC, print the answers and what the server's own 
 them, run the pipelines, end with a short Locust load campaign (loadtest/campaigns/smoke.toml) whose
 report lands in reports/smoke/, stop the server.
 
+``--http-url`` (with ``--grpc-url`` and ``--metrics-url``) runs the same steps against a server already
+running on that repository; ``--campaign-seconds`` shortens the campaign's scenarios.
+
 Exit status: 0 every step passed and the campaign's SLO gate held; 1 an export, the server or the gate
-failed, or a stub process or /dev/shm region was left behind; 128 + the signal (130 Ctrl-C, 143 SIGTERM)
-when stopped by one, the server stopped first.
+failed, or a stub process or /dev/shm region was left behind; 2 a bad argument; 128 + the signal (130
+Ctrl-C, 143 SIGTERM) when stopped by one, the server stopped first.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
 from deploy.client import connect, infer, metrics, model_metric
 from deploy.errors import ServerError
 from deploy.lifecycle import local_server
-from deploy.server import LocalServer, ServerConfig
+from deploy.server import ServerConfig
 from export import catalog
 from export.errors import ExportError
 
@@ -40,11 +46,11 @@ def _export_all(repository) -> None:
                 raise ExportError(f"{done.spec.name}: {done.result.summary()}")
 
 
-def _digits(server: LocalServer) -> None:
+def _digits(urls) -> None:
     from export.zoo.digits import accuracy, split
 
     _, x_test, _, y_test = split()
-    cfg = server.config
+    cfg = urls
     grpc = connect("grpc", cfg.grpc_url)
     before = metrics(cfg.metrics_url)
 
@@ -101,7 +107,7 @@ def _digits(server: LocalServer) -> None:
     )
 
 
-def _image_classifier(server: LocalServer) -> None:
+def _image_classifier(urls) -> None:
     import io
 
     import skimage.data
@@ -110,7 +116,7 @@ def _image_classifier(server: LocalServer) -> None:
     print(
         "\n== image_classifier: JPEG bytes in, ImageNet classes out (preprocess -> efficientnet_lite0 -> postprocess)"
     )
-    client = connect("grpc", server.config.grpc_url)
+    client = connect("grpc", urls.grpc_url)
     for name in ("coffee", "chelsea", "astronaut"):
         buffer = io.BytesIO()
         Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
@@ -126,21 +132,21 @@ def _image_classifier(server: LocalServer) -> None:
         print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
 
 
-def _text_embedder(server: LocalServer) -> None:
+def _text_embedder(urls) -> None:
     print("\n== text_embedder: text in, all-MiniLM-L6-v2 embedding out (tokenize -> minilm)")
     sentences = [
         "A man is playing a guitar on stage.",
         "Someone performs music with a guitar.",
         "The stock market fell sharply on Monday.",
     ]
-    client = connect("http", server.config.http_url)
+    client = connect("http", urls.http_url)
     answer = infer(client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences], dtype=object)})
     vectors = answer["EMBEDDING"]
     for i, j in ((0, 1), (0, 2)):
         print(f"  cosine {float(vectors[i] @ vectors[j]):.3f}  {sentences[i]!r} ~ {sentences[j]!r}")
 
 
-def _text_generator(server: LocalServer) -> None:
+def _text_generator(urls) -> None:
     import json
     import urllib.request
 
@@ -151,7 +157,7 @@ def _text_generator(server: LocalServer) -> None:
         "ends at the template's end-of-turn token"
     )
     request = urllib.request.Request(
-        f"http://{server.config.http_url}/v2/models/text_generator/generate_stream",
+        f"http://{urls.http_url}/v2/models/text_generator/generate_stream",
         data=json.dumps({"PROMPT": question, "MAX_TOKENS": max_tokens, "TEMPERATURE": 0.0, "CHAT": True}).encode(),
         headers={"Content-Type": "application/json"},
     )
@@ -176,10 +182,31 @@ def _text_generator(server: LocalServer) -> None:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Urls:
+    """A running server's endpoints (``--http-url`` ...), as a ``ServerConfig`` names them."""
+
+    http_url: str
+    grpc_url: str
+    metrics_url: str
+
+
 def run(args: argparse.Namespace) -> int:
-    config = ServerConfig()
+    if args.http_url and not (args.grpc_url and args.metrics_url):
+        print("demo: error: --http-url needs --grpc-url and --metrics-url too", file=sys.stderr)
+        return 2
+    if args.campaign_seconds is not None and not args.campaign_seconds > 0:
+        print(f"demo: error: --campaign-seconds {args.campaign_seconds:g} must be > 0", file=sys.stderr)
+        return 2
+    config = ServerConfig(model_repository=args.repository, cpus=args.server_cpus)
     try:
         _export_all(config.model_repository)
+        if args.client_cpus:
+            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
+        if args.http_url:
+            print(f"\n== serve: the server at HTTP {args.http_url}, gRPC {args.grpc_url}")
+            with local_server(None):  # nothing to stop; a signal still unwinds the run once
+                return 1 if _show(Urls(args.http_url, args.grpc_url, args.metrics_url), args) else 0
         print(
             f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
         )
@@ -187,11 +214,7 @@ def run(args: argparse.Namespace) -> int:
         with local_server(config) as server:
             try:
                 print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
-                _digits(server)
-                _image_classifier(server)
-                _text_embedder(server)
-                _text_generator(server)
-                status = _campaign(server)
+                status = _show(server.config, args)
             finally:
                 print("\n== stop")
         left = server.left_behind
@@ -206,19 +229,40 @@ def run(args: argparse.Namespace) -> int:
     return 1 if left or status else 0
 
 
-def _campaign(server: LocalServer) -> int:
-    """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop."""
+def _show(urls, args: argparse.Namespace) -> int:
+    """Every step against the server at ``urls``; the campaign's exit status."""
+    _digits(urls)
+    _image_classifier(urls)
+    _text_embedder(urls)
+    _text_generator(urls)
+    return _campaign(urls, args)
+
+
+def _campaign(urls, args: argparse.Namespace) -> int:
+    """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop;
+    ``--campaign-seconds`` shortens each scenario (its warmup to a quarter of that), the same runs otherwise."""
     from loadtest import campaign
     from loadtest.cli import CAMPAIGNS, REPORTS
     from loadtest.drive.target import Endpoints
     from loadtest.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
+    if args.campaign_seconds is not None:
+        seconds = args.campaign_seconds
+        smoke = dataclasses.replace(
+            smoke,
+            scenarios=tuple(
+                dataclasses.replace(s, duration_s=seconds, warmup_s=min(s.warmup_s, seconds / 4))
+                for s in smoke.scenarios
+            ),
+        )
     print(
         f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "
-        f"{len(smoke.scenarios)} scenarios, SLO p99 <= {smoke.slo.p99_ms:g} ms"
+        f"{len(smoke.scenarios)} scenarios of {smoke.scenarios[0].duration_s:g} s, SLO p99 <= {smoke.slo.p99_ms:g} ms"
     )
-    return execute(smoke, Endpoints.of(server), server.config.model_repository, REPORTS / smoke.name, dry_run=True)
+    endpoints = Endpoints(urls.http_url, urls.grpc_url, urls.metrics_url)
+    out = args.reports or REPORTS / smoke.name
+    return execute(smoke, endpoints, args.repository, out, dry_run=True)
 
 
 def register(subparsers) -> None:
@@ -228,4 +272,13 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    from loadtest.drive.target import add_server_arguments
+
+    add_server_arguments(parser)
+    parser.add_argument(
+        "--campaign-seconds",
+        type=float,
+        help="each scenario of the closing campaign runs this long (default: smoke.toml's own durations)",
+    )
+    parser.add_argument("--reports", type=Path, help="the campaign's report folder (default: reports/smoke)")
     parser.set_defaults(handler=run)

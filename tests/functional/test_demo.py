@@ -1,0 +1,32 @@
+"""`tritonkit demo` (make demo) against the session server: every step of its path, with the closing campaign
+shortened by its own flag (the same runs otherwise), and its report written."""
+
+from __future__ import annotations
+
+import re
+
+import tritonkit_cli
+
+
+def demo(*argv: str) -> int:
+    args = tritonkit_cli.build_parser().parse_args(["demo", *argv])
+    return args.handler(args)
+
+
+def test_the_demo_runs_every_step_and_its_campaign_passes_against_a_running_server(server, tmp_path, capsys):
+    c = server.config
+    urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
+    status = demo("--repository", str(c.model_repository), *urls, "--campaign-seconds", "3", "--reports", str(tmp_path))
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    for step in ("export", "digits", "image_classifier", "text_embedder", "text_generator", "load campaign 'smoke'"):
+        assert f"== {step}" in out, step
+    accuracy = float(re.search(r"accuracy (\d\.\d+)", out).group(1))
+    assert accuracy > 0.9, "the held-out digits, answered by the served model"
+    assert "scenarios of 3 s" in out and "coffee" in out
+    assert (tmp_path / "index.html").is_file() and (tmp_path / "runs.csv").read_text().count("\n") == 1 + 3
+
+
+def test_the_demo_refuses_a_url_without_the_others_in_one_line(capsys):
+    assert demo("--http-url", "127.0.0.1:1") == 2
+    assert capsys.readouterr().err.strip() == "demo: error: --http-url needs --grpc-url and --metrics-url too"
