@@ -1,9 +1,11 @@
 """Fixtures of the unit tests."""
 
+import signal
 from pathlib import Path
 
 import pytest
 
+from deploy.signals import STOP_SIGNALS
 from tests.k8s_manifests import OVERLAYS
 
 
@@ -26,3 +28,13 @@ def tiny_module(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tiny") / "model.pt"
     torch.jit.script(Scale()).save(str(path))
     return path
+
+
+@pytest.fixture
+def restore_stop_handlers():
+    """A block stopped by a signal leaves SIGINT/SIGTERM ignored on purpose; pytest gets its handlers back
+    (test_signals.py, test_lifecycle.py)."""
+    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    yield
+    for sig, handler in before.items():
+        signal.signal(sig, handler)

@@ -9,16 +9,9 @@ import time
 import pytest
 
 from deploy.lifecycle import local_server
-from deploy.signals import STOP_SIGNALS, StopRequest
+from deploy.signals import StopRequest
 
-
-@pytest.fixture(autouse=True)
-def restore_stop_handlers():
-    """A block stopped by a signal leaves SIGINT/SIGTERM ignored on purpose; pytest gets its handlers back."""
-    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    yield
-    for sig, handler in before.items():
-        signal.signal(sig, handler)
+pytestmark = pytest.mark.usefixtures("restore_stop_handlers")
 
 
 def test_attached_by_url_the_block_gets_no_server():

@@ -8,16 +8,9 @@ import time
 
 import pytest
 
-from deploy.signals import STOP_SIGNALS, StopRequest
+from deploy.signals import StopRequest
 
-
-@pytest.fixture(autouse=True)
-def restore_stop_handlers():
-    """A test that asked to stop leaves SIGINT/SIGTERM ignored on purpose; pytest gets its handlers back."""
-    before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    yield
-    for sig, handler in before.items():
-        signal.signal(sig, handler)
+pytestmark = pytest.mark.usefixtures("restore_stop_handlers")
 
 
 def test_unwinding_raises_at_the_first_signal_only_then_records():
