@@ -88,7 +88,8 @@ def k8s_container(overlay: str, kind: str, name: str, container: str) -> dict:
     from tests.k8s_manifests import K8S, render
 
     (doc,) = [d for d in render(K8S / "overlays" / overlay) if d["kind"] == kind and d["metadata"]["name"] == name]
-    (found,) = [c for c in doc["spec"]["template"]["spec"]["containers"] if c["name"] == container]
+    spec = doc["spec"]["template"]["spec"]
+    (found,) = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == container]
     return found
 
 
