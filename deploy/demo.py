@@ -23,6 +23,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from deploy.lifecycle import local_server
 from deploy.server import ServerConfig
 from export import catalog
 from export.errors import ExportError
+
+if TYPE_CHECKING:
+    from loadtest.drive.target import Endpoints
 
 
 def _export_all(repository) -> None:
@@ -46,13 +50,12 @@ def _export_all(repository) -> None:
                 raise ExportError(f"{done.spec.name}: {done.result.summary()}")
 
 
-def _digits(urls) -> None:
+def _digits(urls: Endpoints) -> None:
     from export.zoo.digits import accuracy, split
 
     _, x_test, _, y_test = split()
-    cfg = urls
-    grpc = connect("grpc", cfg.grpc_url)
-    before = metrics(cfg.metrics_url)
+    grpc = connect("grpc", urls.grpc)
+    before = metrics(urls.metrics)
 
     print(f"\n== digits: {len(x_test)} held-out scans, one request per scan, 16 at a time over HTTP")
     started = time.perf_counter()
@@ -60,7 +63,7 @@ def _digits(urls) -> None:
 
     def one(row):
         if not hasattr(local, "client"):
-            local.client = connect("http", cfg.http_url)
+            local.client = connect("http", urls.http)
         return infer(local.client, "digits", {"PIXELS": row[None]})["PROBABILITIES"][0]
 
     with ThreadPoolExecutor(16) as pool:
@@ -81,7 +84,7 @@ def _digits(urls) -> None:
     for i in range(8):
         print(f"  {i:>4}  {y_test[i]:>5}  {http_probs[i].argmax():>9}  {http_probs[i].max():>10.4f}")
 
-    after = metrics(cfg.metrics_url)
+    after = metrics(urls.metrics)
     requests = model_metric(after, "nv_inference_count", "digits") - model_metric(
         before, "nv_inference_count", "digits"
     )
@@ -97,7 +100,7 @@ def _digits(urls) -> None:
     calls = model_metric(after, "nv_inference_request_success", "digits") - model_metric(
         before, "nv_inference_request_success", "digits"
     )
-    print(f"\n== server metrics for digits (from {cfg.metrics_url})")
+    print(f"\n== server metrics for digits (from {urls.metrics})")
     print(
         f"  {int(calls)} requests, {int(requests)} inferences in {int(executions)} executions: "
         f"dynamic batching formed batches of {requests / max(executions, 1):.1f} on average"
@@ -107,7 +110,7 @@ def _digits(urls) -> None:
     )
 
 
-def _image_classifier(urls) -> None:
+def _image_classifier(urls: Endpoints) -> None:
     import io
 
     import skimage.data
@@ -116,7 +119,7 @@ def _image_classifier(urls) -> None:
     print(
         "\n== image_classifier: JPEG bytes in, ImageNet classes out (preprocess -> efficientnet_lite0 -> postprocess)"
     )
-    client = connect("grpc", urls.grpc_url)
+    client = connect("grpc", urls.grpc)
     for name in ("coffee", "chelsea", "astronaut"):
         buffer = io.BytesIO()
         Image.fromarray(getattr(skimage.data, name)()).save(buffer, "JPEG")
@@ -132,21 +135,21 @@ def _image_classifier(urls) -> None:
         print(f"  scikit-image {name:<10} ({len(buffer.getvalue()):>6} bytes): {top}")
 
 
-def _text_embedder(urls) -> None:
+def _text_embedder(urls: Endpoints) -> None:
     print("\n== text_embedder: text in, all-MiniLM-L6-v2 embedding out (tokenize -> minilm)")
     sentences = [
         "A man is playing a guitar on stage.",
         "Someone performs music with a guitar.",
         "The stock market fell sharply on Monday.",
     ]
-    client = connect("http", urls.http_url)
+    client = connect("http", urls.http)
     answer = infer(client, "text_embedder", {"TEXT": np.array([[s.encode()] for s in sentences], dtype=object)})
     vectors = answer["EMBEDDING"]
     for i, j in ((0, 1), (0, 2)):
         print(f"  cosine {float(vectors[i] @ vectors[j]):.3f}  {sentences[i]!r} ~ {sentences[j]!r}")
 
 
-def _text_generator(urls) -> None:
+def _text_generator(urls: Endpoints) -> None:
     import json
     import urllib.request
 
@@ -157,7 +160,7 @@ def _text_generator(urls) -> None:
         "ends at the template's end-of-turn token"
     )
     request = urllib.request.Request(
-        f"http://{urls.http_url}/v2/models/text_generator/generate_stream",
+        f"http://{urls.http}/v2/models/text_generator/generate_stream",
         data=json.dumps({"PROMPT": question, "MAX_TOKENS": max_tokens, "TEMPERATURE": 0.0, "CHAT": True}).encode(),
         headers={"Content-Type": "application/json"},
     )
@@ -182,16 +185,9 @@ def _text_generator(urls) -> None:
     )
 
 
-@dataclasses.dataclass(frozen=True)
-class Urls:
-    """A running server's endpoints (``--http-url`` ...), as a ``ServerConfig`` names them."""
-
-    http_url: str
-    grpc_url: str
-    metrics_url: str
-
-
 def run(args: argparse.Namespace) -> int:
+    from loadtest.drive.target import Endpoints
+
     if args.http_url and not (args.grpc_url and args.metrics_url):
         print("demo: error: --http-url needs --grpc-url and --metrics-url too", file=sys.stderr)
         return 2
@@ -206,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         if args.http_url:
             print(f"\n== serve: the server at HTTP {args.http_url}, gRPC {args.grpc_url}")
             with local_server(None):  # nothing to stop; a signal still unwinds the run once
-                return 1 if _show(Urls(args.http_url, args.grpc_url, args.metrics_url), args) else 0
+                return 1 if _show(Endpoints(args.http_url, args.grpc_url, args.metrics_url), args) else 0
         print(
             f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
         )
@@ -214,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         with local_server(config) as server:
             try:
                 print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
-                status = _show(server.config, args)
+                status = _show(Endpoints.of(server), args)
             finally:
                 print("\n== stop")
         left = server.left_behind
@@ -229,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if left or status else 0
 
 
-def _show(urls, args: argparse.Namespace) -> int:
+def _show(urls: Endpoints, args: argparse.Namespace) -> int:
     """Every step against the server at ``urls``; the campaign's exit status."""
     _digits(urls)
     _image_classifier(urls)
@@ -238,12 +234,11 @@ def _show(urls, args: argparse.Namespace) -> int:
     return _campaign(urls, args)
 
 
-def _campaign(urls, args: argparse.Namespace) -> int:
+def _campaign(urls: Endpoints, args: argparse.Namespace) -> int:
     """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop;
     ``--campaign-seconds`` shortens each scenario (its warmup to a quarter of that), the same runs otherwise."""
     from loadtest import campaign
     from loadtest.cli import CAMPAIGNS, REPORTS
-    from loadtest.drive.target import Endpoints
     from loadtest.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
@@ -260,9 +255,8 @@ def _campaign(urls, args: argparse.Namespace) -> int:
         f"\n== load campaign {smoke.name!r}: Locust through tritonclient, "
         f"{len(smoke.scenarios)} scenarios of {smoke.scenarios[0].duration_s:g} s, SLO p99 <= {smoke.slo.p99_ms:g} ms"
     )
-    endpoints = Endpoints(urls.http_url, urls.grpc_url, urls.metrics_url)
     out = args.reports or REPORTS / smoke.name
-    return execute(smoke, endpoints, args.repository, out, dry_run=True)
+    return execute(smoke, urls, args.repository, out, dry_run=True)
 
 
 def register(subparsers) -> None:
