@@ -26,13 +26,16 @@ def verdicts(out: Path) -> dict[str, str]:
     return {c["metric"]: c["verdict"] for c in results["verdict"]["comparisons"]}
 
 
-def test_a_against_itself_is_not_called_better_or_worse_in_p50(repository, tmp_path):
+def test_a_against_itself_never_fails_and_names_any_difference_it_finds(repository, tmp_path):
     out = tmp_path / "aa"
     done = tritonkit("compare", "digits", "--aa", *SHORT, "--trials", "3", "--budget-ms", "50", "--out", str(out))
     log = done.stdout[-3000:] + done.stderr[-3000:]
-    # The noise of this shared machine often leaves 3 trials inconclusive; what must not happen is a verdict.
-    assert done.returncode in (ExitStatus.OK, ExitStatus.INCONCLUSIVE, ExitStatus.FAILED), log
-    assert verdicts(out)["p50_ms"] in ("no difference", "inconclusive"), log
+    # The noise of this shared machine often leaves 3 trials inconclusive. A metric called better or worse
+    # against itself happens by chance (about one run in twenty per metric): A/A never fails on it, it names it.
+    assert done.returncode in (ExitStatus.OK, ExitStatus.INCONCLUSIVE), log
+    found = [m for m, v in verdicts(out).items() if v in ("better", "worse")]
+    assert json.loads((out / "results.json").read_text())["verdict"]["aa_differences"] == found, log
+    assert ("A/A found a difference" in done.stdout) == bool(found), log
     assert "A/A noise floor" in done.stdout
     results = json.loads((out / "results.json").read_text())
     assert results["mode"] == "A/A" and [a["served"] for a in results["arms"]] == ["digits", "digits__b"]

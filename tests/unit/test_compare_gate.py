@@ -122,6 +122,18 @@ def test_the_a_a_lines_state_the_noise_floor_and_the_report_renders():
     assert "| p50 |" in summary and "| A | 1 |" in summary and "| B | 3 |" in summary
 
 
+def test_an_a_a_difference_is_inconclusive_and_named_never_a_failure():
+    a = [_m(1.0), _m(1.0), _m(1.0)]
+    b = [_m(1.3), _m(1.31), _m(1.29)]  # B "worse" by 30%: against itself, that is chance or a biased set-up
+    assert gate.judge(_results(a, b), 0.05).status is ExitStatus.FAILED
+    verdict = gate.judge(_results(a, b), 0.05, aa=True)
+    assert verdict.status is ExitStatus.INCONCLUSIVE
+    assert "p50_ms" in verdict.to_dict()["aa_differences"]
+    assert "A/A found a difference in" in "\n".join(gate.lines(verdict, aa=True))
+    same = gate.judge(_results(a, [_m(1.0), _m(1.001), _m(0.999)]), 0.05, aa=True)
+    assert same.status is ExitStatus.OK and not same.aa_differences()
+
+
 def test_p99_is_judged_against_its_own_minimum_effect():
     a = [dataclasses.replace(_m(1.0), p99_ms=10.0) for _ in range(4)]
     b = [dataclasses.replace(_m(1.0), p99_ms=v) for v in (11.5, 11.0, 11.6, 11.2)]  # +10% to +16%

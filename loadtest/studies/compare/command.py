@@ -193,7 +193,7 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
     finally:
         if args.http_url:  # a running server gets its configs back; a local one stops with the run
             apply.restore(endpoints.http, {a.served: originals[a.served] for a in arms if a.spec.changes})
-    verdict = gate.judge(results, args.min_effect, budget, args.min_effect_p99)
+    verdict = gate.judge(results, args.min_effect, budget, args.min_effect_p99, aa=aa)
     data = {
         "model": args.model,
         "mode": "A/A" if aa else "A/B",

@@ -35,10 +35,18 @@ class Verdict:
     """Inconclusive metric -> trials in all that would likely settle it (None: unlikely to settle)."""
     broken: str = ""
     """Why nothing could be compared (too few usable rounds)."""
+    aa: bool = False
+    """A measured against itself: a difference found is noise or a bias of the set-up, not a finding."""
 
     @property
     def status(self) -> ExitStatus:
-        return exit_status(self.comparisons, self.broken)
+        return exit_status(self.comparisons, self.broken, self.aa)
+
+    def aa_differences(self) -> list[Comparison]:
+        """A/A: the metrics called better or worse (each does so about one time in twenty by chance)."""
+        if not self.aa:
+            return []
+        return [c for c in self.comparisons if c.verdict in (Difference.BETTER, Difference.WORSE)]
 
     def settle_line(self) -> str:
         """For an inconclusive verdict: how many trials would likely settle it."""
@@ -63,15 +71,20 @@ class Verdict:
             "settle": self.settle,
             "settle_line": self.settle_line(),
             "broken": self.broken,
+            "aa_differences": [c.metric for c in self.aa_differences()],
         }
 
 
-def exit_status(comparisons: Sequence[Comparison], broken: str = "") -> ExitStatus:
+def exit_status(comparisons: Sequence[Comparison], broken: str = "", aa: bool = False) -> ExitStatus:
     """BROKEN when nothing could be compared; FAILED when B is worse in any metric; INCONCLUSIVE when no
-    metric is worse and some is inconclusive; OK otherwise (better or no difference everywhere)."""
+    metric is worse and some is inconclusive; OK otherwise (better or no difference everywhere).
+    A/A: OK only when every metric is "no difference"; a difference found there sets no noise floor, so it is
+    INCONCLUSIVE, never FAILED (B is A)."""
     if broken:
         return ExitStatus.BROKEN
     verdicts = {c.verdict for c in comparisons}
+    if aa:
+        return ExitStatus.OK if verdicts <= {Difference.SAME} else ExitStatus.INCONCLUSIVE
     if Difference.WORSE in verdicts:
         return ExitStatus.FAILED
     if Difference.INCONCLUSIVE in verdicts:
@@ -86,16 +99,22 @@ def paired(results: dict[str, ArmResult], a: str = "A", b: str = "B") -> tuple[l
 
 
 def judge(
-    results: dict[str, ArmResult], min_effect: float, budget_ms: float = math.inf, p99_min_effect: float | None = None
+    results: dict[str, ArmResult],
+    min_effect: float,
+    budget_ms: float = math.inf,
+    p99_min_effect: float | None = None,
+    aa: bool = False,
 ) -> Verdict:
     """B against A in every compared metric over the paired rounds. ``p99_min_effect``: the change that matters
     for p99 (None: ``min_effect``); a tail percentile of a few thousand requests moves more from trial to
-    trial than a mean rate or a median does."""
+    trial than a mean rate or a median does. ``aa``: B is A (see ``exit_status``)."""
     a_trials, b_trials = paired(results)
     if len(a_trials) < 2:
         reasons = sorted({m.not_usable_reason for r in results.values() for m in r.trials if not m.usable})
         why = "; ".join(reasons) or "no trial ran"
-        return Verdict([], {}, len(a_trials), broken=f"{len(a_trials)} usable round(s) of both arms, 2 needed: {why}")
+        return Verdict(
+            [], {}, len(a_trials), broken=f"{len(a_trials)} usable round(s) of both arms, 2 needed: {why}", aa=aa
+        )
     a_samples, b_samples = trials.samples(a_trials), trials.samples(b_trials)
     comparisons, skipped, settle = [], {}, {}
     for metric in COMPARED:
@@ -111,7 +130,7 @@ def judge(
         comparisons.append(comparison)
         if comparison.verdict is Difference.INCONCLUSIVE:
             settle[metric] = trials_to_settle(comparison, a_values, b_values)
-    return Verdict(comparisons, skipped, len(a_trials), settle)
+    return Verdict(comparisons, skipped, len(a_trials), settle, aa=aa)
 
 
 def trials_to_settle(comparison: Comparison, a_values: Sequence[float], b_values: Sequence[float]) -> int | None:
@@ -149,6 +168,14 @@ def lines(verdict: Verdict, aa: bool) -> list[str]:
         floor = ", ".join(f"{LABELS[c.metric]} {_span(c)}" for c in verdict.comparisons)
         out.append(f"A/A noise floor (the change each interval allows): {floor}")
         out.append("  an A/B change smaller than these is not a finding on this machine with this method")
+        found = verdict.aa_differences()
+        if found:
+            names = ", ".join(LABELS[c.metric] for c in found)
+            out.append(
+                f"A/A found a difference in {names}: at 95% confidence each metric does so about one run in twenty "
+                "by chance; if a rerun finds it again, the two arms are not served alike (CPU placement, instance "
+                "count, load order) and an A/B run on this set-up carries that bias"
+            )
     if verdict.settle:
         out.append(verdict.settle_line())
     return out
