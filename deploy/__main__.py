@@ -1,4 +1,8 @@
-"""``python -m deploy serve ...``: the same as ``tritonkit serve``."""
+"""``python -m deploy serve ...``: the same as ``tritonkit serve``.
+
+An entry point that nothing imports, so the one kind of module allowed to import the layer above deploy/
+(tests/unit/test_imports.py, docs/architecture.md#the-layers).
+"""
 
 import sys
 

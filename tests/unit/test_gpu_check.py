@@ -1,4 +1,4 @@
-"""deploy/gpu: the pure logic of the GPU check (wheel selection, targets, rendering, parsing); no server."""
+"""tritonkit/gpu: the pure logic of the GPU check (wheel selection, targets, rendering, parsing); no server."""
 
 import json
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.gpu import measure, results, steps_export, steps_serve, wheels
+from tritonkit.gpu import cli, measure, results, steps_export, steps_serve, wheels
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_wheel_list_follows_the_lock_and_leaves_torch_out():
             name, version = line.split("==", 1)
             pins[wheels.normalise(name)] = version.strip()
     differ = {w.name: (w.version, pins[w.name]) for w in wheels.WHEELS if w.name in pins and pins[w.name] != w.version}
-    assert not differ, f"deploy/gpu/wheels.py disagrees with requirements.lock: {differ}"
+    assert not differ, f"tritonkit/gpu/wheels.py disagrees with requirements.lock: {differ}"
 
 
 def test_missing_command_prints_requirements(tmp_path, capsys):
@@ -180,9 +180,35 @@ def test_within_uses_the_precision_tolerance():
 )
 def test_check_sh_refuses_bad_arguments(args, message):
     proc = subprocess.run(
-        ["bash", str(ROOT / "deploy/gpu/check.sh"), *args], capture_output=True, text=True, timeout=30
+        ["bash", str(ROOT / "tritonkit/gpu/check.sh"), *args], capture_output=True, text=True, timeout=30
     )
     assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_the_gpu_check_subcommand_and_its_python_m_alias_take_the_same_flags(tmp_path):
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="tritonkit")
+    cli.register(parser.add_subparsers(dest="command"))
+    argv = [str(tmp_path), "--dry-run", "--models", "digits", "minilm", "--wheels", str(tmp_path), "--keep"]
+    sub = parser.parse_args(["gpu-check", *argv])
+    assert sub.handler is cli.command
+    assert (sub.out_dir, sub.dry_run, sub.models, sub.wheels, sub.keep) == (
+        tmp_path,
+        True,
+        ["digits", "minilm"],
+        tmp_path,
+        True,
+    )
+    alias = argparse.ArgumentParser()
+    cli.add_arguments(alias)
+    assert vars(alias.parse_args(argv)) == {k: v for k, v in vars(sub).items() if k not in ("command", "handler")}
+
+
+def test_the_gpu_check_refuses_an_unknown_model_naming_it(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["out", "--models", "resnet9000"])
+    assert exit_.value.code == 2 and "invalid choice: 'resnet9000'" in capsys.readouterr().err
 
 
 def test_pinned_keeps_the_module_in_place_while_a_converter_moves_it():

@@ -1,6 +1,8 @@
 """The project's import graph, read statically with ``ast`` (nothing is imported): no import cycles, the
-layers of ``loadtest/`` import one way (see ``loadtest/__init__.py``), and inside ``loadtest/`` a project
-module is imported inside a function only where that defers a heavy package."""
+top-level packages import one way (``PACKAGE_LAYERS``; docs/architecture.md), the Python models in
+``model_repository/`` import only ``backends/``, the layers of ``loadtest/`` import one way (see
+``loadtest/__init__.py``), and inside ``loadtest/`` a project module is imported inside a function only where
+that defers a heavy package."""
 
 from __future__ import annotations
 
@@ -13,8 +15,26 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("backends", "deploy", "export", "loadtest")
-SINGLE_MODULES = ("tritonkit_cli",)
+PACKAGES = ("backends", "deploy", "export", "loadtest", "tritonkit")
+SINGLE_MODULES = ("tritonkit_cli", "tritonkit_errors")
+PYTHON_MODELS = "model_repository/*/[0-9]*/model.py"
+"""The repository's Python models, named ``model_repository.<model>.<version>.model`` in the graph."""
+
+PACKAGE_LAYERS = {
+    "tritonkit_errors": 0,
+    "backends": 1,
+    "export": 2,
+    "deploy": 3,
+    "loadtest": 4,
+    "tritonkit": 5,
+    "tritonkit_cli": 5,
+}
+"""The top-level packages by layer (docs/architecture.md): a module may import its own layer and those below,
+never one above. A package's ``__main__`` module is an entry point (``python -m deploy`` = ``tritonkit serve``)
+that nothing imports, so it may import any layer."""
+PYTHON_MODEL_IMPORTS = frozenset({"backends"})
+"""All a Python model of ``model_repository/`` may import from the project: its stub has backends/ on its path
+and needs nothing heavier."""
 
 HEAVY = frozenset(
     {
@@ -93,6 +113,8 @@ def project_sources(root: Path = PROJECT_ROOT) -> dict[str, str]:
             sources[".".join(parts)] = path.read_text()
     for name in SINGLE_MODULES:
         sources[name] = (root / f"{name}.py").read_text()
+    for path in sorted(root.glob(PYTHON_MODELS)):
+        sources[".".join(path.relative_to(root).with_suffix("").parts)] = path.read_text()
     return sources
 
 
@@ -249,6 +271,42 @@ def layer_violations(edges: dict[str, list[Import]]) -> list[str]:
     return problems
 
 
+def _entry_point(module: str) -> bool:
+    return module.rpartition(".")[2] == "__main__"
+
+
+def package_violations(edges: dict[str, list[Import]]) -> list[str]:
+    """Modules outside every layer, imports pointing up a layer of ``PACKAGE_LAYERS``, Python models importing
+    more than backends/, and imports of a ``__main__`` module (the entry points the layer rule lets through)."""
+    problems = []
+    for module, imps in sorted(edges.items()):
+        package = module.split(".")[0]
+        mine = PACKAGE_LAYERS.get(package)
+        if package == "model_repository":
+            problems += [
+                f"{module}:{imp.line} imports {imp.imported}: a Python model imports only "
+                f"{', '.join(sorted(PYTHON_MODEL_IMPORTS))}"
+                for imp in imps
+                if imp.project and imp.imported.split(".")[0] not in PYTHON_MODEL_IMPORTS
+            ]
+            continue
+        if mine is None:
+            problems.append(f"{module} is in no layer of the project (tests/unit/test_imports.py PACKAGE_LAYERS)")
+            continue
+        for imp in imps:
+            if not imp.project:
+                continue
+            if _entry_point(imp.imported):
+                problems.append(f"{module}:{imp.line} imports {imp.imported}, an entry point")
+                continue
+            theirs = imp.imported.split(".")[0]
+            if not _entry_point(module) and PACKAGE_LAYERS.get(theirs, -1) > mine:
+                problems.append(
+                    f"{module}:{imp.line} imports {imp.imported}, a higher layer ({theirs} is above {package})"
+                )
+    return problems
+
+
 def heavy_modules(edges: dict[str, list[Import]]) -> set[str]:
     """Project modules whose import (module level, through other project modules and their parent
     packages) imports a heavy third-party package."""
@@ -298,6 +356,17 @@ def test_the_project_has_no_import_cycle(project):
     assert cycles(project) == []
 
 
+def test_the_top_level_packages_import_one_way_and_python_models_only_backends(project):
+    assert package_violations(project) == []
+
+
+def test_every_top_level_package_and_module_is_in_a_layer():
+    """A new top-level package or module cannot escape the layer test: it must be given a layer here."""
+    found = {p.name for p in PROJECT_ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    found |= {p.stem for p in PROJECT_ROOT.glob("*.py")}
+    assert found - {"tests"} == set(PACKAGE_LAYERS) == set(PACKAGES) | set(SINGLE_MODULES)
+
+
 def test_loadtest_layers_import_one_way_and_no_study_imports_another(project):
     assert layer_violations(project) == []
 
@@ -323,6 +392,9 @@ def test_the_graph_reads_the_project(project):
     assert any(i.imported == "loadtest.measure.run" for i in project["loadtest.measure.saturation"])
     assert "export.zoo.digits" in heavy_modules(project) and "loadtest.campaign" not in heavy_modules(project)
     assert any(i.in_function and i.imported == "export.zoo.efficientnet" for i in project["export.zoo.pipelines"])
+    assert {"tritonkit.demo", "tritonkit.gpu.state", "tritonkit_errors", "deploy.__main__"} <= set(project)
+    assert any(i.imported == "backends.batching" for i in project["model_repository.postprocess.1.model"])
+    assert any(i.project and i.imported == "tritonkit_errors" for i in project["export.errors"])
 
 
 # --- each check can fail -------------------------------------------------------------------------
@@ -363,6 +435,37 @@ def test_a_lower_layer_importing_a_higher_one_is_named_with_both_modules():
     ) == ["loadtest.studies.soak:1 imports loadtest.studies.overload: one study imports another"]
     assert layer_violations(graph({"loadtest.helpers": "", "loadtest.cli": "import loadtest.helpers\n"})) == [
         "loadtest.helpers is in no layer of loadtest (tests/unit/test_imports.py LAYERS)"
+    ]
+
+
+def test_a_package_importing_a_higher_one_is_named_with_both_modules():
+    sources = {
+        "tritonkit_errors": "",
+        "backends.batching": "import numpy\n",
+        "export.config": "from tritonkit_errors import TritonkitError\n",
+        "export.warmup_data": "from deploy.server import DEFAULT_REPOSITORY\n",
+        "export.zoo": "import torch\n",
+        "deploy.server": "from export import config\n",
+        "deploy.showcase": "import os\ndef run():\n    from loadtest.cli import CAMPAIGNS\n",
+        "deploy.__main__": "from tritonkit_cli import main\n",  # an entry point: allowed
+        "loadtest.cli": "from deploy import server\n",
+        "tritonkit_cli": "from tritonkit import demo\n",
+        "tritonkit.demo": "from loadtest.cli import CAMPAIGNS\n",
+        "model_repository.postprocess.1.model": "import numpy\nimport export.zoo\nfrom backends.batching import x\n",
+    }
+    assert package_violations(graph(sources)) == [
+        "deploy.showcase:3 imports loadtest.cli, a higher layer (loadtest is above deploy)",
+        "export.warmup_data:1 imports deploy.server, a higher layer (deploy is above export)",
+        "model_repository.postprocess.1.model:2 imports export.zoo: a Python model imports only backends",
+    ]
+    fixed = {**sources, "export.warmup_data": "from export.cli import DEFAULT_REPOSITORY\n", "export.cli": ""}
+    fixed |= {"deploy.showcase": "", "model_repository.postprocess.1.model": "from backends.batching import x\n"}
+    assert package_violations(graph(fixed)) == []
+    assert package_violations(graph({"deploy.__main__": "", "loadtest.cli": "import deploy.__main__\n"})) == [
+        "loadtest.cli:1 imports deploy.__main__, an entry point"
+    ]
+    assert package_violations(graph({"scripts.tool": "import os\n"})) == [
+        "scripts.tool is in no layer of the project (tests/unit/test_imports.py PACKAGE_LAYERS)"
     ]
 
 

@@ -1,6 +1,6 @@
 """export/formats/tensorrt.py and the GPU target's configs, checked where no GPU is: what Torch-TensorRT is
 handed, and what ONNX Runtime's TensorRT accelerator is told. The builds themselves run only on a GPU host
-(deploy/gpu/check.sh; docs/production.md says what only a GPU host can check)."""
+(tritonkit/gpu/check.sh; docs/production.md says what only a GPU host can check)."""
 
 import functools
 

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("backends", "deploy", "export", "loadtest")
+PACKAGES = ("backends", "deploy", "export", "loadtest", "tritonkit")
 
 CROSS_CUTTING = {
     # Named after what they check, which is no single Python module:

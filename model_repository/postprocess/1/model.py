@@ -1,26 +1,24 @@
 """``postprocess``: logits -> softmax -> top-k class ids, scores and ImageNet names.
 
 ``TOP_K`` is optional (default 5) and must be 1..1000; a request outside that range gets its own
-INVALID_ARG error. The labels are the project's data file, export/zoo/data/imagenet_labels.txt.
+INVALID_ARG error. The names are backends/data/imagenet_labels.txt (``backends.imagenet``), the file
+efficientnet_lite0's export takes its labels from.
 """
 
 import json
-from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-import export.zoo
 from backends.batching import invalid
-
-LABELS_FILE = Path(export.zoo.__file__).parent / "data" / "imagenet_labels.txt"
+from backends.imagenet import labels
 
 
 class TritonPythonModel:
     def initialize(self, args):
         params = {k: v["string_value"] for k, v in json.loads(args["model_config"]).get("parameters", {}).items()}
         self.default_k = int(params.get("DEFAULT_TOP_K", 5))
-        self.labels = np.array(LABELS_FILE.read_text(encoding="utf-8").splitlines(), dtype=object)
+        self.labels = np.array(labels(), dtype=object)
 
     def execute(self, requests):
         responses = []

@@ -1,6 +1,6 @@
 """The export side of the GPU check: the models on the device, their exports with parity, their configs.
 
-Steps ``export`` and ``configs`` of :mod:`deploy.gpu.check`; each takes the running ``Check`` and
+Steps ``export`` and ``configs`` of the GPU check (:mod:`tritonkit.gpu.run`); each takes the running ``Check`` and
 returns ``(status, detail)``.
 """
 
@@ -9,12 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
-from deploy.gpu import results as res
-
-if TYPE_CHECKING:
-    from deploy.gpu.check import Check
+from tritonkit.gpu import results as res
+from tritonkit.gpu.state import Check
 
 SERVED_VARIANTS = ("torchscript/fp32", "torchscript/fp16")
 OPTIONAL_VARIANTS = ("torch-tensorrt/fp16", "onnx/fp32", "onnx/fp16")

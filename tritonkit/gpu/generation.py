@@ -1,6 +1,6 @@
 """The generation side of the GPU check: text_generator on the GPU, FP32 and FP16 steps, in-flight batching on.
 
-Step ``generation`` of :mod:`deploy.gpu.check`. It exports the SmolLM2 steps (``smollm2_prefill`` /
+Step ``generation`` of the GPU check (:mod:`tritonkit.gpu.run`). It exports the SmolLM2 steps (``smollm2_prefill`` /
 ``smollm2_decode``, TorchScript FP32 and FP16, parity against eager FP32 on the GPU) into a repository
 of its own and writes two generators with ``export.generator`` exactly as ``export --target gpu``
 does (``KIND_GPU``, the steps in the generator's process on ``cuda:<device_id>``): ``text_generator``
@@ -16,10 +16,8 @@ measurement with 1 and 2 streams of 4 tokens; its figures are recorded as ``skip
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from deploy.gpu.check import Check
+from tritonkit.gpu.state import Check
 
 PRECISIONS = {"fp32": "text_generator", "fp16": "text_generator_fp16"}
 STREAMS, TOKENS = (1, 8, 32), 64
@@ -30,7 +28,6 @@ def generation(check: Check):
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2 as mc
 
-    from deploy.gpu.steps_export import on_device
     from deploy.lifecycle import local_server
     from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
     from export import catalog, zoo
@@ -39,6 +36,7 @@ def generation(check: Check):
     from export.pipeline import export_entry
     from export.variants import Variant
     from loadtest.studies.generation import PROMPTS, served_row
+    from tritonkit.gpu.steps_export import on_device
 
     steps = ("smollm2_tiny_prefill", "smollm2_tiny_decode") if check.dry_run else ("smollm2_prefill", "smollm2_decode")
     repo = check.workdir / "generation_repository"

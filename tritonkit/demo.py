@@ -33,6 +33,7 @@ from deploy.lifecycle import local_server
 from deploy.server import ServerConfig
 from export import catalog
 from export.errors import ExportError
+from tritonkit_errors import ExitStatus
 
 if TYPE_CHECKING:
     from loadtest.drive.target import Endpoints
@@ -190,10 +191,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.http_url and not (args.grpc_url and args.metrics_url):
         print("demo: error: --http-url needs --grpc-url and --metrics-url too", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     if args.campaign_seconds is not None and not args.campaign_seconds > 0:
         print(f"demo: error: --campaign-seconds {args.campaign_seconds:g} must be > 0", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     config = ServerConfig(model_repository=args.repository, cpus=args.server_cpus)
     try:
         _export_all(config.model_repository)
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         left = server.left_behind
     except (ServerError, ExportError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.FAILED
     print(
         "  server stopped; "
         + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")
@@ -266,9 +267,9 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from loadtest.drive.target import add_server_arguments
+    from loadtest.drive import flags
 
-    add_server_arguments(parser)
+    flags.add_server_flags(parser)
     parser.add_argument(
         "--campaign-seconds",
         type=float,

@@ -1,6 +1,6 @@
 """The wheels the GPU host installs offline, and which of them it lacks (standard library only).
 
-``check.sh`` runs ``python -m deploy.gpu.wheels missing --wheels DIR`` before anything else: it
+``check.sh`` runs ``python -m tritonkit.gpu.wheels missing --wheels DIR`` before anything else: it
 prints the requirement (``name==version``) of each listed distribution that the interpreter does
 not have, and ``check.sh`` hands those to ``pip install --no-index --no-deps --find-links DIR``.
 Each wheel is installed without its dependencies because every dependency the check imports is
@@ -190,7 +190,7 @@ def describe(rows: list[dict], budget: int = BUDGET_BYTES) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m deploy.gpu.wheels", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m tritonkit.gpu.wheels", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "command",

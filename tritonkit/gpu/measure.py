@@ -1,6 +1,6 @@
 """The measurements of the GPU check: in-process throughput and latency, served throughput, GPU memory.
 
-Steps ``inprocess``, ``served_throughput`` and ``gpu_memory`` of :mod:`deploy.gpu.check`; each
+Steps ``inprocess``, ``served_throughput`` and ``gpu_memory`` of the GPU check (:mod:`tritonkit.gpu.run`); each
 takes the running ``Check``, records figures on it, and returns ``(status, detail)``.
 """
 
@@ -11,13 +11,10 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from deploy.gpu import results as res
-from deploy.gpu.steps_serve import FIRST_REQUEST_VARIANT, server_models
-
-if TYPE_CHECKING:
-    from deploy.gpu.check import Check
+from tritonkit.gpu import results as res
+from tritonkit.gpu.state import Check
+from tritonkit.gpu.steps_serve import FIRST_REQUEST_VARIANT, server_models
 
 
 def inprocess(check: Check):
@@ -95,7 +92,7 @@ def bench(check: Check, run, inputs) -> dict:
 def served_throughput(check: Check):
     import torch
 
-    from deploy.gpu import load
+    from tritonkit.gpu import load
 
     for name, variants in check.served.items():
         served_as = variants.get(FIRST_REQUEST_VARIANT)

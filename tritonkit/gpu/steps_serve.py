@@ -1,6 +1,6 @@
 """The serving side of the GPU check: the local server, its answers, and the first request after ready.
 
-Steps ``serve``, ``answers`` and ``first_request`` of :mod:`deploy.gpu.check`; each takes the
+Steps ``serve``, ``answers`` and ``first_request`` of the GPU check (:mod:`tritonkit.gpu.run`); each takes the
 running ``Check`` and returns ``(status, detail)``.
 """
 
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from deploy.gpu.check import Check
+from tritonkit.gpu.state import Check
 
 FIRST_REQUEST_VARIANT = "torchscript/fp16"
 NOWARM_SUFFIX = "_nowarm"

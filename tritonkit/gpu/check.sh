@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GPU check in one command: offline install of what this host lacks, then the check itself.
 #
-#   bash deploy/gpu/check.sh OUT_DIR              on a Linux host with one NVIDIA GPU (CUDA torch installed)
-#   bash deploy/gpu/check.sh --dry-run OUT_DIR    on any machine: every step that needs no CUDA
+#   bash tritonkit/gpu/check.sh OUT_DIR              on a Linux host with one NVIDIA GPU (CUDA torch installed)
+#   bash tritonkit/gpu/check.sh --dry-run OUT_DIR    on any machine: every step that needs no CUDA
 #   options: --models digits,minilm (a subset)   --keep (keep the temporary repository and server log)
 #
-# Wheels come from deploy/gpu/wheels/ (or $TRITONKIT_WHEELS): see deploy/gpu/README.md for the list.
+# Wheels come from tritonkit/gpu/wheels/ (or $TRITONKIT_WHEELS): see tritonkit/gpu/README.md for the list.
 # The interpreter is $PYTHON, else this checkout's .venv/bin/python, else python3.
 # Exit status: 0 every step passed (targets are figures, reported met/missed), 1 a step failed,
 # 2 bad arguments or a wheel that is neither installed nor brought.
@@ -43,17 +43,17 @@ echo "== check.sh: python $PYTHON, wheels $wheels, results $out$([ $dry_run = 1 
 
 # 1. What this interpreter lacks, installed from the brought wheels only: no index, no dependency resolution.
 set +e
-missing="$("$PYTHON" -m deploy.gpu.wheels missing --wheels "$wheels")"
+missing="$("$PYTHON" -m tritonkit.gpu.wheels missing --wheels "$wheels")"
 plan_rc=$?
 set -e
-"$PYTHON" -m deploy.gpu.wheels plan --wheels "$wheels"
+"$PYTHON" -m tritonkit.gpu.wheels plan --wheels "$wheels"
 if [ -z "$missing" ]; then
   echo "wheels: nothing to install"
 else
   if [ $dry_run = 1 ]; then
     echo "dry run: would run: $PYTHON -m pip install --no-index --no-deps --find-links $wheels $(echo $missing)"
   elif [ $plan_rc -ne 0 ]; then
-    echo "check.sh: bring the wheels listed above as 'no wheel' into $wheels (deploy/gpu/README.md)" >&2
+    echo "check.sh: bring the wheels listed above as 'no wheel' into $wheels (tritonkit/gpu/README.md)" >&2
     exit 2
   else
     # shellcheck disable=SC2086
@@ -64,4 +64,4 @@ fi
 # 2-11. The check itself; it writes results.md and results.json into OUT_DIR.
 args=("$out" --wheels "$wheels" ${extra[@]+"${extra[@]}"})
 [ $dry_run = 1 ] && args+=(--dry-run)
-exec "$PYTHON" -m deploy.gpu.check "${args[@]}"
+exec "$PYTHON" -m tritonkit.gpu.check "${args[@]}"
