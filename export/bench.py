@@ -1,4 +1,4 @@
-"""``make bench-export``: in-process latency of each built-in model, eager vs its exports, in one run.
+"""``tritonkit bench-export``: in-process latency of each built-in model, eager vs its exports, in one run.
 
 For every model in export/models.toml: eager PyTorch FP32, TorchScript FP32, ONNX Runtime FP32 and
 TorchScript FP16 (FP32 I/O), at batch 1, 8 and 32 (text at sequence length 128). Each cell is the
@@ -16,10 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
-from export import catalog, formats, zoo
+from export import catalog
 from export.variants import Variant
+from tritonkit_errors import ExitStatus, alias_parser
 
 BATCHES = (1, 8, 32)
 SEQ_LEN = 128
@@ -38,6 +37,10 @@ def median_ms(run, inputs, min_calls: int = 5, budget_s: float = 1.0) -> float:
 
 
 def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
+    import torch  # deferred: `tritonkit --help` does not load torch
+
+    from export import zoo
+
     entry = catalog.entry(name)
     model = zoo.build(entry.builder)
 
@@ -49,11 +52,10 @@ def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
     for variant in VARIANTS:
         if variant.precision not in model.tolerances:
             continue
-        converter = formats.converter(variant.format)
         path = workdir / f"{name}-{variant.format}-{variant.precision}" / variant.filename
         path.parent.mkdir(parents=True)
-        converter.convert(model, variant, path)
-        runners[str(variant)] = converter.load(path, variant=variant)
+        variant.fmt.convert(model, variant, path)
+        runners[str(variant)] = variant.fmt.load(path, variant=variant)  # the runner the parity check uses
     rows = []
     generator = torch.Generator().manual_seed(0)
     for batch in batches:
@@ -68,13 +70,33 @@ def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m export.bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench-export",
+        help="in-process latency of eager PyTorch vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("models", nargs="*", help="models from export/models.toml (default: all)")
-    args = parser.parse_args(argv)
-    names = args.models or list(catalog.load())
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m export.bench``: the same command as ``tritonkit bench-export``."""
+    return run_command(alias_parser(register, "python -m export.bench").parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    import torch
+
+    known = catalog.load()
+    unknown = [name for name in args.models if name not in known]
+    if unknown:
+        print(
+            f"error: {', '.join(unknown)} not in export/models.toml; models there: {', '.join(known)}", file=sys.stderr
+        )
+        return ExitStatus.USAGE
+    names = args.models or list(known)
     threads = torch.get_num_threads()
     import onnxruntime  # the ONNX runner reads this default when it builds sessions
 
@@ -88,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"| {row['model']} | {row['batch']} | {row['variant']} | {row['ms']:.3f} | {row['speedup']:.2f}x |",
                     flush=True,
                 )
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ TORCHSCRIPT_PARAMETERS = {
     "INTRA_OP_THREAD_COUNT",
     "INTER_OP_THREAD_COUNT",
 }
-"""libtorch backend parameters, left out of other formats' configs."""
+"""libtorch backend parameters, left out of the configs of formats another backend serves."""
 TUNABLE_KEYS = ("max_batch_size", "dynamic_batching", "instance_groups", "warmup")
 _ENTRY_KEYS = {"builder", "variants", "samples"}
 _SPEC_KEYS = {f.name for f in dataclasses.fields(ModelSpec)} - {
@@ -75,8 +75,10 @@ class CatalogEntry:
             raise SpecError(f"model {self.name!r}: unknown settings {sorted(unknown)}; known: {sorted(_SPEC_KEYS)}")
         values["platform"] = variant.platform
         values["precision"] = variant.precision
-        # ONNX below FP32 means the TensorRT accelerator inside Triton's onnxruntime backend.
-        values["tensorrt_accelerator"] = variant.format == "onnx" and variant.precision != "fp32"
+        # ONNX below FP32 means the TensorRT accelerator inside Triton's onnxruntime backend (its format says so).
+        fmt = variant.fmt
+        accelerated = fmt.accelerator == "tensorrt" and variant.precision in fmt.accelerated_precisions
+        values["tensorrt_accelerator"] = accelerated
         try:
             if isinstance(values.get("dynamic_batching"), dict):
                 values["dynamic_batching"] = DynamicBatching.from_settings(values["dynamic_batching"])
@@ -88,7 +90,7 @@ class CatalogEntry:
                 values["parameters"] = tuple(
                     (k, v)
                     for k, v in values["parameters"].items()
-                    if variant.platform == "pytorch_libtorch" or k not in TORCHSCRIPT_PARAMETERS
+                    if fmt.backend == "pytorch" or k not in TORCHSCRIPT_PARAMETERS
                 )
             values.setdefault("description", zoo.description)
             values.setdefault("labels", zoo.labels if len(zoo.labels) > 1 and zoo.real_data_check == "top1" else ())

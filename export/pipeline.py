@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from export import config as config_io
-from export import formats, parity, recorded, zoo
+from export import parity, recorded, zoo
 from export.catalog import CatalogEntry
 from export.errors import FormatUnavailable
 from export.result import ConversionResult
@@ -78,7 +78,7 @@ def fingerprint(spec: ModelSpec, variant: Variant, target: str, source: str) -> 
         target,
         source,
         torch.__version__,
-        inspect.getsource(formats.converter(variant.format)),
+        inspect.getsource(variant.fmt.converter()),
         inspect.getsource(parity),
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
@@ -189,7 +189,7 @@ def export_variant(
 
 
 def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, staging: Path, device: str):
-    converter = formats.converter(variant.format)
+    fmt = variant.fmt
     target_file = staging / variant.filename
     base = {"format": variant.format, "precision": variant.precision, "path": f"{spec.version}/{variant.filename}"}
     manifest = {
@@ -207,8 +207,8 @@ def _convert_and_check(model: ZooModel, spec: ModelSpec, variant: Variant, stagi
     try:
         if device == "cuda" and not torch.cuda.is_available():
             raise FormatUnavailable("--target gpu needs a CUDA device and torch sees none")
-        converter.convert(model, variant, target_file, device=device, max_batch_size=spec.max_batch_size)
-        loaded = converter.load(target_file, device=device, variant=variant)
+        fmt.convert(model, variant, target_file, device=device, max_batch_size=spec.max_batch_size)
+        loaded = fmt.load(target_file, device=device, variant=variant)  # the runner bench-export times too
         report = parity.check(model, loaded, variant.precision, spec.max_batch_size)
     except FormatUnavailable as exc:
         return ConversionResult(**base, status="skipped", message=str(exc)), manifest

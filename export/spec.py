@@ -12,6 +12,8 @@ import warnings
 from typing import Any
 
 from export.errors import SpecError
+from export.formats import registry as formats
+from export.formats.registry import NON_FORMAT_PLATFORMS, PRECISIONS
 
 # KServe v2 datatype names; the config uses the same names with a TYPE_ prefix (BYTES is TYPE_STRING).
 DATATYPES = (
@@ -35,11 +37,17 @@ QUEUE_POLICY_DELAY_WARNING = (
     "issue 8870, fixed in core after Triton 2.62). Set max_queue_delay_us = 0: with a queue policy the batcher "
     "forms each batch when an instance frees, from whatever has queued meanwhile."
 )
-PRECISIONS = ("fp32", "fp16", "bf16")
 MAX_DYNAMIC_DIM = 256
 """Largest size of a dynamic non-batch dimension that TensorRT engines are built for (Torch-TensorRT's
 inputs, ONNX Runtime's TensorRT profiles): the text models' sequence, which their tokenizers cut at 256."""
-PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "python", "ensemble")
+
+
+def platforms() -> tuple[str, ...]:
+    """The Triton platforms a ``ModelSpec`` may name: each export format's (export/formats/), then Python
+    models' and ensembles'."""
+    return (*formats.platforms(), *NON_FORMAT_PLATFORMS)
+
+
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 LABELS_FILE = "labels.txt"
 """Where ``ModelSpec.labels`` are written, beside config.pbtxt."""
@@ -289,8 +297,8 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         _check_name("model", self.name)
-        if self.platform not in PLATFORMS:
-            raise SpecError(f"model {self.name!r}: platform {self.platform!r} is not one of {PLATFORMS}")
+        if self.platform not in platforms():
+            raise SpecError(f"model {self.name!r}: platform {self.platform!r} is not one of {platforms()}")
         if not self.inputs or not self.outputs:
             raise SpecError(f"model {self.name!r} needs at least one input and one output")
         names = [t.name for t in (*self.inputs, *self.outputs)]
@@ -311,8 +319,9 @@ class ModelSpec:
                 )
         if self.precision not in PRECISIONS:
             raise SpecError(f"model {self.name!r}: precision {self.precision!r} is not one of {PRECISIONS}")
-        if self.tensorrt_accelerator and self.platform != "onnxruntime_onnx":
-            raise SpecError(f"model {self.name!r}: the TensorRT accelerator applies to onnxruntime_onnx only")
+        accelerated = tuple(dict.fromkeys(f.platform for f in formats.entries() if f.accelerator == "tensorrt"))
+        if self.tensorrt_accelerator and self.platform not in accelerated:
+            raise SpecError(f"model {self.name!r}: the TensorRT accelerator applies to {' or '.join(accelerated)} only")
         if self.version < 1:
             raise SpecError(f"model {self.name!r}: version {self.version} must be >= 1")
         if self.latest_versions is not None:

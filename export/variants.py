@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 
+from export import formats
 from export.errors import SpecError
+from export.formats.registry import TARGETS
 from export.spec import PRECISIONS
 
-FORMATS = ("torchscript", "torch-tensorrt", "onnx")
-TARGETS = ("cpu", "gpu")
-PLATFORM = {"torchscript": "pytorch_libtorch", "torch-tensorrt": "pytorch_libtorch", "onnx": "onnxruntime_onnx"}
-FILENAME = {"torchscript": "model.pt", "torch-tensorrt": "model.pt", "onnx": "model.onnx"}
-_SUFFIX = {"torchscript": "", "torch-tensorrt": "trt", "onnx": "onnx"}
-REQUIRED_FORMATS = {"cpu": frozenset({"torchscript", "onnx"}), "gpu": frozenset({"torchscript"})}
-"""Per target, the formats whose variants an export must deliver; the other variants are optional.
+__all__ = ["FORMATS", "REQUIRED_FORMATS", "TARGETS", "Variant", "base_model"]
+
+FORMATS = formats.names()
+"""The registered formats (export/formats/), the default first."""
+REQUIRED_FORMATS = {t: frozenset(f.name for f in formats.entries() if t in f.required_on) for t in TARGETS}
+"""Per target, the formats whose variants an export must deliver (each format's ``required_on``); the other
+variants are optional.
 
 cpu: TorchScript and ONNX Runtime are pinned pip packages, so a missing toolchain is a broken install
 and fails the run. gpu: only TorchScript on CUDA is sure in the NGC PyTorch image; Torch-TensorRT and
@@ -31,30 +33,35 @@ named with ``--format``, or any variant under ``--require-all``, is required."""
 @dataclasses.dataclass(frozen=True)
 class Variant:
     format: str
-    """``torchscript`` | ``torch-tensorrt`` | ``onnx``."""
+    """A registered format's name (``export.formats.names()``): ``torchscript``, ``torch-tensorrt``, ``onnx``."""
     precision: str = "fp32"
     """``fp32`` | ``fp16`` | ``bf16``; I/O stays FP32 with casts inside the model."""
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise SpecError(f"format {self.format!r} is not one of {FORMATS}")
+        fmt = formats.get(self.format)
         if self.precision not in PRECISIONS:
             raise SpecError(f"precision {self.precision!r} is not one of {PRECISIONS}")
-        if self.format == "torch-tensorrt" and self.precision == "bf16":
-            raise SpecError("torch-tensorrt/bf16 is not offered: use fp16 or fp32")
+        if self.precision not in fmt.offered:
+            raise SpecError(f"{self} is not offered: use {' or '.join(fmt.offered)}")
+
+    @property
+    def fmt(self) -> formats.Format:
+        """The format's registered facts."""
+        return formats.get(self.format)
 
     def check_target(self, target: str) -> None:
         """Refuse, before any work, a variant that cannot exist on ``target``."""
         if target not in TARGETS:
             raise SpecError(f"target {target!r} is not one of {TARGETS}")
-        if target == "cpu" and self.format == "torch-tensorrt":
-            raise SpecError("torch-tensorrt builds TensorRT engines for a GPU: use --target gpu")
-        if target == "cpu" and self.format == "onnx" and self.precision != "fp32":
-            raise SpecError(f"onnx/{self.precision} runs through the TensorRT accelerator on a GPU: use --target gpu")
+        fmt = self.fmt
+        if self.precision not in fmt.precisions.get(target, ()):
+            where = " or ".join(f"--target {t}" for t in fmt.targets if self.precision in fmt.precisions[t])
+            subject = str(self) if fmt.precisions.get(target) else self.format  # the format is not there at all
+            raise SpecError(f"{subject} {fmt.target_reason}: use {where}")
 
     def required_on(self, target: str) -> bool:
         """Whether ``target``'s export fails when this variant cannot be exported (``REQUIRED_FORMATS``)."""
-        return self.format in REQUIRED_FORMATS[target]
+        return self.format in REQUIRED_FORMATS.get(target, ())
 
     @classmethod
     def parse(cls, text: str) -> Variant:
@@ -62,16 +69,16 @@ class Variant:
         return cls(fmt, precision or "fp32")
 
     def model_name(self, base: str) -> str:
-        parts = [base, _SUFFIX[self.format], "" if self.precision == "fp32" else self.precision]
+        parts = [base, self.fmt.suffix, "" if self.precision == "fp32" else self.precision]
         return "_".join(p for p in parts if p)
 
     @property
     def platform(self) -> str:
-        return PLATFORM[self.format]
+        return self.fmt.platform
 
     @property
     def filename(self) -> str:
-        return FILENAME[self.format]
+        return self.fmt.filename
 
     def __str__(self) -> str:
         return f"{self.format}/{self.precision}"
@@ -79,13 +86,7 @@ class Variant:
 
 def base_model(served: str) -> str:
     """The model a served variant was exported from (``minilm_onnx`` -> ``minilm``); a base name is its own."""
-    suffixes = set()
-    for fmt in FORMATS:
-        for precision in PRECISIONS:
-            try:
-                suffixes.add(Variant(fmt, precision).model_name("_")[1:])
-            except SpecError:
-                continue
+    suffixes = {Variant(fmt.name, p).model_name("_")[1:] for fmt in formats.entries() for p in fmt.offered}
     for suffix in sorted(suffixes - {""}, key=len, reverse=True):  # _trt_fp16 before _fp16
         if served.endswith(suffix) and len(served) > len(suffix):
             return served[: -len(suffix)]

@@ -7,13 +7,34 @@ the TensorRT execution accelerator in FP16 (the config says so); on CPU only FP3
 from __future__ import annotations
 
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from export.errors import FormatUnavailable
-from export.variants import Variant
-from export.zoo.base import ZooModel
+from export.formats.registry import PRECISIONS, Format, register
 
+if TYPE_CHECKING:  # torch is imported where it runs, so the registry's readers stay light
+    import torch
+
+    from export.variants import Variant
+    from export.zoo.base import ZooModel
+
+FORMAT = register(
+    Format(
+        name="onnx",
+        filename="model.onnx",
+        platform="onnxruntime_onnx",
+        backend="onnxruntime",
+        runtime="ONNX Runtime",
+        precisions={"cpu": ("fp32",), "gpu": PRECISIONS},
+        module=__name__,
+        suffix="onnx",
+        target_reason="runs through the TensorRT accelerator on a GPU",
+        required_on=frozenset({"cpu"}),
+        accelerator="tensorrt",
+        accelerated_precisions=("fp16", "bf16"),
+        rank=2,
+    )
+)
 OPSET = 17
 
 
@@ -29,6 +50,7 @@ def dynamic_axes(zoo: ZooModel) -> dict[str, dict[int, str]]:
 
 def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", max_batch_size: int = 0) -> None:
     import onnx
+    import torch
 
     with torch.no_grad():
         torch.onnx.export(
@@ -44,13 +66,13 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", 
     onnx.checker.check_model(str(target), full_check=True)
 
 
-def providers(variant: Variant, device: str) -> list:
+def providers(variant: Variant | None, device: str) -> list:
     if device == "cpu":
         return ["CPUExecutionProvider"]
     import onnxruntime
 
     available = onnxruntime.get_available_providers()
-    if variant.precision == "fp16":
+    if variant is not None and variant.precision == "fp16":
         if "TensorrtExecutionProvider" not in available:
             raise FormatUnavailable(f"onnxruntime here has no TensorrtExecutionProvider (has {available})")
         return [("TensorrtExecutionProvider", {"trt_fp16_enable": True}), "CUDAExecutionProvider"]
@@ -70,8 +92,10 @@ def check_session(asked: list, got: list[str]) -> str:
     return wanted
 
 
-def load(path: Path, device: str = "cpu", variant: Variant = Variant("onnx")):
+def load(path: Path, device: str = "cpu", variant: Variant | None = None):
+    """``variant`` None: FP32 (the precision picks the GPU's execution provider)."""
     import onnxruntime
+    import torch
 
     asked = providers(variant, device)
     session = onnxruntime.InferenceSession(str(path), providers=asked)

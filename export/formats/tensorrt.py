@@ -11,17 +11,36 @@ The module is traced first, as the TorchScript export does: ``compile(ir="ts")``
 from __future__ import annotations
 
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from export.errors import FormatUnavailable
 from export.formats import torchscript
+from export.formats.registry import Format, register
 from export.spec import shape_ranges
-from export.variants import Variant
-from export.zoo.base import ZooModel
+
+if TYPE_CHECKING:  # torch is imported where it runs, so the registry's readers stay light
+    from export.variants import Variant
+    from export.zoo.base import ZooModel
+
+FORMAT = register(
+    Format(
+        name="torch-tensorrt",
+        filename="model.pt",
+        platform="pytorch_libtorch",
+        backend="pytorch",
+        runtime="Torch-TensorRT (TorchScript on CUDA)",
+        precisions={"gpu": ("fp16", "fp32")},
+        module=__name__,
+        suffix="trt",
+        target_reason="builds TensorRT engines for a GPU",
+        rank=1,
+    )
+)
 
 
 def _toolchain():
+    import torch
+
     if not torch.cuda.is_available():
         raise FormatUnavailable("Torch-TensorRT needs a CUDA device and torch sees none")
     try:
@@ -39,6 +58,8 @@ def input_ranges(zoo: ZooModel, max_batch_size: int) -> list[tuple[tuple[int, ..
 
 
 def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda", max_batch_size: int = 1) -> None:
+    import torch
+
     torch_tensorrt = _toolchain()
     dtypes = {"FP32": torch.float32, "INT64": torch.int64, "INT32": torch.int32, "FP16": torch.float16}
     inputs = [
@@ -59,6 +80,8 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cuda",
 
 
 def load(path: Path, device: str = "cuda", variant: Variant | None = None):
+    import torch
+
     _toolchain()
     module = torch.jit.load(str(path), map_location="cuda").eval()
 

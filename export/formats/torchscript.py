@@ -8,28 +8,59 @@ which is how Triton's libtorch backend (and backends/pytorch locally) matches in
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+from export.formats.registry import PRECISIONS, Format, register
 
-from export.variants import Variant
-from export.zoo.base import ZooModel
+if TYPE_CHECKING:  # torch is imported where it runs, so the registry's readers stay light
+    import torch
+    from torch import nn
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    from export.variants import Variant
+    from export.zoo.base import ZooModel
+
+FORMAT = register(
+    Format(
+        name="torchscript",
+        filename="model.pt",
+        platform="pytorch_libtorch",
+        backend="pytorch",
+        runtime="TorchScript (torch.jit.load)",
+        precisions={"cpu": PRECISIONS, "gpu": PRECISIONS},
+        module=__name__,
+        required_on=frozenset({"cpu", "gpu"}),
+        rank=0,
+    )
+)
 
 
-class _CastWrapper(nn.Module):
-    def __init__(self, module: nn.Module, dtype: torch.dtype):
-        super().__init__()
-        self.inner = copy.deepcopy(module).to(dtype).eval()
-        self.dtype = dtype
+def dtype(precision: str) -> torch.dtype:
+    import torch
 
-    def _run(self, *inputs):
-        result = self.inner(*[x.to(self.dtype) if x.is_floating_point() else x for x in inputs])
-        if isinstance(result, torch.Tensor):
-            return result.float() if result.is_floating_point() else result
-        return tuple(r.float() if r.is_floating_point() else r for r in result)
+    return {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+
+
+@functools.cache
+def _cast_wrapper() -> type:
+    """The base of the reduced-precision wrapper (a class here: ``nn.Module`` needs torch)."""
+    import torch
+    from torch import nn
+
+    class CastWrapper(nn.Module):
+        def __init__(self, module: nn.Module, dtype: torch.dtype):
+            super().__init__()
+            self.inner = copy.deepcopy(module).to(dtype).eval()
+            self.dtype = dtype
+
+        def _run(self, *inputs):
+            result = self.inner(*[x.to(self.dtype) if x.is_floating_point() else x for x in inputs])
+            if isinstance(result, torch.Tensor):
+                return result.float() if result.is_floating_point() else result
+            return tuple(r.float() if r.is_floating_point() else r for r in result)
+
+    return CastWrapper
 
 
 def at_precision(zoo: ZooModel, precision: str) -> nn.Module:
@@ -39,11 +70,13 @@ def at_precision(zoo: ZooModel, precision: str) -> nn.Module:
     names = ", ".join(t.name for t in zoo.inputs)
     namespace: dict = {}
     exec(f"def forward(self, {names}):\n    return self._run({names})\n", namespace)  # noqa: S102 - names are validated identifiers
-    wrapper_type = type("ReducedPrecision", (_CastWrapper,), {"forward": namespace["forward"]})
-    return wrapper_type(zoo.module, DTYPES[precision])
+    wrapper_type = type("ReducedPrecision", (_cast_wrapper(),), {"forward": namespace["forward"]})
+    return wrapper_type(zoo.module, dtype(precision))
 
 
 def trace(module: nn.Module, example: tuple[torch.Tensor, ...], freeze: bool = True) -> torch.jit.ScriptModule:
+    import torch
+
     with torch.no_grad():
         traced = torch.jit.trace(module.eval(), example, check_trace=False)
     # Freezing inlines the weights and folds constants, which the runtime would otherwise redo per call.
@@ -59,6 +92,8 @@ def convert(zoo: ZooModel, variant: Variant, target: Path, device: str = "cpu", 
 
 
 def load(path: Path, device: str = "cpu", variant: Variant | None = None):
+    import torch
+
     module = torch.jit.load(str(path), map_location=device).eval()
 
     def run(*inputs: torch.Tensor):

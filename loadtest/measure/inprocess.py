@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from deploy.server import DEFAULT_REPOSITORY
+from export import formats
 from export.config import parse
 from loadtest.drive.client_stats import percentiles
 from loadtest.drive.input_data import NUMPY_DTYPES
@@ -43,7 +44,7 @@ from loadtest.drive.target import parse_cpus
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
-FILENAMES = {"pytorch_libtorch": "model.pt", "onnxruntime_onnx": "model.onnx"}
+FILENAMES = {p: formats.of_platform(p).filename for p in ("pytorch_libtorch", "onnxruntime_onnx")}
 """The exported file of each platform the in-process row and the FastAPI baseline can load."""
 
 
