@@ -1,31 +1,49 @@
-"""Thin helpers over ``tritonclient`` used by the demo and the tests: one call, either protocol."""
+"""Thin helpers over Triton's APIs: inference and metrics over ``tritonclient`` (either protocol), and the one
+model-control client (:class:`ModelControl`) every command uses to list, load, unload and reload models.
+
+``tritonclient`` is imported where it is used: the model-control client runs inside ``tritonkit serve`` (the
+supervisor) and needs only the standard library."""
 
 from __future__ import annotations
 
+import functools
+import json
+import time
+import urllib.error
+import urllib.parse
 import urllib.request
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
-from prometheus_client.parser import text_string_to_metric_families
-from tritonclient.utils import np_to_triton_dtype
+if TYPE_CHECKING:
+    import numpy as np
 
 PROTOCOLS = ("http", "grpc")
-_MODULES = {"http": httpclient, "grpc": grpcclient}
+
+
+@functools.cache
+def _modules() -> dict[str, Any]:
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    return {"http": httpclient, "grpc": grpcclient}
 
 
 def connect(protocol: str, url: str):
     """An ``InferenceServerClient`` for ``http`` or ``grpc`` at ``host:port``."""
-    if protocol not in _MODULES:
+    if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r} is not one of {PROTOCOLS}")
-    return _MODULES[protocol].InferenceServerClient(url)
+    return _modules()[protocol].InferenceServerClient(url)
 
 
 def infer(
     client, model: str, inputs: dict[str, np.ndarray], outputs: list[str] | None = None, **kwargs
 ) -> dict[str, np.ndarray]:
     """Send numpy arrays by name; return the requested (default: all) outputs as numpy arrays."""
-    module = grpcclient if isinstance(client, grpcclient.InferenceServerClient) else httpclient
+    import numpy as np
+    from tritonclient.utils import np_to_triton_dtype
+
+    modules = _modules()
+    module = modules["grpc"] if isinstance(client, modules["grpc"].InferenceServerClient) else modules["http"]
     request = []
     for name, array in inputs.items():
         array = np.asarray(array)
@@ -45,6 +63,8 @@ def _response_outputs(result):
 
 def metrics(url: str) -> dict[tuple[str, frozenset], float]:
     """Triton's Prometheus metrics as {(sample name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     with urllib.request.urlopen(url, timeout=10) as response:
         text = response.read().decode()
     samples = {}
@@ -59,3 +79,116 @@ def metrics(url: str) -> dict[tuple[str, frozenset], float]:
 def model_metric(samples: dict, name: str, model: str) -> float:
     """Sum of one metric over the versions of one model."""
     return sum(v for (n, labels), v in samples.items() if n == name and ("model", model) in labels)
+
+
+# -- model control ----------------------------------------------------------------------------------
+READY = "READY"
+RELOAD_PARAMETER = "TRITONKIT_RELOAD"
+"""Config parameter that makes each reload's config differ from the served one (see :meth:`ModelControl.reload`)."""
+
+
+def is_ready(entry: dict[str, Any]) -> bool:
+    """The one definition of ready for an entry of the repository index: its ``state`` is ``READY``.
+
+    Triton 2.51 (``TRITONSERVER_ServerModelIndex``) gives a model it has never loaded by name only, with no
+    version and no state, and a model it has loaded once per version with that version's state
+    (``UNAVAILABLE`` after an unload or a failed load, ``LOADING``, ``READY``); asked with ``ready: true``, it
+    lists only the versions whose state is ``READY``. A missing state is therefore a model not loaded."""
+    return entry.get("state") == READY
+
+
+class ModelControlError(RuntimeError):
+    """A model-control call failed: ``message`` is Triton's own error (or why the server could not be reached),
+    ``status`` the HTTP status (None when no answer came)."""
+
+    def __init__(self, path: str, message: str, status: int | None = None):
+        self.path, self.message, self.status = path, message, status
+        super().__init__(f"HTTP {status} from {path}: {message}" if status else f"{path}: {message}")
+
+
+class ModelControl:
+    """Triton's model-repository API over plain HTTP, every call with a timeout: the index, which models are
+    ready, a model's config, load (optionally with a config), unload and reload. ``headers``: the admin key
+    when the server restricts these APIs (``deploy/security.py``)."""
+
+    def __init__(
+        self,
+        http_url: str,
+        timeout_s: float = 10.0,
+        load_timeout_s: float = 300.0,
+        headers: dict[str, str] | None = None,
+    ):
+        self.base = f"http://{http_url}"
+        self.timeout_s, self.load_timeout_s = timeout_s, load_timeout_s
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+
+    def _call(self, path: str, body: dict | None = None, timeout: float | None = None) -> Any:
+        """GET (``body`` None) or POST ``path``; the JSON answer (None when empty)."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base + path, data=data, method="GET" if data is None else "POST", headers=self.headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout or self.timeout_s) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ModelControlError(path, _error_text(exc.read().decode(errors="replace")), exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
+            reason = getattr(exc, "reason", exc)
+            raise ModelControlError(path, f"cannot reach {self.base}: {reason}") from None
+        return json.loads(text) if text else None
+
+    def index(self, ready: bool = False) -> list[dict[str, Any]]:
+        """The repository index: one entry per model version Triton knows, ``name`` and (once loaded) ``version``,
+        ``state`` and ``reason``; ``ready``: only the versions that are ready."""
+        return self._call("/v2/repository/index", {"ready": True} if ready else {}) or []
+
+    def ready_models(self) -> set[str]:
+        """Names of the models with a version ready (:func:`is_ready`)."""
+        return {m["name"] for m in self.index(ready=True) if is_ready(m)}
+
+    def is_model_ready(self, model: str) -> bool:
+        """Whether ``model`` answers requests now (``/v2/models/<model>/ready``)."""
+        try:
+            self._call(f"/v2/models/{_quote(model)}/ready")
+        except ModelControlError as exc:
+            if exc.status is None:
+                raise
+            return False
+        return True
+
+    def config(self, model: str) -> dict[str, Any]:
+        """The config ``model`` serves, as Triton's JSON."""
+        return self._call(f"/v2/models/{_quote(model)}/config")
+
+    def load(self, model: str, config: dict[str, Any] | None = None) -> None:
+        """(Re)load ``model``: with ``config`` (Triton's JSON form) in place of its ``config.pbtxt``, else from
+        its files. Returns once Triton has loaded it (a failed load raises with Triton's reason)."""
+        body = {"parameters": {"config": json.dumps(config)}} if config is not None else {}
+        self._call(f"/v2/repository/models/{_quote(model)}/load", body, self.load_timeout_s)
+
+    def unload(self, model: str) -> None:
+        self._call(f"/v2/repository/models/{_quote(model)}/unload", {}, self.load_timeout_s)
+
+    def reload(self, model: str) -> None:
+        """Load ``model`` again with the config it serves now: new instances, then the swap.
+
+        Triton skips a load whose config equals the one served, so the config carries one more parameter,
+        ``TRITONKIT_RELOAD`` (a fresh value each time; backends ignore it).
+        """
+        config = self.config(model)
+        config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
+        self.load(model, config)
+
+
+def _quote(model: str) -> str:
+    return urllib.parse.quote(model, safe="")
+
+
+def _error_text(body: str) -> str:
+    """Triton's ``{"error": "..."}`` as its message; any other body as it is, cut to 300 characters."""
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    return str(error) if error else body[:300]

@@ -355,7 +355,7 @@ class LocalServer:
 
     def unavailable_models(self) -> list[tuple[str, str]]:
         """(model, Triton's reason on one line) for each model whose load failed, from the repository index."""
-        from deploy.supervisor import ModelControl
+        from deploy.client import ModelControl
 
         index = ModelControl(self.config.http_url, headers=self._admin_headers()).index()
         return [(m["name"], _one_line(m.get("reason", ""))) for m in index if m.get("state") == "UNAVAILABLE"]

@@ -7,6 +7,11 @@ A handler that takes a lock (``Event.set``) then waits for itself for ever, and 
 Kubernetes and ``timeout`` send more than one, and so does a person pressing Ctrl-C twice) nests handlers
 inside handlers, which makes that likely. So the handler here only stores the signal's number: no lock, no
 I/O. The main loop polls it.
+
+A raise from the handler must not land inside an import either: an extension module being initialised
+(torch's C++ part imports Python submodules) turns an exception crossing it into ``std::terminate``, and the
+process dies by SIGABRT with no ``finally`` run, its server left behind. While an import is on the stack the
+handler defers the raise: SIGALRM asks again 50 ms later.
 """
 
 from __future__ import annotations
@@ -17,6 +22,17 @@ import threading
 from collections.abc import Callable, Iterator
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+RETRY_S = 0.05
+"""How soon a raise deferred by an import is tried again."""
+
+
+def in_import(frame) -> bool:
+    """Whether ``frame`` runs inside an import (importlib's frozen bootstrap is on its stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class StopRequest:
@@ -43,12 +59,24 @@ class StopRequest:
         self._held = False
         self._previous: dict[int, Callable | int | None] = {}
 
-    def _handle(self, signum, _frame) -> None:
+    def _handle(self, signum, frame) -> None:
         if not self.signum:
             self.signum = signum
-        if self.unwind and not self._raised and not self._held:
-            self._raised = True
-            raise SystemExit(128 + signum)
+        self._raise_unless_cut(frame)
+
+    def _retry(self, _signum, frame) -> None:
+        self._raise_unless_cut(frame)
+
+    def _raise_unless_cut(self, frame) -> None:
+        if not self.unwind or self._raised or self._held or not self.signum:
+            return
+        if in_import(frame):  # an exception there may cross C++ and abort the process: ask again soon
+            if signal.SIGALRM not in self._previous:
+                self._previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._retry)
+            signal.setitimer(signal.ITIMER_REAL, RETRY_S)
+            return
+        self._raised = True
+        raise SystemExit(128 + self.signum)
 
     def cleaning_up(self) -> None:
         """Signals from now on are recorded, never raised."""
@@ -85,5 +113,8 @@ class StopRequest:
         # burst is ignored rather than handed back to the default handlers, which would end the process by
         # the signal (or a KeyboardInterrupt) after the clean stop. SIG_IGN also outlives the interpreter's
         # own reset of Python-level handlers at exit.
+        if signal.SIGALRM in self._previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous.pop(signal.SIGALRM))
         for sig, handler in self._previous.items():
             signal.signal(sig, signal.SIG_IGN if self.signum else handler)

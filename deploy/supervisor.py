@@ -4,8 +4,9 @@ Triton 2.51 does not restart a Python-backend stub that dies: the model stays RE
 routed to the dead instance fails with HTTP 500 / gRPC INTERNAL ``Stub process '<instance>' is not
 healthy.`` until the model is loaded again. Loading it again *unchanged* does nothing (Triton sees the same
 files), so the :class:`Supervisor` reloads it with the config it serves now, passed to model control's
-``load``: Triton builds new instances (new stubs, warmup included) while the old ones keep answering, then
-swaps them in. The server must run in explicit model-control mode.
+``load`` (:class:`deploy.client.ModelControl`, the project's one client of that API): Triton builds new
+instances (new stubs, warmup included) while the old ones keep answering, then swaps them in. The server
+must run in explicit model-control mode.
 
 Detection watches the server's children with psutil, every ``interval_s``:
 
@@ -28,26 +29,22 @@ What a client does meanwhile (retry with backoff) is :mod:`deploy.retry`.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import psutil
 
+from deploy.client import ModelControl
 from deploy.errors import ServerError
 
 LOG = logging.getLogger("tritonkit.supervisor")
 STUB_BINARY = "triton_python_backend_stub"
-RELOAD_PARAMETER = "TRITONKIT_RELOAD"
-"""Config parameter that makes each reload's config differ from the served one (see ModelControl.reload)."""
 _INSTANCE_SUFFIX = re.compile(r"(_\d+){1,2}$")
 ORPHAN_GRACE_ENV = "TRITONKIT_ORPHAN_GRACE_S"
 DEFAULT_ORPHAN_GRACE_S = 30.0
@@ -282,54 +279,6 @@ class RecoveryEvent:
                 f"{', '.join(map(str, self.orphans))})"
             )
         return text
-
-
-class ModelControl:
-    """The three model-control calls the supervisor needs, over plain HTTP with timeouts."""
-
-    def __init__(
-        self,
-        http_url: str,
-        timeout_s: float = 10.0,
-        load_timeout_s: float = 300.0,
-        headers: dict[str, str] | None = None,
-    ):
-        self.base = f"http://{http_url}"
-        self.timeout_s, self.load_timeout_s = timeout_s, load_timeout_s
-        self.headers = {"Content-Type": "application/json", **(headers or {})}  # the admin key, if restricted
-
-    def _call(self, path: str, body: dict | None, timeout: float):
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base + path, data=data, method="GET" if data is None else "POST", headers=self.headers
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                text = response.read().decode()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")
-            raise RuntimeError(f"HTTP {exc.code} from {path}: {detail[:300]}") from None
-        return json.loads(text) if text else None
-
-    def ready_models(self) -> set[str]:
-        index = self._call("/v2/repository/index", {"ready": True}, self.timeout_s) or []
-        return {m["name"] for m in index if m.get("state", "READY") == "READY"}
-
-    def index(self) -> list[dict]:
-        """Every model of the repository with its ``state`` and ``reason`` (a model never loaded has neither)."""
-        return self._call("/v2/repository/index", {}, self.timeout_s) or []
-
-    def reload(self, model: str) -> None:
-        """Load ``model`` again with the config it serves now: new instances, then the swap.
-
-        Triton skips a load whose config equals the one served, so the config carries one more parameter,
-        ``TRITONKIT_RELOAD`` (a fresh value each time; backends ignore it).
-        """
-        config = self._call(f"/v2/models/{model}/config", None, self.timeout_s)
-        config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": str(time.time_ns())}
-        self._call(
-            f"/v2/repository/models/{model}/load", {"parameters": {"config": json.dumps(config)}}, self.load_timeout_s
-        )
 
 
 class Supervisor(threading.Thread):

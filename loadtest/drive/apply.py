@@ -17,7 +17,6 @@ payloads, never enough to change (a variant or tuning on such a server is refuse
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +25,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from deploy import security
+from deploy.client import ModelControl, ModelControlError
 from export import config as config_io
 from export.errors import ExportError
 from export.spec import ModelSpec
@@ -109,7 +109,7 @@ def _config_or_metadata(config: Callable, metadata: Callable, url: str, model: s
         print(
             f"note: {url} restricts its model-config API: {model!r}'s inputs are read from its metadata, which does "
             f"not say whether it streams: taken as {'decoupled' if decoupled else 'not decoupled'} "
-            '("decoupled" in TRITONKIT_LOAD)',
+            "(the load settings' decoupled flag)",
             file=sys.stderr,
             flush=True,
         )
@@ -182,15 +182,11 @@ def served_spec(http_url: str, model: str) -> ModelSpec:
 
 
 def ready_models(http_url: str) -> set[str]:
-    """Names of the models the server has ready."""
-    client = httpclient.InferenceServerClient(http_url)
+    """Names of the models the server has ready (``deploy.client.is_ready``: the one definition)."""
     try:
-        index = client.get_model_repository_index()
-    except InferenceServerException as exc:
-        raise VariantError(f"cannot list the models at {http_url}: {exc.message()}") from None
-    finally:
-        client.close()
-    return {entry["name"] for entry in index if entry.get("state") == "READY"}
+        return ModelControl(http_url, timeout_s=60.0).ready_models()
+    except ModelControlError as exc:
+        raise VariantError(f"cannot list the models at {http_url}: {exc.message}") from None
 
 
 def load(http_url: str, model: str, config: ModelSpec | dict[str, Any] | None = None) -> None:
@@ -198,16 +194,14 @@ def load(http_url: str, model: str, config: ModelSpec | dict[str, Any] | None = 
     config keeps it), or from its ``config.pbtxt`` when None."""
     if isinstance(config, ModelSpec):
         config = config_io.to_json(config)
-    client = httpclient.InferenceServerClient(http_url, network_timeout=600.0, connection_timeout=600.0)
+    control = ModelControl(http_url, timeout_s=600.0, load_timeout_s=600.0)
     try:
-        client.load_model(model, config=json.dumps(config) if config is not None else None)
-        if not client.is_model_ready(model):
+        control.load(model, config)
+        if not control.is_model_ready(model):
             raise VariantError(f"model {model!r} is not ready after loading")
-    except InferenceServerException as exc:
+    except ModelControlError as exc:
         what = "its repository config" if config is None else "the variant's config"
-        raise VariantError(f"loading {model!r} with {what} failed: {exc.message()}") from None
-    finally:
-        client.close()
+        raise VariantError(f"loading {model!r} with {what} failed: {exc.message}") from None
 
 
 def restore(http_url: str, originals: dict[str, dict[str, Any]]) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from export import catalog
+from export import config as config_io
 from loadtest.drive.input_data import (
     NUMPY_DTYPES,
     InputSpec,
@@ -270,7 +271,7 @@ def payloads(config, options: PayloadOptions | None = None) -> list[dict[str, np
 
 def is_decoupled(config) -> bool:
     """Whether the model answers on a stream (``model_transaction_policy { decoupled: true }``)."""
-    return served_model(config).decoupled
+    return config_io.is_decoupled(config)
 
 
 def input_data_json(samples: list[dict[str, np.ndarray]], config=None) -> dict:

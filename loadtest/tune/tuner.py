@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 
+from export import config as config_io
+from export.config import ModelKind
 from export.errors import ExportError
 from export.spec import ModelSpec
 from loadtest.campaign import Candidate, Slo
@@ -94,9 +95,8 @@ class Outcome:
 
 def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
     config = apply.served_config(endpoints.http, model)
-    steps = (config.get("ensemble_scheduling") or {}).get("step")
-    if steps:
-        members = sorted({step["model_name"] for step in steps})
+    members = sorted(config_io.ensemble_steps(config))
+    if members:
         raise TuneError(
             f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
             f"tune its members ({', '.join(members)}) at the load the ensemble gives them"
@@ -252,8 +252,7 @@ def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple
 def called_format(endpoints: Endpoints, options: TuneOptions, formats: list[str]) -> str:
     """The format of ``options.model`` that the ensemble ``options.via`` calls: the only one a tune through it
     can measure (another format is another model, which the ensemble does not call)."""
-    config = apply.served_config(endpoints.http, options.via)
-    steps = {step["model_name"] for step in (config.get("ensemble_scheduling") or {}).get("step", [])}
+    steps = set(config_io.ensemble_steps(apply.served_config(endpoints.http, options.via)))
     if not steps:
         raise TuneError(f"--via {options.via}: it is not an ensemble; give the pipeline that calls {options.model}")
     called = [fmt for fmt in formats if Point(fmt, None, (), 1, 0).served_model(options.model) in steps]
@@ -264,23 +263,21 @@ def called_format(endpoints: Endpoints, options: TuneOptions, formats: list[str]
     return called[0]
 
 
-ENSEMBLE_STEP = re.compile(r'model_name:\s*"([^"]+)"')
-MAX_BATCH = re.compile(r"^max_batch_size:\s*(\d+)", re.MULTILINE)
-
-
 def ensemble_floor(repository: Path, served: set[str]) -> tuple[int, list[str]]:
     """The largest max_batch_size of the repository's ensembles with a step calling one of ``served``, and
     their names: Triton refuses to load an ensemble whose max batch size exceeds a member's, so the tuner
-    never offers a member less than that."""
+    never offers a member less than that. A config that does not parse is no ensemble Triton would load."""
     floor, callers = 0, []
-    for config in sorted(repository.glob("*/config.pbtxt")):
-        text = config.read_text()
-        if 'platform: "ensemble"' not in text or not served & set(ENSEMBLE_STEP.findall(text)):
+    for path in sorted(repository.glob("*/config.pbtxt")):
+        try:
+            config = config_io.parse(path)
+        except ExportError:
             continue
-        found = MAX_BATCH.search(text)
-        if found and int(found.group(1)) > 0:
-            floor = max(floor, int(found.group(1)))
-            callers.append(config.parent.name)
+        if config_io.kind(config) is not ModelKind.ENSEMBLE or not served & set(config_io.ensemble_steps(config)):
+            continue
+        if config.max_batch_size > 0:
+            floor = max(floor, config.max_batch_size)
+            callers.append(path.parent.name)
     return floor, callers
 
 

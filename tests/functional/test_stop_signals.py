@@ -1,6 +1,7 @@
 """A burst of SIGTERM/SIGINT at a random moment stops `tritonkit serve` (and a measurement's local server)
 cleanly, every time: the process exits and no tritonserver, stub or /dev/shm region is left. So does one
-SIGTERM, once its server is ready, to each study that starts a server of its own (deploy/lifecycle.py).
+SIGTERM, once its server is ready, to each long-running command that starts a server of its own, and an
+exception raised inside the one lifecycle (deploy/lifecycle.py).
 
 Docker, Kubernetes, `timeout` and a person pressing Ctrl-C twice all send more than one signal. A hang shows
 as the test running into its pytest-timeout; the assertions are about behaviour, never about time.
@@ -19,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, free_ports
-from tests.conftest import read_until
+from tests.conftest import read_until, server_config
 
 ROUNDS = 6
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -174,27 +176,45 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
             _stop_everything(proc, seen)
 
 
-# Each study as a user runs it, on digits (the generation study: the tiny steps of the project's repository)
-# with its shortest settings; the counts keep it at work when the signal comes (it ends at the signal, so they
-# cost nothing).
-STUDIES = {
-    "bench": [
-        *("loadtest.studies.bench", "--models", "digits", "--trials", "1", "--duration", "60"),
-        *("--repository", "{repo}", "--out", "{out}"),
-    ],
-    "generation": ["loadtest.studies.generation", "--tiny", "--streams", "1", "--no-step-modes"],
-    "first_request": [
-        *("loadtest.measure.first_request", "--model", "digits", "--warmup", "on", "--steady", "1000000"),
-        *("--repository", "{repo}"),
-    ],
+# Each long-running tritonkit command that starts a server of its own, as a user runs it, on digits (the
+# generation study: the tiny steps of the project's repository), with its shortest settings; durations and counts
+# keep it at work when the signal comes (it ends at the signal, so they cost nothing). Per command: what
+# `python -m` runs, then the flags.
+REPO, OUT = ("--repository", "{repo}"), ("--out", "{out}")
+LONG_RUNNING = {
+    "loadtest": (
+        ["tritonkit_cli", "loadtest"],
+        ["--model", "digits", "--users", "1", "--duration", "600", *REPO, *OUT],
+    ),
+    "tune": (["tritonkit_cli", "tune"], ["digits", "--slo-p99-ms", "1000", "--users", "1", *REPO, *OUT]),
+    "compare": (["tritonkit_cli", "compare"], ["digits", "--aa", "--users", "1", "--duration", "600", *REPO, *OUT]),
+    "capacity": (["tritonkit_cli", "capacity"], ["digits", "--slo-p99-ms", "1000", "--duration", "600", *REPO, *OUT]),
+    "overload": (
+        ["tritonkit_cli", "overload"],
+        [
+            *("--model", "digits", "--budget-ms", "1000", "--max-queue-size", "16", "--saturation-rps", "20"),
+            *("--factors", "1", "--trials", "1", "--duration", "600", *REPO, *OUT),
+        ],
+    ),
+    "soak": (
+        ["tritonkit_cli", "soak"],
+        ["--model", "digits", "--saturation-rps", "20", "--minutes", "10", *REPO, *OUT],
+    ),
+    "bench": (["tritonkit_cli", "bench"], ["--models", "digits", "--trials", "1", "--duration", "60", *REPO, *OUT]),
+    "bench-generation": (["tritonkit_cli", "bench-generation"], ["--tiny", "--streams", "1", "--no-step-modes"]),
+    "first-request": (
+        ["tritonkit_cli", "first-request"],
+        ["--model", "digits", "--model-warmup", "on", "--steady", "1000000", *REPO],
+    ),
 }
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("study", STUDIES)
-def test_a_study_stopped_by_sigterm_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository):
+@pytest.mark.parametrize("study", LONG_RUNNING)
+def test_a_long_running_command_stopped_by_sigterm_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository):
     repo = _repository_with_digits(tmp_path, repository)
-    argv = [sys.executable, "-m", *(a.format(repo=repo, out=tmp_path / "out") for a in STUDIES[study])]
+    how, flags = LONG_RUNNING[study]
+    argv = [sys.executable, "-m", *how, *(a.format(repo=repo, out=tmp_path / "out") for a in flags)]
     output = tmp_path / "output.txt"
     with open(output, "w") as sink:  # a file, not a pipe: nobody reads the output while the study runs
         proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
@@ -216,6 +236,19 @@ def test_a_study_stopped_by_sigterm_once_its_server_is_ready_leaves_nothing(stud
         assert [r for r in regions if Path(r).exists()] == [], where
     finally:
         _stop_everything(proc, seen)
+
+
+@pytest.mark.timeout(300)
+def test_an_exception_inside_the_lifecycle_passes_through_and_leaves_nothing(tmp_path, repository):
+    repo = _repository_with_digits(tmp_path, repository)
+    with pytest.raises(RuntimeError, match="the work failed"):
+        with local_server(server_config(repo, load_models=("digits",))) as server:
+            family = [psutil.Process(pid) for pid in (server.process.pid, *server.stub_pids())]
+            regions = server.shm_regions()
+            raise RuntimeError("the work failed")
+    assert len(family) > 1 and regions, "the server's stubs and their /dev/shm regions were not seen"
+    assert _alive(family) == [] and [r for r in regions if Path(r).exists()] == []
+    assert server.left_behind == []
 
 
 def _wait_for_its_server(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path) -> None:

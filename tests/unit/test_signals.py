@@ -3,6 +3,7 @@ inside a block that must not be cut. The signals are real, sent to this process.
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -83,3 +84,23 @@ def test_entered_from_another_thread_it_installs_nothing():
     thread.join()
     assert errors == []
     assert seen == [before]
+
+
+def test_a_signal_during_an_import_unwinds_once_the_import_has_finished(tmp_path, monkeypatch):
+    # An import that is signalled halfway: the raise waits for the import to end (it may run inside an
+    # extension module's initialisation, where an exception aborts the process), then comes within ~50 ms.
+    (tmp_path / "signalled_midway.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\ntime.sleep(0.2)\nFINISHED = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    previous_alarm = signal.getsignal(signal.SIGALRM)
+    with pytest.raises(SystemExit) as raised, StopRequest(unwind=True) as stop:
+        import signalled_midway
+
+        assert signalled_midway.FINISHED and stop.signum == signal.SIGTERM
+        time.sleep(2)
+        pytest.fail("the deferred stop never raised")
+    assert raised.value.code == 128 + signal.SIGTERM
+    assert getattr(sys.modules.get("signalled_midway"), "FINISHED", False), "the raise cut the import short"
+    sys.modules.pop("signalled_midway")
+    assert signal.getsignal(signal.SIGALRM) == previous_alarm and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

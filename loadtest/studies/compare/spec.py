@@ -193,7 +193,11 @@ def needs_pipeline(repository: Path, arms: list[ServedArm]) -> bool:
     """An arm is an ensemble or a Python model, which may call any model: the server then loads them all."""
     for arm in arms:
         config = Path(arm.spec.repository or repository) / arm.source / "config.pbtxt"
-        text = config.read_text() if config.is_file() else ""
-        if "ensemble" in text or 'backend: "python"' in text:
-            return True
+        if not config.is_file():
+            continue
+        try:
+            if config_io.kind(config_io.parse(config)).calls_others:
+                return True
+        except ExportError as exc:
+            raise CompareError(f"arm {arm.name}: {exc}") from None
     return False
