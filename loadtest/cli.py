@@ -14,6 +14,16 @@ perf_analyzer input-data file, or a function of yours; a catalog model sends its
 A decoupled model is driven as a stream, and its time to first token (TTFT), inter-token latency (ITL) and
 output tokens/s are reported too (docs/load-testing.md#streams-ttft-itl-tokenss).
 
+``--processes N``: Locust processes on this host, one per client core by default (the ``--client-cpus`` set, else
+the CPUs this process may use; a closed loop no more than its users); a run whose generator was the limit says so.
+More hosts, the same campaign flags (docs/load-testing.md#more-processes-and-hosts)::
+
+  tritonkit loadtest CAMPAIGN.toml|--model NAME ... --master --expect-workers N [--master-bind-port P]
+  tritonkit loadtest --worker --master-host H [--master-port P] [--processes N]      (on each load host)
+
+The master runs the campaign as a local run would, each run's load sent by the N worker processes (its Locust's
+master/worker messages carry the run's settings out and every request's latency back), and writes the same result.
+
 ``--trials N`` (or ``trials = N`` in a campaign file) runs each scenario N times under each variant,
 interleaved (A B, B A, ...), each trial with its own warm-up left out; with N >= 2 every figure is reported with its
 95% interval and the SLO verdict is pass, fail or inconclusive (docs/load-testing.md#trials-intervals-and-the-verdict).
@@ -27,22 +37,26 @@ many more trials would likely settle it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
+import os
 import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from export import config as config_io
+from export.config import ModelKind
 from loadtest import campaign as campaign_io
 from loadtest.campaign import Campaign, Scenario, Slo
-from loadtest.drive import apply, target
+from loadtest.drive import apply, flags, runner, target
 from loadtest.drive.arrivals import parse_arrival
-from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
+from loadtest.drive.payloads import PayloadOptions, payload_options
 from loadtest.drive.runner import check_payloads
 from loadtest.errors import CampaignError, PayloadError, VariantError
 from loadtest.execution import execute
+from tritonkit_errors import ExitStatus
 
 CAMPAIGNS = Path(__file__).with_name("campaigns")
 REPORTS = Path("reports")
@@ -91,12 +105,15 @@ def register(subparsers) -> None:
         help="open-loop arrivals at --rate: poisson (default), gamma:B (burstiness B: < 1 burstier, > 1 more "
         "regular), ramp:END_RATE (linear from --rate), replay:FILE (a recorded schedule; --rate optional)",
     )
-    one.add_argument(
-        "--warmup",
-        type=float,
-        help="leading seconds left out of the figures (default: a tenth of the duration, at most 2)",
+    flags.add_warmup_seconds(
+        one, None, "leading seconds left out of the figures (default: a tenth of the duration, at most 2)"
     )
-    one.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
+    one.add_argument(
+        "--processes",
+        type=int,
+        help="Locust processes on this host (default: one per client core, see --client-cpus; a campaign file: "
+        "overrides its scenarios' processes)",
+    )
     one.add_argument("--slo-p99-ms", type=float, help="p99 budget in ms (default: none, the gate checks errors only)")
     one.add_argument("--max-error-rate", type=float, default=0.0, help="largest failures/requests (default 0)")
     one.add_argument(
@@ -116,15 +133,86 @@ def register(subparsers) -> None:
         type=float,
         help="streams: p99 inter-token latency budget in ms; goodput counts only requests within it",
     )
-    add_payload_arguments(parser)
-    target.add_server_arguments(parser)
+    add_distributed_arguments(parser)
+    flags.add_payload_flags(parser)
+    flags.add_server_flags(parser)
     parser.set_defaults(handler=run)
     parser.error = _usage_error  # one line and exit 2, as for every other bad input
 
 
+def add_distributed_arguments(parser: argparse.ArgumentParser) -> None:
+    hosts = parser.add_argument_group("load from other hosts (Locust's master and workers)")
+    role = hosts.add_mutually_exclusive_group()
+    role.add_argument(
+        "--master",
+        action="store_true",
+        help="run the campaign with its load sent by --expect-workers worker processes of other hosts",
+    )
+    role.add_argument(
+        "--worker",
+        action="store_true",
+        help="send the load of the master at --master-host, run after run, until stopped (no campaign flags: "
+        "the master sends each run's settings)",
+    )
+    hosts.add_argument(
+        "--expect-workers", type=int, default=1, help="--master: worker processes each run waits for (default 1)"
+    )
+    hosts.add_argument("--master-bind-host", default="*", help="--master: interface to listen on (default: all)")
+    hosts.add_argument("--master-bind-port", type=int, default=5557, help="--master: port (default 5557)")
+    hosts.add_argument("--master-host", help="--worker: the master's host name or address")
+    hosts.add_argument("--master-port", type=int, default=5557, help="--worker: the master's port (default 5557)")
+
+
+def default_processes(args: argparse.Namespace, users: int | None = None) -> int:
+    """One Locust process per client core (``--client-cpus``, else the CPUs this process may use), and no more than
+    a closed loop's ``users``; at least 1."""
+    cores = len(args.client_cpus or os.sched_getaffinity(0))
+    return max(1, min(cores, users) if users else cores)
+
+
+def master_of(args: argparse.Namespace) -> runner.Master | None:
+    """``--master``'s settings (None for a local run); a ValueError names a bad one."""
+    if not args.master:
+        if args.expect_workers != 1:
+            raise ValueError("--expect-workers is for --master")
+        if args.master_host:
+            raise ValueError("--master-host is for --worker")
+        return None
+    if args.expect_workers < 1:
+        raise ValueError(f"--expect-workers {args.expect_workers} must be >= 1")
+    if args.processes is not None:
+        raise ValueError("--processes is a worker's (each worker host's processes count in --expect-workers)")
+    return runner.Master(args.expect_workers, args.master_bind_host, args.master_bind_port)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    """``--worker``: no campaign of its own, the master's runs one after another."""
+    if not args.master_host:
+        return _error("--worker needs --master-host (the host running tritonkit loadtest --master)")
+    given = [
+        flag
+        for flag, value in (
+            ("CAMPAIGN", args.campaign),
+            ("--model", args.model),
+            ("--http-url", args.http_url),
+            ("--duration", args.duration),
+            ("--trials", args.trials),
+        )
+        if value is not None
+    ]
+    if given:
+        return _error(f"{given[0]} is the master's: a worker takes each run's settings from it")
+    if args.processes is not None and args.processes < 1:
+        return _error(f"--processes {args.processes} must be >= 1")
+    processes = args.processes or default_processes(args)
+    if args.client_cpus:
+        os.sched_setaffinity(0, args.client_cpus)  # its Locust processes inherit it
+    return runner.run_worker(args.master_host, args.master_port, processes)
+
+
 def _usage_error(message: str):
     print(f"error: {message} (tritonkit loadtest --help)", file=sys.stderr)
-    raise SystemExit(2)
+    raise SystemExit(ExitStatus.USAGE)
 
 
 def needed_models(campaign: Campaign, repository: Path | None = None) -> tuple[str, ...]:
@@ -144,19 +232,24 @@ def needed_models(campaign: Campaign, repository: Path | None = None) -> tuple[s
         if not path.is_file():
             continue
         config = config_io.parse(path)
-        if config.backend == "python":
+        if config_io.kind(config) is ModelKind.PYTHON:
             return ("*",)
-        todo += [step.model_name for step in config.ensemble_scheduling.step]
+        todo += config_io.ensemble_steps(config)
     return tuple(sorted(needed))
 
 
 def _error(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
-    return 2
+    return ExitStatus.USAGE
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.worker:
+        return run_worker(args)
     try:
+        master = master_of(args)
+        if args.processes is not None and args.processes < 1:
+            raise ValueError(f"--processes {args.processes} must be >= 1")
         campaign = model_campaign(args) if args.model else file_campaign(args)
     except (CampaignError, PayloadError, ValueError) as exc:
         return _error(str(exc))
@@ -181,11 +274,12 @@ def run(args: argparse.Namespace) -> int:
         except (PayloadError, CampaignError) as exc:
             return _error(str(exc))
     out = args.out / campaign.name
-    code, status = target.run_with_server(
-        args,
-        models,
-        lambda endpoints, _server: execute(campaign, endpoints, args.repository, out, dry_run=args.dry_run),
-    )
+
+    def work(endpoints, _server):
+        with runner.as_master(master) if master else contextlib.nullcontext():
+            return execute(campaign, endpoints, args.repository, out, dry_run=args.dry_run)
+
+    code, status = target.run_with_server(args, models, work)
     return code or status
 
 
@@ -216,7 +310,7 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
             ("--slo-goodput", args.slo_goodput),
             ("--slo-ttft-ms", args.slo_ttft_ms),
             ("--slo-itl-ms", args.slo_itl_ms),
-            ("--warmup", args.warmup),
+            ("--warmup-s", args.warmup_s),
             ("--shape", args.shape),
             ("--input-data", args.input_data),
             ("--samples", args.samples),
@@ -234,6 +328,8 @@ def file_campaign(args: argparse.Namespace) -> Campaign:
         PayloadOptions.from_table(s.payload, f"{args.campaign}: scenario {s.name!r}: payload")
     if args.trials is not None:
         scenarios = tuple(dataclasses.replace(s, trials=args.trials) for s in scenarios)
+    if args.processes is not None:
+        scenarios = tuple(dataclasses.replace(s, processes=args.processes) for s in scenarios)
     if args.duration:
         scenarios = tuple(
             dataclasses.replace(s, duration_s=args.duration, warmup_s=min(s.warmup_s, args.duration / 4))
@@ -265,7 +361,7 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
     if args.campaign is not None:
         raise ValueError("give a campaign file or --model, not both")
     duration = 20.0 if args.duration is None else args.duration
-    warmup = min(2.0, duration / 10) if args.warmup is None else args.warmup
+    warmup = min(2.0, duration / 10) if args.warmup_s is None else args.warmup_s
     if args.users is not None and args.users < 1:
         raise ValueError(f"--users {args.users} must be >= 1")
     if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
@@ -298,7 +394,7 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         shape,
         duration,
         warmup,
-        args.processes,
+        args.processes or default_processes(args, None if args.rate or args.arrival else args.users or DEFAULT_USERS),
         payload=options.to_table() if options != PayloadOptions() else None,
         trials=args.trials or 1,
     )

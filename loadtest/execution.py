@@ -7,19 +7,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import resource
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from loadtest.campaign import Campaign, Candidate, Scenario, Slo
-from loadtest.drive import apply
+from loadtest.drive import apply, runner
+from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import check_payloads
 from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence, report, slo
+from loadtest.measure import evidence, probe, report, slo
 from loadtest.measure.evidence import Verdict
 from loadtest.measure.results import CampaignResult, RunResult, Trial
 from loadtest.measure.run import measure_trial, run_result
+from loadtest.measure.saturation import keeps_up
 from loadtest.tune.tuning import tune
 from tritonkit_errors import ExitStatus
 
@@ -88,7 +91,10 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                 f"(elapsed {time.monotonic() - started:.0f} s)"
             )
             label = f"{scenario.name}--{variant.name}" + (f"--{trial + 1}" if many else "")
+            usage, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
             measured = measure_trial(scenario, served, endpoints, work, label, campaign.slo, log)
+            if limit := generator_limit(scenario, measured.client, _cpu_share(scenario, usage, wall)):
+                log(f"      {limit}")
             done = trials.setdefault((variant.name, scenario.name), [])
             done.append(measured)
             if len(done) < scenario.trials:
@@ -102,6 +108,37 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
         apply.restore(endpoints.http, {model: originals[model] for model in serving})
     result.runs = [runs[(v.name, s.name)] for v, s in pairs]
     return result
+
+
+def _cpu_share(scenario: Scenario, before: resource.struct_rusage, started: float) -> float:
+    """The CPU the run's Locust used / (its wall time x the cores its processes could use); NaN when its workers
+    ran on other hosts (``--master``)."""
+    wall = time.monotonic() - started
+    if runner.master() is not None or wall <= 0:
+        return math.nan
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    # Each Locust process is one Python thread of work: it saturates at one core.
+    return cpu_s / wall / max(1, min(scenario.processes, len(probe.client_cpus())))
+
+
+def generator_limit(scenario: Scenario, client: ClientStats, cpu_share: float) -> str:
+    """A sentence when the generator, not the server, limited the run ("" when it kept up): the generators' own
+    check (``probe.saturation``: their CPU, the rate sent, requests sent late), a Poisson count's chance
+    shortfall forgiven (``saturation.keeps_up``)."""
+    shape = scenario.shape
+    rate = float(shape["rate"]) if shape["kind"] == "open" and shape.get("rate") else None
+    load = probe.Load(rate=rate) if rate else probe.Load(users=max(1, scenario.peak_users))
+    sent = client.requests / client.duration_s if rate and client.duration_s > 0 else None
+    if sent is not None and keeps_up(sent, rate, client.duration_s):
+        sent = None  # within chance of the rate asked for
+    why = probe.saturation(cpu_share, load, sent, client.late_percent)
+    if not why:
+        return ""
+    return (
+        f"the generator, not the server, was the limit ({why}): add --processes or a worker host "
+        "(tritonkit loadtest --master/--worker, docs/load-testing.md#more-processes-and-hosts)"
+    )
 
 
 def trial_line(t: Trial) -> str:

@@ -22,7 +22,7 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 OVERLAYS = ("gpu", "gpu-single-node", "cpu")
 """gpu-single-node is the gpu overlay for one GPU node: ReadWriteOnce claims, a rollout that frees the GPU first."""
 STAGES = ("export", "serve")
-"""Each overlay's two kustomizations: overlays/<o>/export (claim and Job), then overlays/<o> (Triton, Locust)."""
+"""Each overlay's two kustomizations: overlays/<o>/export (claim and Job), then overlays/<o> (Triton)."""
 GPU = "nvidia.com/gpu"
 CRD_GROUPS = ("monitoring.coreos.com/",)  # no schema bundled: checked by hand below
 EXPORT_COMMAND = [
@@ -36,8 +36,6 @@ EXPORT_COMMAND = [
     "--seed-from",
     "/opt/tritonkit/model_repository",
 ]
-LOCUST = ["python", "-m", "loadtest.drive.locust_main", "-f", "loadtest/drive/locustfile.py"]
-LOAD_SETTINGS = {"model": "digits", "protocol": "grpc", "http_url": "triton:8000", "grpc_url": "triton:8001"}
 EXPECTED = {
     ("Namespace", "tritonkit"),
     ("PersistentVolumeClaim", "model-repository"),
@@ -48,9 +46,6 @@ EXPECTED = {
     ("HorizontalPodAutoscaler", "triton"),
     ("PodDisruptionBudget", "triton"),
     ("NetworkPolicy", "triton"),
-    ("Deployment", "locust-master"),
-    ("Service", "locust-master"),
-    ("Deployment", "locust-worker"),
     ("PrometheusRule", "triton"),
 }
 EXPORT_STAGE = {("Namespace", "tritonkit"), ("PersistentVolumeClaim", "model-repository"), ("Job", "export")}

@@ -1,23 +1,25 @@
 """The project's locustfile: one user class (``TritonUser``) for any model and protocol, the campaign's load
 shape, and exact latencies merged over every Locust process.
 
-Run by the campaign runner (``tritonkit loadtest``), or by hand through the launcher that readies gRPC
-for gevent first::
+Run by the campaign runner (``tritonkit loadtest``: ``loadtest/drive/runner.py``), which starts it through the
+launcher that readies gRPC for gevent first, with its settings in ``TRITONKIT_LOAD`` (JSON; the runner's own
+channel to its Locust process, not a user's interface). On other hosts ``tritonkit loadtest --worker`` starts it as
+a worker with no settings: it asks the master for the run's settings (Locust's custom messages
+``tritonkit_hello`` / ``tritonkit_settings``) and makes its payloads from them (the served config travels with
+them, so a worker needs no admin key, and no file the master made).
 
-    TRITONKIT_LOAD='{"model": "digits", "protocol": "grpc"}' .venv/bin/python -m loadtest.drive.locust_main \\
-        -f loadtest/drive/locustfile.py TritonUser --host 127.0.0.1:8001 --headless -u 16 -r 16 -t 30s --processes 2
-
-Settings come from ``TRITONKIT_LOAD`` (JSON, written by the runner): ``model`` (the served model, or the
+The settings: ``model`` (the served model, or the
 public name a scenario reports under with ``served_model`` the variant served, e.g. ``digits_onnx``),
 ``protocol`` (``http``, ``grpc`` or ``fastapi``), ``payload`` (the payload options as a campaign's ``payload``
 table: ``shape``, ``int_range``, ``input_data``, ``samples``; default: the catalog model's samples, else
-random values from the served config), ``url`` (or ``http_url`` and ``grpc_url``, one per protocol, as
-docker-compose and deploy/k8s set them; else ``--host``), ``config`` (the served config, when the runner has it or
+random values from the served config), ``url`` (or ``http_url`` and ``grpc_url``, one per protocol; else
+``--host``), ``config`` (the served config, when the runner has it or
 the server is not Triton's), ``decoupled`` (true for a streaming model on a server that restricts its config
 API: its metadata, read instead, does not say), ``payload_file`` (the payloads the runner made and checked
-already), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``), ``max_inflight`` and ``out``
-(where the master writes the merged result as JSON when Locust quits). Each process reads the served config
-and makes its payloads once, before its users start; a bad setting stops it with one line and status 2.
+already, for the processes on its host), ``shape`` (``{"kind": "users"|"step"|"spike"|"open", ...}``),
+``max_inflight`` and ``out`` (where the master writes the merged result as JSON when Locust quits). Each process
+reads the served config and makes its payloads once, before its users start; a bad setting stops it with one
+line and status 2.
 """
 
 from __future__ import annotations
@@ -29,17 +31,22 @@ import sys
 import time
 from pathlib import Path
 
+import gevent
+import gevent.event
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadtest.drive.latency import Merger
-from loadtest.drive.users import RECORDER, RUN_START, TritonUser, process_target
+from loadtest.drive.users import RECORDER, RUN_START, SETTINGS_READY, TritonUser, process_target
 from loadtest.errors import LoadTestError
 
 SETTINGS: dict = json.loads(os.environ.get("TRITONKIT_LOAD", "{}"))
 SHAPE: dict = SETTINGS.get("shape", {"kind": "users"})
 TritonUser.settings = SETTINGS
 __all__ = ["TritonUser"]
+LOCAL_ONLY = ("payload_file", "out")
+"""Settings that name files on the master's host: a remote worker makes its payloads from the rest."""
+ASK_EVERY_S, ASK_TIMES = 5.0, 24
 
 if SHAPE["kind"] == "step":
 
@@ -78,6 +85,16 @@ class _Run:
 def _on_init(environment, **_kwargs) -> None:
     _Run.environment = environment
     runner = environment.runner
+    if isinstance(runner, MasterRunner):  # a worker from another host asks for the run's settings
+        remote = {k: v for k, v in SETTINGS.items() if k not in LOCAL_ONLY}
+        runner.register_message(
+            "tritonkit_hello",
+            lambda environment, msg, **_kw: environment.runner.send_message(
+                "tritonkit_settings", remote, client_id=msg.node_id
+            ),
+        )
+    elif isinstance(runner, WorkerRunner) and not SETTINGS:
+        SETTINGS.update(_settings_from_master(runner))
     if not isinstance(runner, MasterRunner):  # a master sends nothing: only the processes with users
         host = (environment.parsed_options.host if environment.parsed_options else None) or environment.host or ""
         try:
@@ -93,6 +110,7 @@ def _on_init(environment, **_kwargs) -> None:
                 flush=True,
             )
             sys.exit(2)
+        SETTINGS_READY.set()
     if isinstance(runner, WorkerRunner):
 
         @events.report_to_master.add_listener
@@ -112,6 +130,26 @@ def _on_init(environment, **_kwargs) -> None:
             if "tritonkit" in data:
                 _Run.merger.add(data["tritonkit"])
             _progress()
+
+
+def _settings_from_master(runner) -> dict:
+    """The run's settings from the master (``tritonkit loadtest --worker``), asked again every few seconds in case
+    the first question came before the master listened; one line and status 2 when none come."""
+    answer = gevent.event.AsyncResult()
+    runner.register_message("tritonkit_settings", lambda environment, msg, **_kw: answer.set(msg.data))
+    for _ in range(ASK_TIMES):
+        runner.send_message("tritonkit_hello")
+        try:
+            return dict(answer.get(timeout=ASK_EVERY_S))
+        except gevent.Timeout:
+            continue
+    print(
+        f"error: the master at {runner.master_host}:{runner.master_port} sent no settings in "
+        f"{ASK_EVERY_S * ASK_TIMES:.0f} s: is it `tritonkit loadtest --master`?",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(2)
 
 
 @events.test_start.add_listener

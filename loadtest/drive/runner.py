@@ -4,10 +4,16 @@ Locust runs headless through ``loadtest.drive.locust_main`` (gRPC readied for ge
 ``loadtest/drive/locustfile.py`` and writes the merged client result as JSON when it quits. A run that
 cannot finish (Locust hangs, the server dies) is killed after its duration plus a margin and reported as
 an error, never waited on forever. Triton's counters around the run: ``loadtest.measure.run``.
+
+Inside ``with as_master(Master(...))`` (``tritonkit loadtest --master``) every run's Locust is a master that waits
+for that many worker processes from other hosts (``tritonkit loadtest --worker``: ``run_worker``) instead of
+forking its own; the workers take the run's settings from it (``loadtest/drive/locustfile.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import pickle
@@ -16,9 +22,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from deploy import security
+from deploy.signals import StopRequest
 from loadtest.campaign import Scenario
 from loadtest.drive.arrivals import from_shape
 from loadtest.drive.client_stats import ClientStats, TimelinePoint
@@ -35,8 +44,43 @@ USER_CLASS = "TritonUser"
 """The locustfile's one user class: model, protocol and payloads come from the settings."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Master:
+    """Every run a Locust master for ``workers`` worker processes on other hosts (``tritonkit loadtest --master``)."""
+
+    workers: int
+    bind_host: str = "*"
+    bind_port: int = 5557
+    wait_s: float = 300.0
+    """How long a run waits for its workers (pods pulling images, a worker's Locust restarting between runs)."""
+
+
+_MASTER: list[Master] = []
+
+
+@contextlib.contextmanager
+def as_master(master: Master) -> Iterator[Master]:
+    """Every run in the block is a master for ``master.workers`` remote worker processes."""
+    _MASTER.append(master)
+    try:
+        yield master
+    finally:
+        _MASTER.remove(master)
+
+
+def master() -> Master | None:
+    """The ``as_master`` block's master, None outside one."""
+    return _MASTER[-1] if _MASTER else None
+
+
+def generators(scenario: Scenario) -> int:
+    """The Locust processes that send a run's load: the remote workers under ``as_master``, else its own."""
+    return _MASTER[-1].workers if _MASTER else scenario.processes
+
+
 def locust_command(scenario: Scenario, url: str) -> list[str]:
-    users = scenario.peak_users
+    # The open loop runs one user per generating process (each sends its share of the one schedule).
+    users = generators(scenario) if scenario.shape["kind"] == "open" else scenario.peak_users
     cmd = [
         sys.executable,
         "-m",
@@ -61,9 +105,72 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
         "--exit-code-on-error",
         "0",
     ]
-    if scenario.processes > 1:
+    if _MASTER:
+        m = _MASTER[-1]
+        cmd += ["--master", "--expect-workers", str(m.workers), "--expect-workers-max-wait", f"{m.wait_s:g}"]
+        cmd += ["--master-bind-host", m.bind_host, "--master-bind-port", str(m.bind_port)]
+    elif scenario.processes > 1:
         cmd += ["--processes", str(scenario.processes)]
     return cmd
+
+
+def worker_command(master_host: str, master_port: int, processes: int) -> list[str]:
+    """One Locust worker (``processes`` of them forked) for the next run of the master at ``master_host``."""
+    cmd = [sys.executable, "-m", "loadtest.drive.locust_main", "-f", str(LOCUSTFILE), USER_CLASS, "--worker"]
+    cmd += ["--master-host", master_host, "--master-port", str(master_port), "--loglevel", "WARNING"]
+    return cmd + (["--processes", str(processes)] if processes > 1 else [])
+
+
+QUICK_EXIT_S, QUICK_EXITS = 10.0, 5
+"""A worker whose Locust fails this many times in a row, each within this long, stops (it would only spin)."""
+
+
+def run_worker(master_host: str, master_port: int, processes: int, say=print) -> int:
+    """``tritonkit loadtest --worker``: serve the master's runs one after another (the master starts a Locust master
+    per run, and a Locust worker ends with the run it served), until stopped: SIGINT/SIGTERM stop the worker's
+    Locust and end with ``128 + signum``. 2 when a run's settings are bad here (the worker printed why: a payload
+    file missing on this host, say); 3 when Locust keeps failing at once."""
+    # The settings come from the master: one left in the environment must not override them.
+    env = {k: v for k, v in os.environ.items() if k not in (security.KEY_ENV, "TRITONKIT_LOAD")}
+    say(f"worker: {processes} Locust process(es) for the master at {master_host}:{master_port}; Ctrl-C stops")
+    quick = 0
+    with StopRequest(unwind=True) as stop:
+        while True:
+            started = time.monotonic()
+            with stop.held():  # a signal now waits until the handle is kept
+                process = subprocess.Popen(
+                    worker_command(master_host, master_port, processes), env=env, start_new_session=True
+                )
+            try:
+                code = process.wait()
+            except BaseException:
+                stop.cleaning_up()
+                _stop_group(process)
+                raise
+            if code == 2:
+                return 2
+            quick = quick + 1 if code != 0 and time.monotonic() - started < QUICK_EXIT_S else 0
+            if quick >= QUICK_EXITS:
+                say(f"error: the worker's Locust failed {quick} times in a row at once (last status {code})")
+                return 3
+            say(
+                "worker: run over; waiting for the master's next run"
+                if code == 0
+                else f"worker: Locust ended with status {code}; connecting again"
+            )
+            time.sleep(1.0)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM (a Locust worker then tells its master it quit), SIGKILL after 10 s."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        process.wait()
 
 
 def _copy_output(stream, log: Path, progress) -> None:
@@ -102,7 +209,7 @@ def write_payload_file(path: Path, samples: list[dict]) -> Path:
 def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Path, config: dict | None = None) -> dict:
     """What the locustfile reads from ``TRITONKIT_LOAD`` for ``scenario``; ``config``: the served config, for a
     server that cannot give it (the FastAPI baseline)."""
-    shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": scenario.processes}
+    shape = {**scenario.shape, "duration_s": scenario.duration_s, "generators": generators(scenario)}
     settings = {
         "model": scenario.model,
         "served_model": served_model,
@@ -155,14 +262,14 @@ def run_locust(
     )
     copier = threading.Thread(target=_copy_output, args=(process.stdout, log, progress), daemon=True)
     copier.start()
+    limit_s = scenario.duration_s + MARGIN_S + (_MASTER[-1].wait_s if _MASTER else 0.0)
     try:
-        process.wait(timeout=scenario.duration_s + MARGIN_S)
+        process.wait(timeout=limit_s)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         raise RunError(
-            f"scenario {scenario.name!r}: Locust did not finish within "
-            f"{scenario.duration_s + MARGIN_S:.0f} s; log: {log}"
+            f"scenario {scenario.name!r}: Locust did not finish within {limit_s:.0f} s; log: {log}"
         ) from None
     except BaseException:
         # Interrupted (Ctrl-C, SIGTERM): Locust runs in its own session and would outlive this process.

@@ -60,6 +60,10 @@ RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""
 RUN_START = [time.monotonic()]
 """Reset at test start; the timeline's second 0."""
+SETTINGS_READY = gevent.event.Event()
+"""Set once this process's target is resolved (the locustfile's init: a remote worker's settings come from its
+master, and its users may be spawned before they do)."""
+SETTINGS_WAIT_S = 150.0
 
 
 def _second() -> int:
@@ -308,6 +312,7 @@ class TritonUser(User):
     settings: dict = {}
 
     def on_start(self) -> None:
+        SETTINGS_READY.wait(timeout=SETTINGS_WAIT_S)
         shape = self.settings.get("shape", {"kind": "users"})
         self.open_loop = shape["kind"] == "open"
         pool = int(self.settings.get("max_inflight", 256)) if self.open_loop else 1

@@ -32,6 +32,7 @@ CAMPAIGN = textwrap.dedent("""
     protocol = "grpc"
     duration_s = 4
     warmup_s = 1
+    processes = 2
     shape = { kind = "users", users = 4 }
 
     [[scenarios]]
@@ -107,8 +108,11 @@ def test_campaign_passes_and_writes_the_report(campaign_run):
     ]
 
 
-def test_client_counts_agree_with_the_servers_counters(campaign_run):
+def test_two_locust_processes_count_what_tritons_counters_count(campaign_run):
+    """``processes = 2`` (``tritonkit loadtest --processes 2``): the latencies of two Locust processes merged into
+    one result count every request Triton counted, closed loop exactly, open loop within what was in flight."""
     _, out, _, _ = campaign_run
+    assert {s.processes for s in campaign_io.parse(CAMPAIGN).scenarios} == {2}
     result = CampaignResult.load(out / "results.json")
     for run in result.runs:
         c, s = run.client, run.server
@@ -206,7 +210,7 @@ def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol
     done = subprocess.run(
         [
             *(sys.executable, "-m", "tritonkit_cli", "loadtest", "--model", "text_generator"),
-            *("--protocol", protocol, "--users", "2", "--duration", "4", "--warmup", "1"),
+            *("--protocol", protocol, "--users", "2", "--duration", "4", "--warmup-s", "1"),
             *("--slo-ttft-ms", "60000", "--slo-itl-ms", "10000", "--out", str(tmp_path)),
             *("--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url),
         ],

@@ -3,7 +3,6 @@ carrying the settings production needs. The stack itself runs only where Docker 
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -13,7 +12,9 @@ import yaml
 
 from deploy.server import PROJECT_ROOT
 from export.config import TRT_CACHE_DIR
+from loadtest import cli as loadtest_cli
 from tests.deploy_tools import compose
+from tritonkit_cli import build_parser
 
 ENV = dict(
     line.split("=", 1)
@@ -72,8 +73,10 @@ def test_secrets_have_no_default(missing):
 def test_profiles_split_gpu_and_cpu(services):
     assert services["export"]["profiles"] == ["gpu"] and services["triton"]["profiles"] == ["gpu"]
     assert services["export-cpu"]["profiles"] == ["cpu"] and services["triton-cpu"]["profiles"] == ["cpu"]
-    for name in ("prometheus", "grafana", "locust-master", "locust-worker"):
+    for name in ("prometheus", "grafana"):
         assert "profiles" not in services[name], f"{name} belongs to both stacks"
+    for name in ("locust-master", "locust-worker"):  # a load campaign is started on demand, against either stack
+        assert services[name]["profiles"] == ["loadtest"], name
     assert ENV["COMPOSE_PROFILES"] == "gpu"
     assert gpus(services["triton"]) and gpus(services["export"])
     assert gpus(services["triton"])[0]["capabilities"] == ["gpu"]
@@ -161,7 +164,6 @@ PUBLISHED = {
     "prometheus": {9090: "PROMETHEUS_PORT"},
     "alertmanager": {9093: "ALERTMANAGER_PORT"},
     "grafana": {3000: "GRAFANA_PORT"},
-    "locust-master": {8089: "LOCUST_PORT"},
     "openai": {9000: "OPENAI_PORT"},
 }
 
@@ -239,18 +241,25 @@ def test_prometheus_and_grafana_read_the_project_files(services):
     assert grafana["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
 
 
-def test_locust_master_and_workers_run_the_project_locustfile(services):
+def test_locust_master_and_workers_run_tritonkit_loadtest_with_the_real_flags(services):
     master, worker = services["locust-master"], services["locust-worker"]
+    parser = build_parser()
     for service in (master, worker):
-        command = service["command"]
-        assert command[:3] == ["python", "-m", "loadtest.drive.locust_main"]
-        assert (PROJECT_ROOT / command[command.index("-f") + 1]).is_file()
-        settings = json.loads(service["environment"]["TRITONKIT_LOAD"])
-        assert settings["grpc_url"] == "triton:8001" and settings["model"] and settings["protocol"] == "grpc"
-    assert "--master" in master["command"] and "--class-picker" in master["command"]
-    assert worker["command"][worker["command"].index("--master-host") + 1] == "locust-master"
-    assert [target for _, _, target in published(master)] == [8089]
-    assert "ports" not in worker, "workers scale with --scale; a published port would clash"
+        assert service["command"][:2] == ["tritonkit", "loadtest"]
+    m = parser.parse_args(master["command"][1:])
+    w = parser.parse_args(worker["command"][1:])
+    assert m.master and not m.worker and w.worker and not w.master
+    loadtest_cli.master_of(m)  # the checks a real run makes first: none refuses these flags
+    loadtest_cli.model_campaign(m)
+    assert m.expect_workers == 1 and w.processes == 1, "one worker container, one Locust process, by default"
+    assert "${LOCUST_WORKERS:-1}" in (PROJECT_ROOT / "docker-compose.yml").read_text(), "the count follows --scale"
+    # The master reaches either profile's server by its alias; the workers reach the master by its service name.
+    assert (m.http_url, m.grpc_url, m.metrics_url) == ("triton:8000", "triton:8001", "http://triton:8002/metrics")
+    assert w.master_host == "locust-master" and w.master_port == m.master_bind_port
+    # The report goes to a volume uid 1000 can write (its home in the image); no environment carries settings.
+    assert any(v.startswith("locust-reports:") and str(m.out).startswith(v.split(":")[1]) for v in master["volumes"])
+    assert master["restart"] == "no" and "environment" not in worker
+    assert "ports" not in master and "ports" not in worker, "nothing to publish: the master has no web UI"
 
 
 def dockerfile(name: str) -> str:

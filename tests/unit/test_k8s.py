@@ -1,13 +1,12 @@
 """deploy/k8s: each overlay's two stages (export, then serving) render with kustomize, validate against the
 Kubernetes schemas, and say what the deployment needs to say (GPU or not, probes, drain, read-only models,
 non-root); the stages, the GPU pin and the monitoring objects are in test_k8s_stages.py; autoscaling,
-disruption and the Locust pods in test_k8s_scaling.py.
+disruption and the load-test stage in test_k8s_scaling.py.
 
 Offline: `kubectl kustomize` from the venv renders, `kubernetes_validate` checks against bundled
 schemas; no cluster is involved.
 """
 
-import json
 import re
 
 import kubernetes_validate
@@ -72,11 +71,6 @@ def test_podmonitor_scrapes_the_triton_metrics_port(overlay):
     assert selects(monitor["spec"]["selector"], triton["spec"]["template"]["metadata"]["labels"])
     # The job label is the pods' app.kubernetes.io/name, "triton", which the shipped rules select.
     assert triton["spec"]["template"]["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "triton"
-    for deployment in ("locust-master", "locust-worker"):
-        assert not selects(
-            monitor["spec"]["selector"],
-            one(overlay, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"],
-        )
     ports = {p["name"]: p["containerPort"] for p in container(triton, "triton")["ports"]}
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
     assert set(endpoint) <= {
@@ -113,9 +107,6 @@ def test_gpu_limits_only_on_the_gpu_overlay(overlay):
             assert GPU not in limits and not tolerations
     if target(overlay) == "cpu":
         assert GPU not in yaml.safe_dump_all(docs(overlay)), "the cpu overlay mentions GPUs"
-    for doc in pod_templates(overlay):  # Locust never holds a GPU
-        if doc["metadata"]["name"].startswith("locust"):
-            assert GPU not in json.dumps(doc)
 
 
 def test_triton_args(overlay):
@@ -248,7 +239,6 @@ def test_images_are_pinned_to_the_release(overlay):
     assert images["triton"] == f"tritonkit/triton:{release}"
     assert images["wait-for-repository"] == f"tritonkit/triton:{release}"
     assert images["export"] == f"tritonkit/export:{release}"
-    assert images["locust"] == f"tritonkit/loadtest:{pins.get('TRITONKIT_VERSION', '0.1.0')}"
     for doc in pod_templates(overlay):
         for c in all_containers(pod_spec(doc)):
             name, _, tag = c["image"].rpartition(":")

@@ -1,26 +1,29 @@
 """deploy/k8s, continued: autoscaling on Triton's queue time and the generator's waiting streams, disruption
-budget, network policy, and the Locust master and workers. Rendering, schemas and the Triton pod itself are in
-test_k8s.py."""
+budget, network policy, and the load-test stage (overlays/loadtest: the Locust master Job and its workers).
+Rendering, schemas and the Triton pod itself are in test_k8s.py."""
 
 import json
 import re
 
+import kubernetes_validate
 import yaml
 
+from loadtest import cli as loadtest_cli
 from tests.k8s_manifests import (
     ADAPTER_VALUES,
+    GPU,
     K8S,
-    LOAD_SETTINGS,
-    LOCUST,
     adapter_rule,
     container,
-    docs,
+    dotenv,
     one,
     pod_spec,
     pod_templates,
     quantity,
+    render,
     selects,
 )
+from tritonkit_cli import build_parser
 
 # --- autoscaling and disruption ---------------------------------------------------------------------
 GENERATOR_WAITING = "tritonkit_generator_streams_waiting"  # test_monitoring.py checks model.py exports it
@@ -150,31 +153,78 @@ def test_network_policy_opens_ports_triton_has(overlay):
     assert opened == named
 
 
-# --- Locust -----------------------------------------------------------------------------------------
+# --- the load-test stage (overlays/loadtest) ------------------------------------------------------------
+LOAD_STAGE = K8S / "overlays" / "loadtest"
 
 
-def test_locust_master_and_workers(overlay):
-    master = one(overlay, "Deployment", "locust-master")
-    worker = one(overlay, "Deployment", "locust-worker")
-    service = one(overlay, "Service", "locust-master")
-    for doc, extra in (
-        (master, ["--master", "--class-picker"]),
-        (worker, ["--worker", "--master-host", "locust-master"]),
-    ):
-        (c,) = pod_spec(doc)["containers"]
-        assert c["command"] == LOCUST + extra
-        assert c["workingDir"] == "/app"
-        env = {e["name"]: e["value"] for e in c["env"]}
-        assert json.loads(env["TRITONKIT_LOAD"]) == LOAD_SETTINGS
-    assert worker["spec"]["replicas"] >= 2 and master["spec"]["replicas"] == 1
-    master_labels = master["spec"]["template"]["metadata"]["labels"]
-    worker_labels = worker["spec"]["template"]["metadata"]["labels"]
+def load_stage() -> dict:
+    return {(d["kind"], d["metadata"]["name"]): d for d in render(LOAD_STAGE)}
+
+
+def cli_args(argv: list[str]):
+    """``argv`` (after ``tritonkit``) as the real command line parses it."""
+    return build_parser().parse_args(argv)
+
+
+def test_the_load_stage_renders_a_master_job_its_service_and_the_workers():
+    objects = load_stage()
+    assert set(objects) == {
+        ("Namespace", "tritonkit"),
+        ("Job", "loadtest"),
+        ("Service", "locust-master"),
+        ("Deployment", "locust-worker"),
+    }
+    version = kubernetes_validate.latest_version()
+    for doc in objects.values():
+        kubernetes_validate.validate(doc, version, strict=True)
+    job = objects[("Job", "loadtest")]
+    assert job["spec"]["backoffLimit"] == 0 and pod_spec(job)["restartPolicy"] == "Never"
+    for doc in (job, objects[("Deployment", "locust-worker")]):
+        spec = pod_spec(doc)
+        assert GPU not in json.dumps(doc), "a load generator never holds a GPU"
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["automountServiceAccountToken"] is False
+        (c,) = spec["containers"]
+        assert c["image"] == f"tritonkit/loadtest:{dotenv().get('TRITONKIT_VERSION', '0.1.0')}"
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True and c["resources"]["requests"]
+
+
+def test_the_load_stage_runs_tritonkit_loadtest_master_and_workers_with_the_real_flags(overlay):
+    objects = load_stage()
+    job, workers = objects[("Job", "loadtest")], objects[("Deployment", "locust-worker")]
+    service = objects[("Service", "locust-master")]
+    (master_c,) = pod_spec(job)["containers"]
+    shell, flag, script, name, *argv = master_c["command"]
+    assert (shell, flag, name) == ("sh", "-c", "loadtest") and script.startswith('tritonkit loadtest "$@";')
+    master = cli_args(["loadtest", *argv])
+    assert master.master and not master.worker
+    loadtest_cli.master_of(master)  # the checks a real run makes first: none refuses these flags
+    loadtest_cli.model_campaign(master)
+    (worker_c,) = pod_spec(workers)["containers"]
+    assert worker_c["command"][:2] == ["tritonkit", "loadtest"]
+    worker = cli_args(worker_c["command"][1:])
+    assert worker.worker and not worker.master and worker.processes == 1
+    # Each worker pod is one Locust process: the master waits for as many as the Deployment runs.
+    assert master.expect_workers == workers["spec"]["replicas"] * worker.processes
+    # The workers reach the master through its Service; the master reaches the serving overlay's Triton Service.
+    assert worker.master_host == service["metadata"]["name"]
+    ports = {p["port"]: p["targetPort"] for p in service["spec"]["ports"]}
+    container_ports = {p["name"]: p["containerPort"] for p in master_c["ports"]}
+    assert container_ports[ports[worker.master_port]] == master.master_bind_port
+    pods = job["spec"]["template"]["metadata"]["labels"]
     selector = {"matchLabels": service["spec"]["selector"]}
-    assert selects(selector, master_labels) and not selects(selector, worker_labels)
-    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"master": 5557, "web": 8089}
-    container_ports = {p["name"]: p["containerPort"] for p in pod_spec(master)["containers"][0]["ports"]}
-    assert {p["port"]: container_ports[p["targetPort"]] for p in service["spec"]["ports"]} == {5557: 5557, 8089: 8089}
-    # The worker's --master-host and the env's Triton host are Services this overlay creates.
-    services = {d["metadata"]["name"] for d in docs(overlay) if d["kind"] == "Service"}
-    assert {"locust-master", "triton"} <= services
-    assert {LOAD_SETTINGS[k].split(":")[0] for k in ("http_url", "grpc_url")} <= services
+    assert selects(selector, pods) and not selects(selector, workers["spec"]["template"]["metadata"]["labels"])
+    triton = one(overlay, "Service", "triton")
+    triton_ports = {p["name"]: p["port"] for p in triton["spec"]["ports"]}
+    assert master.http_url == f"triton:{triton_ports['http']}" and master.grpc_url == f"triton:{triton_ports['grpc']}"
+    assert master.metrics_url == f"http://triton:{triton_ports['metrics']}/metrics"
+    # The report folder is the Job's volume, which the shell prints the summary of.
+    mounts = {m["mountPath"] for m in master_c["volumeMounts"]}
+    assert str(master.out) in mounts and f"cat {master.out}/*/summary.md" in script
+    monitor = one(overlay, "PodMonitor", "triton")
+    assert not selects(monitor["spec"]["selector"], pods), "the PodMonitor would scrape the load generator"
+
+
+def test_make_check_deploy_validates_every_stage_the_load_stage_too():
+    (loop,) = re.findall(r"for overlay in ([^;]+);", (K8S.parents[1] / "Makefile").read_text())
+    stages = {str(p.parent.relative_to(K8S / "overlays")) for p in (K8S / "overlays").rglob("kustomization.yaml")}
+    assert set(loop.split()) == stages and "loadtest" in stages

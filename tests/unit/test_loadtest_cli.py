@@ -58,3 +58,27 @@ def test_a_bad_stream_budget_in_a_campaign_is_one_error_naming_the_key(table):
     key = table.split(" ")[0]
     with pytest.raises(CampaignError, match=f"slo.{key}=.* must be a number of ms > 0"):
         campaign_io.parse(text)
+
+
+def test_processes_default_to_one_per_client_core_and_no_more_than_the_users():
+    from loadtest.cli import default_processes
+
+    assert default_processes(args("--client-cpus", "0-3")) == 4
+    assert default_processes(args("--client-cpus", "0-3"), users=2) == 2
+    assert default_processes(args("--client-cpus", "0")) == 1
+
+
+def test_the_master_takes_its_worker_count_and_refuses_flags_of_the_other_role():
+    from loadtest.cli import master_of
+
+    master = master_of(args("--model", "digits", "--master", "--expect-workers", "3"))
+    assert master is not None and master.workers == 3
+    assert master_of(args("--model", "digits")) is None
+    for argv, named in (
+        (("--master", "--expect-workers", "0"), "--expect-workers 0"),
+        (("--master", "--processes", "2"), "--processes"),
+        (("--expect-workers", "2"), "--expect-workers is for --master"),
+        (("--master-host", "h"), "--master-host is for --worker"),
+    ):
+        with pytest.raises(ValueError, match=named):
+            master_of(args("--model", "digits", *argv))
