@@ -40,19 +40,19 @@ soak: MODEL ?= digits
 # by default), or, for the soak, ARGS="--generator perf_analyzer".
 ARGS ?=
 overload: export ## queue policy under 1x/1.5x/2x saturation vs no policy: make overload MODEL=minilm (reports/overload/)
-	$(PY) -m loadtest.studies.overload --model $(MODEL) $(ARGS)
+	$(VENV)/bin/tritonkit overload --model $(MODEL) $(ARGS)
 
 soak: export ## 10 min at 70% of saturation: errors, p99 drift, server+stub memory: make soak MODEL=digits (reports/soak/)
-	$(PY) -m loadtest.studies.soak --model $(MODEL) $(ARGS)
+	$(VENV)/bin/tritonkit soak --model $(MODEL) $(ARGS)
 
 bench: export ## the side-by-side benchmark: in-process, Triton plain/tuned, FastAPI, FastAPI+batcher; perf_analyzer: make bench MODEL=digits
-	$(PY) -m loadtest.studies.bench $(if $(MODEL),--models $(MODEL)) $(ARGS)
+	$(VENV)/bin/tritonkit bench $(if $(MODEL),--models $(MODEL)) $(ARGS)
 
 bench-export: export ## latency of eager vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32, one run
-	$(PY) -m export.bench
+	$(VENV)/bin/tritonkit bench-export $(ARGS)
 
 bench-generation: export ## text_generator: served vs in-process step rate at 1/8/32 streams; first TTFT, warmup on/off
-	$(PY) -m loadtest.studies.generation
+	$(VENV)/bin/tritonkit bench-generation $(ARGS)
 
 genai-perf: export ## NVIDIA GenAI-Perf against text_generator: time to first token, inter-token latency, tokens/s
 	$(VENV)/bin/tritonkit genai-perf $(ARGS)
@@ -66,7 +66,7 @@ check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy
 	promtool test rules deploy/prometheus/tests/*.yml
 	promtool test rules deploy/k8s/monitoring/tests/*_test.yml
 	amtool check-config deploy/alertmanager/alertmanager.yml
-	for overlay in gpu/export gpu gpu-single-node/export gpu-single-node cpu/export cpu; do \
+	for overlay in gpu/export gpu gpu-single-node/export gpu-single-node cpu/export cpu loadtest; do \
 	  $(VENV)/bin/kubectl kustomize deploy/k8s/overlays/$$overlay | $(VENV)/bin/kubernetes-validate --strict --quiet - || exit 1; \
 	done
 	@echo "check-deploy: compose, Prometheus config and rules, the autoscaling query, and both stages of both k8s overlays are valid"

@@ -1,30 +1,18 @@
 """tritonkit: PyTorch models to Triton Inference Server, checked against eager PyTorch and proven under load.
 
-Subcommands mirror the project's folders: `export` (export/), `serve` (deploy/), `loadtest` and `tune`
-(loadtest/), `demo` (the main job). Run `tritonkit COMMAND --help` for each.
+Every job is a subcommand: `export` and `bench-export` (export/), `serve` (deploy/), `loadtest`, `tune`,
+`analyzer`, `capacity`, `compare`, the studies (`bench`, `overload`, `soak`, `bench-generation`, `genai-perf`),
+`first-request` and `report` (loadtest/), `demo` (the main job). Run `tritonkit COMMAND --help` for each.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
-from tritonkit_errors import ExitStatus, TritonkitError
+from tritonkit_errors import EXIT_MEANINGS, ExitStatus, TritonkitError, one_line_usage_errors
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN, EXIT_INCONCLUSIVE = (int(s) for s in ExitStatus)
-EXIT_STATUS = """\
-exit status:
-  0  done: the SLO holds (its interval is within every limit); compare: no regression
-  1  a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing
-     scenario named), tune (no candidate met the SLO), capacity (no rate met the budget), compare (B is worse
-     than A beyond the minimum effect), serve and demo (the server failed or left a process or /dev/shm
-     region behind)
-  2  bad arguments or settings, or any other tritonkit error: one line on stderr naming the bad value
-  3  export: a format's toolchain is missing here (the other formats were exported);
-     loadtest, tune, capacity, compare: the server, Locust or perf_analyzer failed
-  4  inconclusive: the interval straddles a limit (loadtest, capacity) or the minimum effect (compare);
-     a line says how many more trials would likely settle it
-"""
 MAKE_TARGETS = (
     ("help", "grep -E '^[a-z-]+:.*## '", "list the make targets (their `## ` lines)"),
     ("setup", "bash deploy/setup.sh", ".venv with the pinned dependencies (idempotent)"),
@@ -37,15 +25,11 @@ MAKE_TARGETS = (
         "lint and format check, then the test suite against a real tritonserver on free ports",
     ),
     ("loadtest", "tritonkit loadtest $(CAMPAIGN)", "a campaign (default loadtest/campaigns/smoke.toml)"),
-    ("overload", "python -m loadtest.studies.overload --model $(MODEL)", "queue policy at 1x/1.5x/2x saturation"),
-    (
-        "soak",
-        "python -m loadtest.studies.soak --model $(MODEL)",
-        "10 min at 70% of saturation: errors, p99 drift, memory",
-    ),
-    ("bench", "python -m loadtest.studies.bench", "in-process vs Triton plain/tuned vs FastAPI, one run"),
-    ("bench-export", "python -m export.bench", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
-    ("bench-generation", "python -m loadtest.studies.generation", "text_generator TTFT and tokens/s"),
+    ("overload", "tritonkit overload --model $(MODEL)", "queue policy at 1x/1.5x/2x saturation"),
+    ("soak", "tritonkit soak --model $(MODEL)", "10 min at 70% of saturation: errors, p99 drift, memory"),
+    ("bench", "tritonkit bench", "in-process vs Triton plain/tuned vs FastAPI, in interleaved trials"),
+    ("bench-export", "tritonkit bench-export", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
+    ("bench-generation", "tritonkit bench-generation", "text_generator TTFT and tokens/s"),
     ("genai-perf", "tritonkit genai-perf", "NVIDIA GenAI-Perf against text_generator: TTFT, ITL, tokens/s"),
     (
         "check-deploy",
@@ -62,6 +46,18 @@ MAKE_TARGETS = (
 found in the recipe; tests/unit/test_cli.py checks them against the Makefile) and what it is for."""
 
 
+def exit_status_table() -> str:
+    """``EXIT_MEANINGS`` (tritonkit_errors.py) as the table ``tritonkit --help`` ends with."""
+    lines = ["exit status:"]
+    for status, meaning in EXIT_MEANINGS.items():
+        wrapped = textwrap.wrap(meaning, width=110, initial_indent=f"  {status:d}  ", subsequent_indent="     ")
+        lines.extend(wrapped)
+    return "\n".join(lines) + "\n"
+
+
+EXIT_STATUS = exit_status_table()
+
+
 def epilog() -> str:
     width = max(len(target) for target, _, _ in MAKE_TARGETS) + len("make ")
     lines = ["make targets (each sets itself up first; MODEL=, CAMPAIGN=, ARGS= as in the Makefile):"]
@@ -71,18 +67,42 @@ def epilog() -> str:
     return EXIT_STATUS + "\n" + "\n".join(lines) + "\n"
 
 
+class CommandListFormatter(argparse.RawDescriptionHelpFormatter):
+    """``tritonkit --help``: one line per subcommand, as wide as the project's lines (120), never wrapped."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=HELP_WIDTH, max_help_position=HELP_COLUMN)
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        # argparse measures the subcommands one indent short: the longest name would go on a line of its own
+        self._action_max_length = max(self._action_max_length, HELP_COLUMN - 2)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return [" ".join(text.split())]
+
+
+HELP_WIDTH = 120
+HELP_COLUMN = len("    bench-generation  ")
+"""Where each subcommand's one line of help starts in ``tritonkit --help``."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from deploy import cli as deploy_cli
-    from deploy import demo
+    from export import bench as export_bench
     from export import cli as export_cli
     from loadtest import capacity_cli
     from loadtest import cli as loadtest_cli
-    from loadtest.studies import genai_perf
+    from loadtest.measure import first_request, report
+    from loadtest.studies import bench, genai_perf, generation, overload, soak
     from loadtest.studies.compare import command as compare_cli
+    from loadtest.tune import analyzer
     from loadtest.tune import command as tune_cli
+    from tritonkit import demo
+    from tritonkit.gpu import cli as gpu_check_cli
 
     parser = argparse.ArgumentParser(
-        prog="tritonkit", description=__doc__, epilog=epilog(), formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="tritonkit", description=__doc__, epilog=epilog(), formatter_class=CommandListFormatter
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     export_cli.register(subparsers)
@@ -91,8 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
     tune_cli.register(subparsers)
     compare_cli.register(subparsers)
     capacity_cli.register(subparsers)
+    analyzer.register(subparsers)
+    bench.register(subparsers)
+    overload.register(subparsers)
+    soak.register(subparsers)
+    generation.register(subparsers)
     genai_perf.register(subparsers)
+    export_bench.register(subparsers)
+    first_request.register(subparsers)
+    report.register(subparsers)
     demo.register(subparsers)
+    gpu_check_cli.register(subparsers)
+    one_line_usage_errors(parser)
+    for subparser in subparsers.choices.values():
+        if "error" not in vars(subparser):  # loadtest words its own
+            one_line_usage_errors(subparser)
     return parser
 
 
@@ -105,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         # named on one line (the first of a long message, e.g. a server's log excerpt follows it).
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         print(f"tritonkit {args.command}: error: {first}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
 
 
 if __name__ == "__main__":

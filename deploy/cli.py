@@ -12,6 +12,7 @@ from deploy.errors import ServerError, ServerStopRequested
 from deploy.lifecycle import local_server
 from deploy.server import MODEL_CONTROL_MODES, LocalServer, ServerConfig
 from deploy.signals import StopRequest
+from tritonkit_errors import ExitStatus
 
 EPILOG = """\
 environment: HTTP_PORT, GRPC_PORT, METRICS_PORT (defaults 8000, 8001, 8002) and MODEL_REPOSITORY.
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitStatus.USAGE
     # The handler only records the signal (deploy/signals.py); this thread polls it, also while it waits for
     # ready, so a signal at any moment, or a burst of them, ends in one clean stop.
     with StopRequest() as stop:
@@ -135,7 +136,7 @@ def _serve(config: ServerConfig, stop: StopRequest) -> int:
                 while not stop:
                     if not server.running:
                         print(f"serve: error: tritonserver exited\n{server.log_excerpt()}", file=sys.stderr)
-                        return 1
+                        return ExitStatus.FAILED
                     time.sleep(0.2)
             finally:
                 print("serve: stopping", flush=True)
@@ -143,7 +144,7 @@ def _serve(config: ServerConfig, stop: StopRequest) -> int:
         return _report_stop(server.left_behind, "stopped before it was ready")
     except ServerError as exc:
         print(f"serve: error: {exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.FAILED
     return _report_stop(server.left_behind, "stopped")
 
 
@@ -158,9 +159,9 @@ def _print_unavailable(server: LocalServer) -> None:
 def _report_stop(left: list[str], what: str) -> int:
     if left:
         print(f"serve: error: left behind after stop: {left}", file=sys.stderr)
-        return 1
+        return ExitStatus.FAILED
     print(f"serve: {what}; no stub process or /dev/shm region left", flush=True)
-    return 0
+    return ExitStatus.OK
 
 
 def _print_supervisor_events() -> None:

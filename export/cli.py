@@ -13,14 +13,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from export import catalog, recorded, user_pipeline
+from export import catalog, formats, recorded, user_pipeline
 from export.changes import ServingChanges
 from export.errors import ExportError, RepositoryNotWritable, SpecError
 from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
-from export.variants import FORMATS, TARGETS, Variant
+from export.variants import TARGETS, Variant
+from tritonkit_errors import ExitStatus
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
-EXIT_FAILED, EXIT_USAGE, EXIT_SKIPPED = 1, 2, 3
 
 EPILOG = """\
 examples:
@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format",
         action="append",
-        choices=FORMATS,
+        choices=formats.names(),  # the registered formats, read when the parser is built
         dest="formats",
         help="export only these formats (repeatable; default: the catalog's variants)",
     )
@@ -166,8 +166,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serving.add_argument("--instances", type=int, help="instance count")
     serving.add_argument("--kind", choices=INSTANCE_KINDS, help="instance kind")
     serving.add_argument(
-        "--warmup", action=argparse.BooleanOptionalAction, default=None, help="warm the model up while it loads"
+        "--model-warmup",
+        dest="warmup",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="warm the model up while it loads (Triton's model_warmup)",
     )
+    # The old spelling, hidden: bench's --warmup-s is seconds left out of a run, not this.
+    serving.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS)
     serving.add_argument("--version", type=int, help="version folder to write")
 
 
@@ -287,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         _write_generators(args, repository, exported)
     except ExportError as exc:
         print(f"export: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     missed = [done for done, required in outcomes if not required and not done.result.ok]
     if missed:
         print(
@@ -305,13 +311,13 @@ def run(args: argparse.Namespace) -> int:
             f"{_listed(d for d, _ in outcomes if d.result.ok) or 'none'}; the failed keep their previous files",
             file=sys.stderr,
         )
-        return EXIT_FAILED
+        return ExitStatus.FAILED
     if "skipped" in required:
         print(
             "export: error: a required variant was skipped: its toolchain is missing here (see its line)",
             file=sys.stderr,
         )
-        return EXIT_SKIPPED
+        return ExitStatus.BROKEN  # a toolchain missing here: the environment, not the model
     if args.seed_from:
         from export.seed import mark_complete
 
@@ -322,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
             not_exported=[done.spec.name for done in missed],
             optional=[done.spec.name for done, required in outcomes if not required and done.result.ok],
         )
-    return 0
+    return ExitStatus.OK
 
 
 def _called(exports) -> str:
@@ -343,7 +349,7 @@ def _write_configs(args: argparse.Namespace, repository: Path, variants, given: 
             print(f"{spec.name:<28} config written ({args.target}; no model file)", flush=True)
         written.add(entry.name)
     _write_generators(args, repository, written)
-    return 0
+    return ExitStatus.OK
 
 
 def _write_generators(args: argparse.Namespace, repository: Path, exported: set[str]) -> None:

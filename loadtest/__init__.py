@@ -1,7 +1,7 @@
 """Load campaigns through tritonclient (Locust), Triton's own metrics, reports, SLO gates and tuning.
 
-``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/cli.py); ``python -m loadtest.studies.bench``
-is the side-by-side benchmark; ``python -m loadtest.measure.report results.json`` re-renders a report.
+``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/cli.py); ``tritonkit bench``
+is the side-by-side benchmark; ``tritonkit report results.json`` re-renders a report.
 docs/load-testing.md and docs/tuning.md explain the parts.
 
 Layers, each importing only the ones below it (``tests/unit/test_imports.py`` checks it)::
@@ -20,9 +20,10 @@ Layers, each importing only the ones below it (``tests/unit/test_imports.py`` ch
                            server_metrics, report (+ report_plots), run (one run, both sides), probe (one
                            measurement by either generator, saturation marked), saturation (the searches the
                            studies share), study_report, inprocess, first_request
-    drive/                 payloads, users, locustfile, locust_main, latency, client_stats (the one percentile),
-                           arrivals (open-loop patterns), runner (Locust as a subprocess), perf, perf_windows,
-                           profile_export (perf_analyzer's per-request times), apply (model control), target
+    drive/                 flags (the shared flag groups), payloads, users, locustfile, locust_main, latency,
+                           client_stats (the one percentile), arrivals (open-loop patterns), runner (Locust as
+                           a subprocess), perf, perf_windows, profile_export (perf_analyzer's per-request times),
+                           apply (model control), target
     campaign.py, errors.py the campaign model
 
 Project modules are imported at the top of each module. An import inside a function is kept only where it

@@ -28,8 +28,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from export import config as config_io
+from export.errors import ExportError
 from loadtest.campaign import Slo
-from loadtest.drive import apply, perf, target
+from loadtest.drive import apply, flags, perf, target
 from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_intervals
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
@@ -115,7 +117,7 @@ def register(subparsers) -> None:
     parser.add_argument("--processes", type=int, help="Locust processes (default: one per generator CPU)")
     parser.add_argument("--out", type=Path, help="report folder (default reports/capacity-NAME)")
     add_payload_arguments(parser)
-    target.add_server_arguments(parser)
+    flags.add_server_flags(parser, split=True)
     parser.set_defaults(handler=run)
 
 
@@ -162,8 +164,8 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
 
 def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
     """The model; the whole repository for a pipeline (an ensemble or a Python model calls others)."""
-    text = (repository / model / "config.pbtxt").read_text()
-    return ("*",) if "ensemble_scheduling" in text or 'backend: "python"' in text else (model,)
+    config = config_io.parse(repository / model / "config.pbtxt")
+    return ("*",) if config_io.kind(config).calls_others else (model,)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,9 +180,11 @@ def run(args: argparse.Namespace) -> int:
         if not (repository / args.model / "config.pbtxt").is_file():
             found = sorted(p.parent.name for p in repository.glob("*/config.pbtxt"))
             return _usage(f"model {args.model!r} is not in the repository {repository}; models there: {found}")
-        models = models_to_load(repository, args.model)
-        if not args.server_cpus and not args.client_cpus:
-            args.client_cpus, args.server_cpus = target.split_cpus()
+        try:
+            models = models_to_load(repository, args.model)
+        except ExportError as exc:
+            return _usage(str(exc))
+        flags.resolve_cpus(args)
     out = args.out or REPORTS / f"capacity-{args.model}"
     status, value = target.run_with_server(
         args, models, lambda endpoints, _: _capacity(args, arrival, options, endpoints, out)

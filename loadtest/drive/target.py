@@ -15,6 +15,7 @@ from deploy.errors import ServerError
 from deploy.lifecycle import local_server
 from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
 from loadtest.errors import CampaignError, LoadTestError, PayloadError
+from tritonkit_errors import ExitStatus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,12 +139,12 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
             )
             if args.client_cpus:
                 os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-            return 0, work(endpoints, server)
+            return ExitStatus.OK, work(endpoints, server)
     except (CampaignError, PayloadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2, None
+        return ExitStatus.USAGE, None
     except (LoadTestError, ServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 3, None
+        return ExitStatus.BROKEN, None
     finally:
         os.sched_setaffinity(0, affinity)  # a caller in the same process (a test) gets its CPUs back

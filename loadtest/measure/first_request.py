@@ -19,7 +19,7 @@ Payloads: the load tests' (``loadtest.drive.payloads``), the first sample: the p
 (``--input-data FILE.json``, ``--samples FILE.py:FUNC``), else a built-in model's or pipeline's own real
 samples, else random values from the config (``--shape`` for a dynamic dim).
 
-Run: ``python -m loadtest.measure.first_request --model digits [--warmup on|off|both] [--steady 200]``;
+Run: ``tritonkit first-request --model digits [--model-warmup on|off|both] [--steady 200]``;
 pipelines too (``--model image_classifier text_embedder``: one after the other); a model of your own:
 ``--model mine --repository DIR [--input-data FILE]``.
 """
@@ -38,19 +38,21 @@ from pathlib import Path
 import numpy as np
 
 from deploy.client import connect, infer
+from deploy.errors import DeployError
 from deploy.lifecycle import local_server
-from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
+from deploy.server import ServerConfig, free_ports
 from export import config as config_io
+from loadtest.drive import flags
 from loadtest.drive.client_stats import percentiles
 from loadtest.drive.payloads import (
     PayloadOptions,
-    add_payload_arguments,
     default_options,
     is_decoupled,
     payload_options,
     payloads,
 )
 from loadtest.errors import PayloadError
+from tritonkit_errors import ExitStatus, alias_parser
 
 
 @dataclasses.dataclass
@@ -162,7 +164,7 @@ def members(repository: Path, model: str) -> list[str]:
         name = todo.pop(0)
         if name not in order:
             order.append(name)
-            todo.extend(step.model_name for step in read_config(repository, name).ensemble_scheduling.step)
+            todo.extend(config_io.ensemble_steps(read_config(repository, name)))
     return order
 
 
@@ -194,20 +196,20 @@ def payload_for(repository: Path, model: str, options: PayloadOptions | None = N
     if is_decoupled(config):
         raise PayloadError(
             f"{model} is decoupled (streaming): time its first response with "
-            f"`python -m loadtest.studies.generation` (make bench-generation)"
+            f"`tritonkit bench-generation` (make bench-generation)"
         )
     return payloads(config, default_options(model, options))[0]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.measure.first_request",
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "first-request",
+        help="first-request latency after the server reports ready, against the steady median: what warmup buys",
         description=__doc__.split("\n")[0],
-        epilog="examples:\n  python -m loadtest.measure.first_request --model digits\n"
-        "  python -m loadtest.measure.first_request --model image_classifier text_embedder\n"
-        "  python -m loadtest.measure.first_request --model text_embedder --warmup off\n"
-        "  python -m loadtest.measure.first_request --model mine --repository DIR "
-        "--input-data request.json",
+        epilog="examples:\n  tritonkit first-request --model digits\n"
+        "  tritonkit first-request --model image_classifier text_embedder\n"
+        "  tritonkit first-request --model text_embedder --model-warmup off\n"
+        "  tritonkit first-request --model mine --repository DIR --input-data request.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -218,31 +220,53 @@ def main(argv: list[str] | None = None) -> int:
         help="any served model or ensemble (an ensemble's members are served with it); "
         "several: one after another, a server of its own each",
     )
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
-    parser.add_argument("--warmup", choices=("on", "off", "both"), default="both")
+    # the measurement starts its own server each time: the repository, no URL, no CPU split
+    flags.add_server_flags(parser, urls=False, cpus=False)
+    modes = ("on", "off", "both")
+    parser.add_argument(
+        "--model-warmup",
+        choices=modes,
+        default="both",
+        help="serve with the configs' model_warmup entries (on), without them (off) or each in turn (both, default)",
+    )
+    flags.deprecated_alias(parser, "--warmup", "--model-warmup", "model_warmup", choices=modes)
     parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    add_payload_arguments(parser)  # the first sample is the request
+    flags.add_payload_flags(parser)  # the first sample is the request
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.measure.first_request``: the same command as ``tritonkit first-request``."""
+    return run_command(alias_parser(register, "python -m loadtest.measure.first_request").parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
     if args.steady < 1:
-        parser.error(f"--steady must be at least 1, got {args.steady}")
+        print(f"error: --steady must be at least 1, got {args.steady}", file=sys.stderr)
+        return ExitStatus.USAGE
     try:  # every payload first: a model without one stops the run before any server starts
         options = payload_options(args)
         requests = {m: payload_for(args.repository, m, options) for m in args.model}
     except (FileNotFoundError, PayloadError) as exc:
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
 
-    modes = {"on": [True], "off": [False], "both": [True, False]}[args.warmup]
+    modes = {"on": [True], "off": [False], "both": [True, False]}[args.model_warmup]
     everything = []
-    for model, payload in requests.items():
-        results = [measure(args.repository, model, payload, w, args.steady, args.protocol) for w in modes]
-        everything.extend(results)
-        if not args.json:
-            print(table(results, args.protocol, args.steady), flush=True)
+    try:
+        for model, payload in requests.items():
+            results = [measure(args.repository, model, payload, w, args.steady, args.protocol) for w in modes]
+            everything.extend(results)
+            if not args.json:
+                print(table(results, args.protocol, args.steady), flush=True)
+    except (DeployError, RuntimeError) as exc:  # the server failed, or left something behind
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitStatus.BROKEN
     if args.json:
         print(json.dumps([r.to_dict() for r in everything], indent=2))
-    return 0
+    return ExitStatus.OK
 
 
 def table(results: list[FirstRequest], protocol: str, steady: int) -> str:

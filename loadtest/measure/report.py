@@ -23,6 +23,7 @@ from typing import Any
 
 from jinja2 import Environment
 
+from loadtest.drive import flags
 from loadtest.measure import evidence, report_plots, report_streams
 from loadtest.measure.report_plots import PCT_KEYS, STACK
 from loadtest.measure.report_plots import label as _label
@@ -37,6 +38,7 @@ from loadtest.measure.report_streams import (  # noqa: F401 (STREAM_FIGURES, str
 )
 from loadtest.measure.results import CampaignResult, RunResult
 from loadtest.measure.study_report import save_report
+from tritonkit_errors import ExitStatus, alias_parser
 
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
@@ -436,18 +438,32 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
     return save_report(data, out_dir, lambda _: _summary_md(result, plots), plots=draw, files=files)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.measure.report", description="Regenerate a campaign report from its results.json."
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json",
+        description="Regenerate a campaign report from its results.json.",
     )
-    parser.add_argument("results", type=Path, help="reports/<campaign>/results.json")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: the json's folder)")
-    args = parser.parse_args(argv)
-    if not args.results.is_file():
-        parser.error(f"{args.results}: no such file")
+    parser.add_argument("results", type=_results_file, help="reports/<campaign>/results.json")
+    flags.add_out_flag(parser, None, "output folder (default: the json's folder)")
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.measure.report``: the same command as ``tritonkit report``."""
+    return run_command(alias_parser(register, "python -m loadtest.measure.report").parse_args(argv))
+
+
+def _results_file(text: str) -> Path:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return Path(text)
+
+
+def run_command(args: argparse.Namespace) -> int:
     for path in write_report(CampaignResult.load(args.results), args.out or args.results.parent):
         print(path)
-    return 0
+    return ExitStatus.OK
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ Cores: the servers and the load generator run on cores of their own (``--server-
 default the upper and the lower half of this machine's), and row 1 on the servers', so no load generator
 takes cores from the model and every row computes on the same cores.
 
-Run: ``python -m loadtest.studies.bench [--models digits minilm] [--trials 3] [--duration 15] [--out reports/bench]``.
+Run: ``tritonkit bench [--models digits minilm] [--trials 3] [--duration 15] [--out reports/bench]``.
 This module holds the command line and the run; the rows as arms are in ``bench_rows``, the one-run figures in
 ``bench_once``, the ratios and targets in ``bench_targets``, the rows' summaries and tables in ``bench_report``.
 """
@@ -54,8 +54,8 @@ from pathlib import Path
 from deploy.lifecycle import local_server
 from deploy.server import ServerConfig, free_ports
 from export import catalog
-from loadtest.drive import target
-from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.drive import flags
+from loadtest.drive.payloads import default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure.inprocess import model_file
@@ -87,7 +87,7 @@ from loadtest.studies.bench_targets import (
     ratios,
     throughput,
 )
-from tritonkit_errors import ExitStatus
+from tritonkit_errors import ExitStatus, alias_parser
 
 __all__ = [
     "Options",
@@ -239,9 +239,10 @@ def run(opts: Options, log=None) -> dict:
     return result
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.studies.bench",
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="the side-by-side benchmark: in-process, Triton plain and tuned, FastAPI (+ batcher), in trials",
         description=__doc__.split("\n\n")[0],
         epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -253,14 +254,14 @@ def parser() -> argparse.ArgumentParser:
         help="TorchScript or ONNX models of the repository (default: digits minilm, each in the format its tune "
         "picked, export/tuned.toml's serves: minilm_onnx)",
     )
-    parser.add_argument(
-        "--trials",
-        type=int,
-        default=DEFAULT_TRIALS,
-        help=f"rounds of rows 1-5, every row once a round (default {DEFAULT_TRIALS}; 1: no intervals)",
+    flags.add_trial_flags(
+        parser,
+        trials=DEFAULT_TRIALS,
+        duration=15.0,
+        warmup_s=2.0,
+        trials_help="rounds of rows 1-5, every row once a round (1: no intervals)",
+        duration_help="seconds of Locust load per row (rows 2-5)",
     )
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds of Locust load per row (rows 2-5)")
-    parser.add_argument("--warmup", type=float, default=2.0, help="leading seconds of each row left out")
     parser.add_argument(
         "--users",
         nargs="+",
@@ -270,34 +271,27 @@ def parser() -> argparse.ArgumentParser:
         "batch on every instance, 8 to 32)",
     )
     parser.add_argument("--processes", type=int, default=1, help="Locust processes")
-    parser.add_argument("--out", type=Path, default=Path("reports/bench"), help="writes bench.json and bench.md")
-    parser.add_argument(
-        "--repository",
-        type=Path,
-        default=target.default_repository(),
-        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)",
-    )
+    flags.add_out_flag(parser, Path("reports/bench"), "writes bench.json and bench.md (default reports/bench)")
     parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
     parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
     parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
-    parser.add_argument(
-        "--server-cpus",
-        type=target.parse_cpus,
-        help="the servers' and row 1's cores (default: the upper half of this machine's)",
-    )
-    parser.add_argument(
-        "--client-cpus", type=target.parse_cpus, help="the load generators' cores (default: the lower half)"
-    )
-    parser.add_argument(
-        "--no-split-cpus", action="store_true", help="let servers and load generators share every core (no pinning)"
-    )
-    add_payload_arguments(parser)
-    return parser
+    # the servers, row 1 and the generators are all this command's: no URL of a running server
+    flags.add_server_flags(parser, urls=False, split=True)
+    flags.add_payload_flags(parser)
+    parser.set_defaults(handler=run_command)
+
+
+def parser() -> argparse.ArgumentParser:
+    """``python -m loadtest.studies.bench``: the parser of ``tritonkit bench``."""
+    return alias_parser(register, "python -m loadtest.studies.bench")
 
 
 def options(argv: list[str] | None = None) -> Options:
     """The command line as :class:`Options` (``PayloadError``/``ValueError`` for contradicting flags)."""
-    args = parser().parse_args(argv)
+    return options_of(parser().parse_args(argv))
+
+
+def options_of(args: argparse.Namespace) -> Options:
     args.models = args.models or [catalog.served_pick(m) for m in DEFAULT_MODELS]
     users = {}
     for value in args.users:  # "32" for every model, "digits=32" for one
@@ -306,12 +300,12 @@ def options(argv: list[str] | None = None) -> Options:
             users.update({model: int(number)} if model else dict.fromkeys(args.models, int(number)))
         except ValueError:
             raise ValueError(f"--users {value!r} is not N or MODEL=N") from None
-    none = frozenset() if args.no_split_cpus else None
+    none = None if args.split_cpus else frozenset()  # None: Options.cpus() splits them
     return Options(
         models=tuple(args.models),
         trials=args.trials,
         duration_s=args.duration,
-        warmup_s=args.warmup,
+        warmup_s=args.warmup_s,
         users=users,
         processes=args.processes,
         out=args.out.resolve(),
@@ -325,9 +319,9 @@ def options(argv: list[str] | None = None) -> Options:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_command(args: argparse.Namespace) -> int:
     try:
-        opts = options(argv)
+        opts = options_of(args)
         result = run(opts)
     except (LoadTestError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -335,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     print(render(result), end="")
     print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")
     return ExitStatus.FAILED if result.get("server_left") else ExitStatus.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(parser().parse_args(argv))
 
 
 if __name__ == "__main__":

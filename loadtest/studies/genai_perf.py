@@ -23,7 +23,7 @@ from pathlib import Path
 
 from backends import chat
 from deploy.server import PROJECT_ROOT
-from loadtest.drive import target
+from loadtest.drive import flags, target
 from tritonkit_errors import ExitStatus
 
 GENAI_PERF = PROJECT_ROOT / ".venv-genai-perf" / "bin" / "genai-perf"
@@ -131,7 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "genai_perf_args", nargs=argparse.REMAINDER, help="after --: more flags for genai-perf profile, as given"
     )
-    target.add_server_arguments(parser)
+    flags.add_server_flags(parser)
 
 
 def register(subparsers) -> None:

@@ -1,7 +1,7 @@
 """Streaming generation benchmark: served in-flight batching against the batched step in-process, and warmup.
 
-    .venv/bin/python -m loadtest.studies.generation [--tokens 64] [--streams 1 8 32] [--server-cpus 1 --client-cpus 0]
-                                                   [--no-step-modes] [--no-first-request] [--tiny]
+    tritonkit bench-generation [--tokens 64] [--streams 1 8 32] [--server-cpus 1 --client-cpus 0]
+                               [--no-split-cpus] [--no-step-modes] [--no-first-request] [--tiny]
 
 Starts its own local tritonserver on free ports with a temporary repository holding the exported
 SmolLM2 steps (``model_repository/smollm2_prefill`` / ``smollm2_decode``, linked, exported first if
@@ -36,6 +36,7 @@ import queue
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -44,12 +45,15 @@ from pathlib import Path
 import numpy as np
 import tritonclient.grpc as grpcclient
 
+from deploy.errors import DeployError
 from deploy.lifecycle import local_server
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import catalog
 from export.config import parse
+from loadtest.drive import flags
 from loadtest.drive.streams import stream_figures, stream_summary
-from loadtest.drive.target import parse_cpus, split_cpus
+from loadtest.errors import LoadTestError
+from tritonkit_errors import ExitStatus, alias_parser
 
 # Prompts whose greedy continuation by SmolLM2-135M-Instruct runs past 64 tokens without an end of
 # sequence, so every stream stays in the batch for the whole run.
@@ -333,22 +337,42 @@ def first_request_line(label: str, r: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench-generation",
+        help="streaming generation: served in-flight batching vs the batched step in-process; TTFT, warmup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--tokens", type=int, default=64, help="tokens generated per stream (MAX_TOKENS)")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent stream counts")
-    parser.add_argument("--server-cpus", type=parse_cpus, default=None, help="default: the upper half of the CPUs")
-    parser.add_argument("--client-cpus", type=parse_cpus, default=None, help="default: the lower half")
+    # its own server on a repository of its own: only the CPU split of the server flags
+    flags.add_server_flags(parser, repository=False, urls=False, split=True)
     parser.add_argument("--no-step-modes", action="store_true", help="skip the BLS vs in-process comparison")
     parser.add_argument("--no-first-request", action="store_true", help="skip the warmup on/off first-request rows")
     parser.add_argument("--tiny", action="store_true", help="the 2-layer random-weight steps (a quick code-path run)")
-    args = parser.parse_args(argv)
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.studies.generation``: the same command as ``tritonkit bench-generation``."""
+    return run_command(alias_parser(register, "python -m loadtest.studies.generation").parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
     if args.tokens < 2 or any(n < 1 for n in args.streams):
-        parser.error("--tokens must be at least 2 and every --streams count at least 1")
-    client_cpus, server_cpus = split_cpus()
-    server_cpus = server_cpus if args.server_cpus is None else args.server_cpus
-    client_cpus = client_cpus if args.client_cpus is None else args.client_cpus
+        print("error: --tokens must be at least 2 and every --streams count at least 1", file=sys.stderr)
+        return ExitStatus.USAGE
+    try:
+        run(args)
+    except (DeployError, LoadTestError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitStatus.BROKEN
+    return ExitStatus.OK
+
+
+def run(args: argparse.Namespace) -> None:
+    client_cpus, server_cpus = flags.resolve_cpus(args)
     threads = len(server_cpus or os.sched_getaffinity(0))  # the generator's default INTRA_OP_THREAD_COUNT
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -425,4 +449,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,7 +1,6 @@
 """Overload: does the queue policy keep accepted requests inside the p99 budget at twice the saturating load?
 
-``python -m loadtest.studies.overload [--model minilm] [--budget-ms 400] [--trials 3] [--duration 15]``
-(``make overload``):
+``tritonkit overload [--model minilm] [--budget-ms 400] [--trials 3] [--duration 15]`` (``make overload``):
 
 1. **Saturation.** With the queue policy removed, closed-loop users double (4, 8, 16, ...) until throughput
    stops growing by 5% (``loadtest.measure.saturation``); the best throughput is the saturating rate
@@ -43,8 +42,8 @@ from typing import Any
 from export import config as config_io
 from export.spec import QueuePolicy
 from loadtest.campaign import Candidate, Slo
-from loadtest.drive import apply, target
-from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, payload_options
+from loadtest.drive import apply, flags, target
+from loadtest.drive.payloads import PayloadOptions, payload_options
 from loadtest.errors import PayloadError, RunError
 from loadtest.measure import evidence
 from loadtest.measure.run import run_scenario
@@ -62,7 +61,7 @@ from loadtest.studies.overload_report import (
     write_outputs,
 )
 from loadtest.studies.overload_rows import load_runs, row, unfinished_row
-from tritonkit_errors import ExitStatus
+from tritonkit_errors import ExitStatus, alias_parser
 
 __all__ = ["verdict", "WITH_POLICY", "WITHOUT_POLICY", "measure", "main", "row", "unfinished_row", "load_runs"]
 
@@ -266,9 +265,10 @@ def measure(
 # --- command line --------------------------------------------------------------------------------
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.studies.overload",
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "overload",
+        help="does the queue policy keep accepted requests inside the p99 budget at 1x/1.5x/2x saturation?",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -284,16 +284,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
     )
-    parser.add_argument(
-        "--trials",
-        type=int,
-        default=TRIALS,
-        help=f"runs per config and load, the configs interleaved (default {TRIALS}; 1: no intervals)",
+    flags.add_trial_flags(
+        parser,
+        trials=TRIALS,
+        duration=DURATION_S,
+        warmup_s=3.0,
+        trials_help="runs per config and load, the configs interleaved (1: no intervals)",
+        duration_help="seconds per load run",
     )
-    parser.add_argument(
-        "--duration", type=float, default=DURATION_S, help=f"seconds per load run (default {DURATION_S:g})"
-    )
-    parser.add_argument("--warmup", type=float, default=3.0, help="leading seconds left out of each run (default 3)")
     parser.add_argument("--factors", default="1,1.5,2", help="load factors of the saturating rate (default 1,1.5,2)")
     parser.add_argument("--saturation-rps", type=float, help="skip the search: use this saturating rate")
     parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
@@ -312,17 +310,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="queue policy under test: default_timeout_microseconds (default: the served config's)",
     )
-    parser.add_argument(
-        "--out", type=Path, default=OUT, help="reports folder (default reports/overload; files go to <out>/<model>/)"
-    )
+    flags.add_out_flag(parser, OUT, "reports folder (default reports/overload; files go to <out>/<model>/)")
     parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
-    target.add_server_arguments(parser)
-    add_payload_arguments(parser)
-    return parser.parse_args(argv)
+    flags.add_server_flags(parser)
+    flags.add_payload_flags(parser)
+    parser.set_defaults(handler=run_command)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """``python -m loadtest.studies.overload``: the parser of ``tritonkit overload``."""
+    return alias_parser(register, "python -m loadtest.studies.overload").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    return run_command(parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
     if args.report:
         data = json.loads(args.report.read_text())
         paths = write_outputs(data, args.report.parent)
@@ -335,8 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = args.budget_ms or default_budget_ms(args.model)
         if budget is None or budget <= 0:
             raise ValueError(f"no p99 budget for {args.model!r}: pass --budget-ms")
-        if any(f <= 0 for f in factors) or args.duration <= args.warmup or args.max_inflight < 1:
-            raise ValueError("factors must be > 0, --duration must exceed --warmup, --max-inflight >= 1")
+        if any(f <= 0 for f in factors) or args.duration <= args.warmup_s or args.max_inflight < 1:
+            raise ValueError("factors must be > 0, --duration must exceed --warmup-s, --max-inflight >= 1")
         if args.trials < 1:
             raise ValueError(f"--trials {args.trials} must be >= 1")
         if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
@@ -359,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             fmt=args.format,
             budget_ms=budget,
             duration_s=args.duration,
-            warmup_s=args.warmup,
+            warmup_s=args.warmup_s,
             factors=factors,
             saturation_rps=args.saturation_rps,
             max_inflight=args.max_inflight,

@@ -1,6 +1,6 @@
 """Soak: a long open-loop run at a fraction of the saturating load; errors, p99 drift and memory growth.
 
-``python -m loadtest.studies.soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
+``tritonkit soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
 
 1. Saturation of the config as deployed, or ``--saturation-rps`` (the searches of ``loadtest.measure.saturation``,
    shared with the overload study): closed-loop users doubling until throughput stops growing, then
@@ -48,14 +48,15 @@ import psutil
 
 from deploy.client import metrics, model_metric
 from loadtest.campaign import Candidate, Scenario
-from loadtest.drive import apply, perf_windows, target
+from loadtest.drive import apply, flags, perf_windows, target
 from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.payloads import PayloadOptions, add_payload_arguments, default_options, payload_options, payloads
+from loadtest.drive.payloads import PayloadOptions, default_options, payload_options, payloads
 from loadtest.errors import LoadTestError, PayloadError
 from loadtest.measure.run import measure_run
 from loadtest.measure.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
 from loadtest.studies.soak_checks import check_errors, check_memory, check_p99, full_windows
 from loadtest.studies.soak_report import write_outputs
+from tritonkit_errors import ExitStatus, alias_parser
 
 OUT = Path("reports/soak")
 
@@ -258,9 +259,10 @@ def _perf_analyzer_load(
     return client, server_failures
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.studies.soak",
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "soak",
+        help="a long open-loop run at a fraction of saturation: errors, p99 drift, server and stub memory",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -278,48 +280,47 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fraction", type=float, default=0.7, help="share of the saturating rate (default 0.7)")
     parser.add_argument("--window-s", type=float, default=60.0, help="p99 window, s (default 60: p99 per minute)")
     parser.add_argument("--sample-s", type=float, default=5.0, help="memory sampling period, s (default 5)")
-    parser.add_argument("--warmup", type=float, default=5.0, help="leading seconds left out of the latency (default 5)")
+    flags.add_warmup_seconds(parser, 5.0, "leading seconds left out of the latency")
     parser.add_argument("--memory-warmup-s", type=float, help="memory warm-up, s (default: one window)")
     parser.add_argument("--saturation-rps", type=float, help="skip the saturation search: use this rate")
     parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
     parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
-    parser.add_argument(
-        "--out", type=Path, default=OUT, help="reports folder (default reports/soak; files go to <out>/<model>/)"
-    )
+    flags.add_out_flag(parser, OUT, "reports folder (default reports/soak; files go to <out>/<model>/)")
     # memory is sampled from the server's processes: always a local server
-    target.add_server_arguments(parser, local_only=True)
-    add_payload_arguments(parser)
-    parser.add_argument(
-        "--split-cpus",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="without --server-cpus/--client-cpus: the server on the upper half of the CPUs, the "
-        "load generator on the lower half (default; --no-split-cpus lets them share)",
-    )
-    return parser.parse_args(argv)
+    flags.add_server_flags(parser, urls=False, split=True)
+    flags.add_payload_flags(parser)
+    parser.set_defaults(handler=run_command)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """``python -m loadtest.studies.soak``: the parser of ``tritonkit soak``."""
+    return alias_parser(register, "python -m loadtest.studies.soak").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    return run_command(parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
     if not (
         0 < args.fraction <= 2
         and args.minutes > 0
         and args.window_s > 0
         and args.sample_s > 0
-        and args.minutes * 60 > args.warmup >= 0
+        and args.minutes * 60 > args.warmup_s >= 0
     ):
         print(
-            "error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, 0 <= --warmup < the run",
+            "error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
+            "0 <= --warmup-s < the run",
             file=sys.stderr,
         )
-        return 2
+        return ExitStatus.USAGE
     try:
         options = payload_options(args)
     except PayloadError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.split_cpus and not (args.server_cpus or args.client_cpus):
-        args.client_cpus, args.server_cpus = target.split_cpus()
+        return ExitStatus.USAGE
+    flags.resolve_cpus(args)
     served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
     code, data = target.run_with_server(
         args,
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             fraction=args.fraction,
             window_s=args.window_s,
             sample_s=args.sample_s,
-            warmup_s=args.warmup,
+            warmup_s=args.warmup_s,
             memory_warmup_s=args.memory_warmup_s,
             saturation_rps=args.saturation_rps,
             max_inflight=args.max_inflight,
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     for check in data["checks"]:
         print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
     print("wrote " + ", ".join(map(str, paths)))
-    return 0 if data["passed"] else 1
+    return ExitStatus.OK if data["passed"] else ExitStatus.FAILED
 
 
 if __name__ == "__main__":

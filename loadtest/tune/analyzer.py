@@ -5,7 +5,7 @@ wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 bin
 launch mode, starts our tritonserver through a wrapper script written here. The pick it returns can
 be compared with the project's own tuner and applied as :meth:`AnalyzerPick.changes` (``ServingChanges``).
 
-    python -m loadtest.tune.analyzer digits --budget-ms 5
+    tritonkit analyzer digits --budget-ms 5
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ from pathlib import Path
 import psutil
 import yaml
 
-from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
+from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
+from loadtest.drive import flags
 from loadtest.errors import TuneError
+from tritonkit_errors import ExitStatus, alias_parser
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
@@ -288,16 +290,32 @@ def profile(
         raise NoConfigMeetsBudget(exc.args[0], _log_tail(log)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.tune.analyzer", description=__doc__.splitlines()[0])
-    parser.add_argument("model")
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "analyzer",
+        help="Triton Model Analyzer on a local server: profile one model under a p99 budget, print its pick",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", metavar="MODEL", help="a model of the repository")
     parser.add_argument("--budget-ms", type=float, required=True, help="p99 latency budget (ms)")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
-    parser.add_argument("--out", type=Path, help="work folder (default reports/analyzer/MODEL)")
-    parser.add_argument("--max-instances", type=int, default=2)
+    # Model Analyzer starts the server itself (local launch mode): the repository only
+    flags.add_server_flags(parser, urls=False, cpus=False)
+    flags.add_out_flag(parser, None, "Model Analyzer's work folder (default reports/analyzer/MODEL)")
+    parser.add_argument("--max-instances", type=int, default=2, help="instance counts profiled: 1 to this (default 2)")
     parser.add_argument("--max-batch-size", type=int, help="profile this max_batch_size only")
-    parser.add_argument("--timeout-s", type=float, default=600)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--timeout-s", type=float, default=600, help="stop Model Analyzer after this long (default 600)"
+    )
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.tune.analyzer``: the same command as ``tritonkit analyzer``."""
+    return run_command(alias_parser(register, "python -m loadtest.tune.analyzer").parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
     out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
     started = time.monotonic()
     try:
@@ -310,15 +328,18 @@ def main(argv: list[str] | None = None) -> int:
             max_batch_size=args.max_batch_size,
             timeout_s=args.timeout_s,
         )
-    except AnalyzerError as exc:
+    except NoConfigMeetsBudget as exc:
         print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return ExitStatus.FAILED
+    except AnalyzerError as exc:  # Model Analyzer missing, failed or timed out; no checkpoint to read
+        print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return ExitStatus.BROKEN
     print(
         f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
         f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)"
     )
     print(json.dumps({k: v for k, v in dataclasses.asdict(pick.changes()).items() if v is not None}, indent=2))
-    return 0
+    return ExitStatus.OK
 
 
 # -- reading MA's checkpoint -----------------------------------------------------------------------

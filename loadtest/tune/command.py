@@ -29,8 +29,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from export import config as config_io
+from export.errors import ExportError
 from loadtest.campaign import Slo
-from loadtest.drive import apply, perf, target
+from loadtest.drive import apply, flags, perf, target
 from loadtest.drive.payloads import (
     add_payload_arguments,
     default_options,
@@ -193,14 +195,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
     add_payload_arguments(parser)
-    target.add_server_arguments(parser)
+    flags.add_server_flags(parser, split=True)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "tune",
-        help="search batching, instances, max batch size and formats for the best config within a p99 "
-        "budget, and write it",
+        help="search batching, instances, max batch size and formats for the best config in a p99 budget",
         description=__doc__,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -251,8 +252,11 @@ def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
     """The model and its exported formats; a pipeline calls other models, so then the whole repository."""
     names = [Point(fmt, None, (), 1, 0).served_model(model) for fmt in formats_in(repository, model)] or [model]
     config = repository / model / "config.pbtxt"
-    if config.is_file() and ("ensemble" in config.read_text() or 'backend: "python"' in config.read_text()):
-        return ("*",)
+    try:
+        if config.is_file() and config_io.kind(config_io.parse(config)).calls_others:
+            return ("*",)
+    except ExportError:
+        pass  # loaded by name: the server says what is wrong with it
     return tuple(names)
 
 
@@ -265,8 +269,7 @@ def run(args: argparse.Namespace) -> int:
     except (TuneError, LoadTestError, ValueError) as exc:  # PayloadError is a LoadTestError
         print(f"tune: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
-    if not args.http_url and not args.server_cpus and not args.client_cpus:
-        args.client_cpus, args.server_cpus = target.split_cpus()
+    flags.resolve_cpus(args)
     status, value = target.run_with_server(
         args,
         ("*",) if args.via else models_to_load(options.repository, args.model),

@@ -82,7 +82,7 @@ def test_the_command_writes_the_report(digits_server, tmp_path):
             "2",
             "--duration",
             "4",
-            "--warmup",
+            "--warmup-s",
             "1",
             "--max-queue-size",
             "1",

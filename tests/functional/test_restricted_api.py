@@ -115,7 +115,7 @@ def test_the_load_generator_loads_the_restricted_server_without_the_key(locked_s
     done = subprocess.run(
         [
             *(sys.executable, "-m", "tritonkit_cli", "loadtest", "--model", "digits", "--protocol", "grpc"),
-            *("--users", "2", "--duration", "3", "--warmup", "0", "--out", str(tmp_path)),
+            *("--users", "2", "--duration", "3", "--warmup-s", "0", "--out", str(tmp_path)),
             *("--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url),
         ],
         cwd=PROJECT_ROOT,

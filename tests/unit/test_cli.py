@@ -2,28 +2,26 @@
 
 Named after the command line as a whole rather than one module: tritonkit_cli.py with every subcommand's
 parser and its make-target table (each subcommand's own checks are in test_export_cli.py, test_command.py...).
+Every subcommand is built one way: it answers ``--help``, refuses a bad flag in one line, and its ``python -m`` alias
+parses the same flags; the subcommands are read from ``build_parser()``, so a new one is covered without a change
+here, in this process (no server, no subprocess).
 """
 
 import argparse
+import importlib
 import re
 import subprocess
 import sys
+from argparse import REMAINDER
 from pathlib import Path
 
 import pytest
 
 import tritonkit_cli
 from tritonkit_cli import MAKE_TARGETS, build_parser
+from tritonkit_errors import EXIT_MEANINGS, ExitStatus
 
 MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
-
-
-@pytest.mark.parametrize("command", ["export", "serve", "demo", "loadtest"])
-def test_help_lists_each_subcommand(command, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        build_parser().parse_args([command, "--help"])
-    assert exit_info.value.code == 0
-    assert "usage: tritonkit " + command in capsys.readouterr().out
 
 
 def test_export_refuses_unknown_model():
@@ -226,3 +224,139 @@ def test_loadtest_model_refuses_bad_input_in_one_line(user_repository, extra, me
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [message.format(tmp=tmp, repo=repo)], result.stderr
     assert "starting tritonserver" not in result.stdout
+
+
+# -- every subcommand, one way ------------------------------------------------------------------------------
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = tritonkit_cli.build_parser()
+    [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+SUBCOMMANDS = subcommands()
+ALIASES = {
+    "bench": "loadtest.studies.bench",
+    "overload": "loadtest.studies.overload",
+    "soak": "loadtest.studies.soak",
+    "bench-generation": "loadtest.studies.generation",
+    "bench-export": "export.bench",
+    "first-request": "loadtest.measure.first_request",
+    "analyzer": "loadtest.tune.analyzer",
+    "report": "loadtest.measure.report",
+}
+"""The subcommands whose module keeps its ``python -m`` path as an alias."""
+
+
+def passes_flags_on(parser: argparse.ArgumentParser) -> bool:
+    """Whether unknown flags go on to another program (``serve``: tritonserver; ``genai-perf``: genai-perf)."""
+    return any(a.nargs == REMAINDER for a in parser._actions)
+
+
+def required_values(parser: argparse.ArgumentParser) -> list[str]:
+    """Values for the arguments ``parser`` requires, so that only the flag under test is wrong."""
+    argv = []
+    for action in parser._actions:
+        if not (action.required or (not action.option_strings and action.nargs not in ("?", "*", REMAINDER))):
+            continue
+        argv += value_for(action)
+    for group in parser._mutually_exclusive_groups:
+        if group.required:
+            argv += value_for(group._group_actions[0])
+    return argv
+
+
+def value_for(action: argparse.Action) -> list[str]:
+    # a required flag takes a number here; a positional a name or a path, which an existing file is (tritonkit
+    # report checks its results.json while parsing)
+    value = str(next(iter(action.choices))) if action.choices else "1" if action.option_strings else __file__
+    return [action.option_strings[0], value] if action.option_strings else [value]
+
+
+def refusal(command: str, *argv: str) -> int:
+    """Parse only (a command that parsed would run): the exit status of the refusal."""
+    with pytest.raises(SystemExit) as exit_info:
+        tritonkit_cli.build_parser().parse_args([command, *required_values(SUBCOMMANDS[command]), *argv])
+    return exit_info.value.code
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_help_exits_0_and_shows_the_subcommands_usage(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        tritonkit_cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: tritonkit {command} ")
+
+
+def numeric_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [a for a in parser._actions if a.option_strings and a.type in (int, float) and a.nargs is None]
+
+
+# serve and genai-perf hand the flags they do not know to the program they run (tritonserver, genai-perf).
+OWN_FLAGS_ONLY = [c for c, parser in SUBCOMMANDS.items() if not passes_flags_on(parser)]
+NUMERIC = [c for c in OWN_FLAGS_ONLY if numeric_flags(SUBCOMMANDS[c])]
+
+
+@pytest.mark.parametrize("command", OWN_FLAGS_ONLY)
+def test_an_unknown_flag_exits_2_with_one_line_naming_it(command, capsys):
+    assert refusal(command, "--no-such-flag") == ExitStatus.USAGE
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--no-such-flag" in err, err
+
+
+@pytest.mark.parametrize("command", NUMERIC)
+def test_a_bad_value_exits_2_with_one_line_naming_the_flag(command, capsys):
+    flag = numeric_flags(SUBCOMMANDS[command])[0].option_strings[0]
+    assert refusal(command, flag, "many") == ExitStatus.USAGE
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"argument {flag}" in err and "'many'" in err, err
+
+
+def test_the_command_list_is_one_line_per_subcommand(capsys):
+    with pytest.raises(SystemExit):
+        tritonkit_cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in SUBCOMMANDS:
+        [line] = [line for line in out.splitlines() if re.match(rf"^\s+{command}\s", line)]
+        assert line.split(None, 1)[1].strip(), f"{command}: its help is not on its line"
+
+
+@pytest.mark.parametrize("command, module", ALIASES.items())
+def test_the_python_m_alias_parses_what_the_subcommand_parses(command, module, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(module).main(["--help"])
+    assert exit_info.value.code == 0
+    alias = capsys.readouterr().out
+    assert alias.startswith(f"usage: python -m {module} ")
+    flags = {f for a in SUBCOMMANDS[command]._actions if a.help != argparse.SUPPRESS for f in a.option_strings}
+    assert set(re.findall(r"(?<![\w-])--?[a-z][a-z0-9-]*", alias)) >= flags
+
+
+def test_the_exit_table_has_every_status_and_names_only_real_subcommands():
+    assert set(EXIT_MEANINGS) == set(ExitStatus)
+    named = set(re.findall(r"\b([a-z]+(?:-[a-z]+)+)\b", " ".join(EXIT_MEANINGS.values())))
+    assert named <= set(SUBCOMMANDS), named - set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize(
+    "command, argv, dest, value",
+    [
+        ("overload", ["--warmup", "1.5"], "warmup_s", 1.5),
+        ("soak", ["--warmup", "2"], "warmup_s", 2.0),
+        ("bench", ["--warmup", "0"], "warmup_s", 0.0),
+        ("first-request", ["--model", "digits", "--warmup", "off"], "model_warmup", "off"),
+    ],
+)
+def test_an_old_warmup_flag_still_works_says_its_new_name_and_is_not_in_help(command, argv, dest, value, capsys):
+    args = tritonkit_cli.build_parser().parse_args([command, *argv])
+    assert getattr(args, dest) == value
+    new = "--model-warmup" if dest == "model_warmup" else "--warmup-s"
+    assert capsys.readouterr().err == f"tritonkit {command}: --warmup is deprecated: use {new}\n"
+    help_text = SUBCOMMANDS[command].format_help()
+    assert new in help_text and not re.search(r"--warmup\b(?!-)", help_text)
+
+
+@pytest.mark.parametrize("command", ["bench", "soak", "bench-generation"])
+def test_the_studies_that_split_the_cpus_take_one_spelling(command):
+    args = tritonkit_cli.build_parser().parse_args([command, "--server-cpus", "1", "--client-cpus", "0"])
+    assert (args.server_cpus, args.client_cpus, args.split_cpus) == ({1}, {0}, True)
+    assert not tritonkit_cli.build_parser().parse_args([command, "--no-split-cpus"]).split_cpus

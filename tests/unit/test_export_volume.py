@@ -19,6 +19,7 @@ from export.formats import torchscript
 from export.seed import COMPLETE_MARKER
 from export.variants import REQUIRED_FORMATS, Variant
 from export.zoo import base
+from tritonkit_errors import ExitStatus
 
 # --- the weight cache -------------------------------------------------------------------------------
 
@@ -88,7 +89,7 @@ def test_a_repository_that_cannot_be_written_is_one_line_naming_the_user_and_the
         ["digits", "--repository", str(tmp_path / "file" / "models"), "--seed-from", str(DEFAULT_REPOSITORY)]
     )
     err = capsys.readouterr().err
-    assert code == cli.EXIT_USAGE
+    assert code == ExitStatus.USAGE
     (line,) = [line for line in err.splitlines() if line.strip()]
     assert line.startswith("export: error:") and "not writable by uid" in line
     assert "fsGroup" in line and "StorageClass" in line and "docs/production.md" in line
@@ -136,11 +137,11 @@ def test_an_optional_variant_whose_toolchain_is_missing_reports_and_does_not_fai
     code = cli.main(
         ["digits", "--format", "onnx", "--repository", str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)]
     )
-    assert code == cli.EXIT_SKIPPED
+    assert code == ExitStatus.BROKEN
     assert not (tmp_path / COMPLETE_MARKER).exists()
     # So is every variant under --require-all.
     code = cli.main(["digits", "--require-all", "--repository", str(tmp_path)])
-    assert code == cli.EXIT_SKIPPED
+    assert code == ExitStatus.BROKEN
 
 
 def test_a_required_variant_without_its_toolchain_fails_the_run(tmp_path, capsys):
@@ -152,7 +153,7 @@ def test_a_required_variant_without_its_toolchain_fails_the_run(tmp_path, capsys
         ["digits", "--target", "gpu", "--repository", str(tmp_path), "--seed-from", str(DEFAULT_REPOSITORY)]
     )
     captured = capsys.readouterr()
-    assert code == cli.EXIT_SKIPPED
+    assert code == ExitStatus.BROKEN
     assert "a required variant was skipped" in captured.err
     lines = {line.split()[0]: line for line in captured.out.splitlines() if line.startswith("digits")}
     assert "optional:" not in lines["digits"] and "optional:" in lines["digits_trt_fp16"]

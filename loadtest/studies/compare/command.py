@@ -26,7 +26,7 @@ from pathlib import Path
 
 from export import config as config_io
 from export.errors import ExportError
-from loadtest.drive import apply, perf, profile_export, target
+from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.payloads import add_payload_arguments, default_options, is_decoupled, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
@@ -92,13 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument("--out", type=Path, help="report folder (default reports/compare-MODEL)")
     add_payload_arguments(parser)
-    target.add_server_arguments(parser)
+    flags.add_server_flags(parser, split=True)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare",
-        help="A/B regression gate: two served configs, versions or models measured interleaved; --aa: noise floor",
+        help="A/B regression gate: two configs, versions or models measured interleaved; --aa: noise floor",
         description=__doc__,
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -137,8 +137,7 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitStatus.USAGE)
     remote = bool(args.http_url)
     repository = Path(args.repository).resolve()
-    if not args.http_url and not args.server_cpus and not args.client_cpus:
-        args.client_cpus, args.server_cpus = target.split_cpus()
+    flags.resolve_cpus(args)
     with tempfile.TemporaryDirectory(prefix="tritonkit-compare-") as staged:
         try:
             arms = plan(args.model, specs, repository, remote=remote)

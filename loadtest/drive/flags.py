@@ -1,0 +1,148 @@
+"""The flag groups the commands share, one spelling each: payloads, the server (repository, URLs of a running
+one, the server/client CPU split), the output folder and trials.
+
+A command adds the groups it takes (``tritonkit bench``, ``overload``, ``soak``, ``bench-generation``,
+``first-request``, ``analyzer``); the parsed flags keep the names the rest of ``loadtest`` reads
+(``args.http_url``, ``args.server_cpus``, ``args.warmup_s`` ...). An old spelling stays only as a hidden alias
+that says its new name on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from loadtest.drive.payloads import add_payload_arguments
+from loadtest.drive.target import default_repository, parse_cpus, split_cpus
+
+__all__ = [
+    "add_out_flag",
+    "add_payload_flags",
+    "add_server_flags",
+    "add_trial_flags",
+    "add_warmup_seconds",
+    "deprecated_alias",
+    "resolve_cpus",
+]
+
+add_payload_flags = add_payload_arguments
+"""The payload group (``--shape``, ``--int-range``, ``--input-data``, ``--samples``, ``--payload-seed``,
+``--payload-count``), defined beside the payloads it builds."""
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old flag: stores into the new flag's ``dest`` and says the new name once on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: {option_string} is deprecated: use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def deprecated_alias(group, old: str, new: str, dest: str, **kwargs) -> None:
+    """``old`` as a hidden alias of ``new`` (same ``dest``, same ``type``/``choices`` given in ``kwargs``)."""
+    group.add_argument(old, dest=dest, action=_DeprecatedAlias, new=new, default=argparse.SUPPRESS, **kwargs)
+
+
+def add_server_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    repository: bool = True,
+    urls: bool = True,
+    cpus: bool = True,
+    split: bool = False,
+) -> None:
+    """The server group. ``repository``: ``--repository``; ``urls``: ``--http-url``/``--grpc-url``/
+    ``--metrics-url`` of a running server (without them ``args.http_url`` ... are None: the command starts its
+    own); ``cpus``: ``--server-cpus``/``--client-cpus`` (empty: no pinning); ``split``: the command splits the
+    CPUs by default (``resolve_cpus``), and ``--no-split-cpus`` shares them."""
+    group = parser.add_argument_group("server")
+    if repository:
+        group.add_argument(
+            "--repository",
+            type=Path,
+            default=default_repository(),
+            help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)",
+        )
+    if urls:
+        group.add_argument(
+            "--http-url",
+            help="use the server already running here (host:port, explicit model control) instead of starting "
+            "one; needs --grpc-url and --metrics-url",
+        )
+        group.add_argument("--grpc-url", help="its gRPC endpoint (host:port)")
+        group.add_argument("--metrics-url", help="its Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics")
+    else:
+        parser.set_defaults(http_url=None, grpc_url=None, metrics_url=None)
+    if not cpus:
+        return
+    default = " (default: the upper half of this machine's)" if split else ""
+    group.add_argument(
+        "--server-cpus",
+        type=parse_cpus,
+        default=frozenset(),
+        metavar="CPUS",
+        help=f"pin the local server and its stubs to these CPUs (e.g. 1 or 2-7){default}",
+    )
+    default = " (default: the lower half)" if split else ""
+    group.add_argument(
+        "--client-cpus",
+        type=parse_cpus,
+        default=frozenset(),
+        metavar="CPUS",
+        help=f"pin the load generator (this process and the generators it starts) to these CPUs (e.g. 0){default}",
+    )
+    if split:
+        group.add_argument(
+            "--no-split-cpus",
+            dest="split_cpus",
+            action="store_false",
+            help="without --server-cpus/--client-cpus: let the server and the load share every core (no pinning)",
+        )
+    else:
+        parser.set_defaults(split_cpus=False)
+
+
+def resolve_cpus(args: argparse.Namespace) -> tuple[frozenset[int], frozenset[int]]:
+    """(client, server) CPUs: as given; else, for a command that splits them (``add_server_flags(split=True)``)
+    and a local server, the lower half of this process's CPUs for the load and the upper half for the server
+    (``target.split_cpus``). Sets ``args.client_cpus``/``args.server_cpus`` to the answer."""
+    if args.split_cpus and not (args.server_cpus or args.client_cpus or getattr(args, "http_url", None)):
+        args.client_cpus, args.server_cpus = split_cpus()
+    return args.client_cpus, args.server_cpus
+
+
+def add_out_flag(parser: argparse.ArgumentParser, default: Path | None, what: str) -> None:
+    """``--out FOLDER``; ``what`` says what goes there and the default."""
+    parser.add_argument("--out", type=Path, default=default, metavar="FOLDER", help=what)
+
+
+def add_warmup_seconds(group, default: float | None, what: str = "leading seconds of each run left out") -> None:
+    """``--warmup-s S``: seconds at the start of a run that are not measured (``--warmup`` is its old name; a
+    model's own warmup at load is ``--model-warmup``). A ``default`` of None: ``what`` says the default."""
+    shown = what if default is None else f"{what} (default {default:g})"
+    group.add_argument("--warmup-s", type=float, default=default, metavar="S", help=shown)
+    deprecated_alias(group, "--warmup", "--warmup-s", "warmup_s", type=float)
+
+
+def add_trial_flags(
+    parser: argparse.ArgumentParser,
+    *,
+    trials: int,
+    duration: float,
+    warmup_s: float,
+    trials_help: str,
+    duration_help: str = "seconds of load per run",
+) -> None:
+    """The trials group: ``--trials N`` (rounds whose spread gives the intervals), ``--duration S`` per run and
+    ``--warmup-s S`` left out of each."""
+    group = parser.add_argument_group("trials")
+    group.add_argument("--trials", type=int, default=trials, metavar="N", help=f"{trials_help} (default {trials})")
+    group.add_argument(
+        "--duration", type=float, default=duration, metavar="S", help=f"{duration_help} (default {duration:g})"
+    )
+    add_warmup_seconds(group, warmup_s)
