@@ -40,41 +40,6 @@ def default_repository() -> Path:
     return Path(os.environ.get("MODEL_REPOSITORY") or DEFAULT_REPOSITORY)
 
 
-def add_server_arguments(parser: argparse.ArgumentParser, *, local_only: bool = False) -> None:
-    """The server flags (``tritonkit loadtest --model``, ``tritonkit tune``, the studies); ``local_only`` (a
-    measurement that needs the server's processes) leaves out the URLs of a running server, and
-    ``run_with_server`` then always starts one."""
-    parser.add_argument(
-        "--repository",
-        type=Path,
-        default=default_repository(),
-        help="model repository (default: $MODEL_REPOSITORY or the project's model_repository/)",
-    )
-    if local_only:
-        parser.set_defaults(http_url=None, grpc_url=None, metrics_url=None)
-    else:
-        parser.add_argument(
-            "--http-url",
-            help="use the server already running here (host:port, explicit model "
-            "control) instead of starting one; needs --grpc-url and --metrics-url",
-        )
-        parser.add_argument("--grpc-url")
-        parser.add_argument("--metrics-url", help="e.g. http://127.0.0.1:8002/metrics")
-    parser.add_argument(
-        "--server-cpus",
-        type=parse_cpus,
-        default=frozenset(),
-        help="pin the local server and its stubs to these CPUs (e.g. 1 or 2-7); with "
-        "--client-cpus, load and server do not share cores",
-    )
-    parser.add_argument(
-        "--client-cpus",
-        type=parse_cpus,
-        default=frozenset(),
-        help="pin the load generator (this process and its Locust workers) to these CPUs (e.g. 0)",
-    )
-
-
 def parse_cpus(text: str) -> frozenset[int]:
     """``"0"``, ``"0,2"``, ``"2-5"`` -> CPU numbers; the bad part is named."""
     cpus: set[int] = set()

@@ -130,10 +130,11 @@ def test_serve_stops_cleanly_on_a_burst_of_signals_at_any_moment(tmp_path, repos
 
 RUN_WITH_SERVER = textwrap.dedent("""
     import argparse, sys, time
-    from loadtest.drive.target import add_server_arguments, run_with_server
+    from loadtest.drive.flags import add_server_flags
+    from loadtest.drive.target import run_with_server
 
     parser = argparse.ArgumentParser()
-    add_server_arguments(parser, local_only=True)
+    add_server_flags(parser, urls=False)
     args = parser.parse_args(sys.argv[1:])
 
     def work(endpoints, server):
