@@ -36,7 +36,7 @@ from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_interv
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity, capacity_report, evidence, probe, replica_plan
+from loadtest.measure import capacity, capacity_report, evidence, generators, replica_plan
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.saturation import settle
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
     parser.add_argument(
         "--generator",
-        choices=probe.GENERATORS,
+        choices=generators.GENERATORS,
         default="locust",
         help="locust (default: latency from the intended send time) or perf_analyzer (tensor models; a constant "
         "rate, or the --arrival pattern as its --request-intervals schedule)",
@@ -199,7 +199,7 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
         out.mkdir(parents=True, exist_ok=True)
         # No budget_ms: capacity judges perf_analyzer's p99 alone, so no profile export (every request's
         # tensors) is written.
-        generator = probe.Generator(
+        generator = generators.generator(
             "perf_analyzer",
             endpoints,
             protocol=args.protocol,
@@ -219,7 +219,7 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
         if schedule:
             return measure_pa, generator.measured_s, f"{arrival.describe()} (perf_analyzer --request-intervals)"
         return measure_pa, generator.measured_s, "constant-rate arrivals (perf_analyzer)"
-    generator = probe.Generator(
+    generator = generators.generator(
         "locust",
         endpoints,
         protocol=args.protocol,

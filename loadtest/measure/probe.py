@@ -4,9 +4,9 @@ Tensor models are measured with ``perf_analyzer`` (C++, gRPC by default): ``--co
 closed loop of N users, ``--request-rate-range R`` for an open loop at a constant rate, ``--request-intervals
 FILE`` for an open loop on a schedule. Pipelines (ensembles, Python models) and streams (decoupled models) are
 measured with Locust, with one process per client CPU. Triton's own counters are read around each run for the
-error rate, the queue/compute split and the batch sizes. A command builds one ``Generator`` (which of the two,
-and its settings) and calls its ``measure`` for every run, so capacity, the tuner and compare drive the two
-generators alike; ``with_perf_analyzer`` and ``with_locust`` do the work.
+error rate, the queue/compute split and the batch sizes. A command builds one ``generators.LoadGenerator`` (which of
+the two, and its settings) and calls its ``measure`` for every run; ``with_perf_analyzer`` and ``with_locust``
+here do the work.
 
 A run whose generator was the bottleneck is marked ``saturated`` and must not be used to rank configs:
 its CPU use reached ``CPU_LIMIT`` of the CPUs it may use (from the kernel's accounting of the child), or
@@ -17,12 +17,10 @@ delayed requests; Locust's offered count).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import os
 import resource
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +38,6 @@ RATE_SHORTFALL = 0.95
 DELAYED_LIMIT_PERCENT = 5.0
 """Open loop: a generator sending more than this share of requests late fell behind its schedule
 (perf_analyzer's own count; Locust's is those sent more than ``latency.LATE_S``, 10 ms, after they fell due)."""
-GENERATORS = ("perf_analyzer", "locust")
 TENSOR_PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "tensorrt_plan", "tensorflow_savedmodel")
 
 
@@ -320,91 +317,3 @@ def with_locust(
         goodput_share=share,
         goodput_rps=rate,
     )
-
-
-def _silent(*_: object) -> None:
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class Generator:
-    """One load generator as a command sets it up once: ``kind`` (``GENERATORS``) and its settings, the same for
-    every run; ``measure`` runs it once. ``budget_ms``: what goodput counts against (perf_analyzer: a finite one
-    writes its profile export). perf_analyzer's: its ``--input-data`` file, window and windows per run at most.
-    Locust's: ``work`` (its runs' files, made when a run needs it), ``payload`` (``PayloadOptions.to_table``),
-    seconds per run (warm-up included), processes (None: one per client CPU), ``log`` for its progress (silent:
-    the callers print a line per run). Settings of the other kind are ignored."""
-
-    kind: str
-    endpoints: Endpoints
-    protocol: str = "grpc"
-    budget_ms: float = math.inf
-    input_data: Path | None = None
-    measurement_ms: int = 2000
-    max_trials: int = 5
-    work: Path | None = None
-    payload: dict | None = None
-    duration_s: float = 10.0
-    processes: int | None = None
-    log: Callable[..., None] = _silent
-    _runs: Iterator[int] = dataclasses.field(
-        default_factory=lambda: itertools.count(1), init=False, compare=False, repr=False
-    )
-
-    def __post_init__(self) -> None:
-        if self.kind not in GENERATORS:
-            raise LoadTestError(f"generator {self.kind!r} is not one of {', '.join(GENERATORS)}")
-        if self.protocol not in ("grpc", "http"):
-            raise LoadTestError(f"protocol {self.protocol!r} is not one of grpc, http")
-        if self.kind == "locust" and self.work is None:
-            raise LoadTestError("work: Locust needs a folder for its runs' files")
-
-    @property
-    def measured_s(self) -> float:
-        """Seconds of load one run's figures cover: perf_analyzer's window, Locust's run less its warm-up."""
-        if self.kind == "perf_analyzer":
-            return self.measurement_ms / 1000
-        return self.duration_s - locust_warmup_s(self.duration_s)
-
-    def measure(
-        self,
-        model: str,
-        served: str,
-        load: Load,
-        *,
-        label: str | None = None,
-        request_intervals: Path | None = None,
-    ) -> Measurement:
-        """One run at ``load`` against ``served`` (a served name of the public ``model``); ``label`` names a
-        Locust run's files (default: the served name and a count); ``request_intervals``: perf_analyzer's
-        schedule for an open loop (Locust takes its arrivals from the load's shape)."""
-        if self.kind == "perf_analyzer":
-            return with_perf_analyzer(
-                self.endpoints,
-                served,
-                load,
-                protocol=self.protocol,
-                input_data=self.input_data,
-                measurement_ms=self.measurement_ms,
-                max_trials=self.max_trials,
-                budget_ms=self.budget_ms,
-                request_intervals=request_intervals,
-            )
-        if request_intervals is not None:
-            raise LoadTestError("request_intervals is perf_analyzer's schedule: Locust takes the load's arrivals")
-        assert self.work is not None  # __post_init__
-        self.work.mkdir(parents=True, exist_ok=True)
-        return with_locust(
-            self.endpoints,
-            model,
-            served,
-            load,
-            self.work,
-            label or f"{served}-{next(self._runs)}",
-            protocol=self.protocol,
-            duration_s=self.duration_s,
-            processes=self.processes,
-            payload=self.payload,
-            budget_ms=self.budget_ms,
-            log=self.log,
-        )

@@ -24,7 +24,7 @@ from loadtest.drive import apply
 from loadtest.drive.payloads import PayloadOptions
 from loadtest.drive.target import Endpoints
 from loadtest.errors import TuneError, VariantError
-from loadtest.measure import capacity, probe
+from loadtest.measure import capacity, generators, probe
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.trials import Arm, run_trials
 from loadtest.tune import decide
@@ -122,14 +122,14 @@ class Runner:
         """Points the server would not load, with why."""
         # Both built once: which one a point gets depends on its served model (``generator``).
         self.generators = {
-            "perf_analyzer": probe.Generator(
+            "perf_analyzer": generators.generator(
                 "perf_analyzer",
                 endpoints,
                 protocol=options.protocol,
                 input_data=options.input_data,
                 measurement_ms=options.measurement_ms,
             ),
-            "locust": probe.Generator(
+            "locust": generators.generator(
                 "locust",
                 endpoints,
                 protocol=options.protocol,

@@ -30,7 +30,8 @@ from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.payloads import add_payload_arguments, default_options, is_decoupled, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, probe, trials
+from loadtest.measure import evidence, generators, probe, trials
+from loadtest.measure.generators import LoadGenerator
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.study_report import save_report
 from loadtest.studies.compare import gate
@@ -240,10 +241,10 @@ def _generator(configs: list[dict]) -> str:
     return "locust" if "locust" in kinds else "perf_analyzer"
 
 
-def _load_generator(args, endpoints, generator, input_data, options, budget, out) -> probe.Generator:
+def _load_generator(args, endpoints, generator, input_data, options, budget, out) -> LoadGenerator:
     """The one generator both arms are measured by: perf_analyzer's three windows together last --duration;
     Locust runs --duration."""
-    return probe.Generator(
+    return generators.generator(
         generator,
         endpoints,
         protocol=args.protocol,
@@ -257,7 +258,7 @@ def _load_generator(args, endpoints, generator, input_data, options, budget, out
     )
 
 
-def _measurer(args, driver: probe.Generator, arm: ServedArm, load: Load):
+def _measurer(args, driver: LoadGenerator, arm: ServedArm, load: Load):
     """One trial of ``arm``; Locust's runs are named after the arm and the trial."""
     count = iter(range(1, 1_000_000))
 
