@@ -28,9 +28,9 @@ def verdicts(out: Path) -> dict[str, str]:
 
 def test_a_against_itself_never_fails_and_names_any_difference_it_finds(repository, tmp_path):
     out = tmp_path / "aa"
-    done = tritonkit("compare", "digits", "--aa", *SHORT, "--trials", "3", "--budget-ms", "50", "--out", str(out))
+    done = tritonkit("compare", "digits", "--aa", *SHORT, "--trials", "2", "--budget-ms", "50", "--out", str(out))
     log = done.stdout[-3000:] + done.stderr[-3000:]
-    # The noise of this shared machine often leaves 3 trials inconclusive. A metric called better or worse
+    # The noise of this shared machine often leaves 2 trials inconclusive. A metric called better or worse
     # against itself happens by chance (about one run in twenty per metric): A/A never fails on it, it names it.
     assert done.returncode in (ExitStatus.OK, ExitStatus.INCONCLUSIVE), log
     found = [m for m, v in verdicts(out).items() if v in ("better", "worse")]
@@ -40,7 +40,7 @@ def test_a_against_itself_never_fails_and_names_any_difference_it_finds(reposito
     results = json.loads((out / "results.json").read_text())
     assert results["mode"] == "A/A" and [a["served"] for a in results["arms"]] == ["digits", "digits__b"]
     trials = results["results"]["A"]["trials"] + results["results"]["B"]["trials"]
-    assert len(trials) == 6 and all(t["generator"] == "perf_analyzer" for t in trials)
+    assert len(trials) == 4 and all(t["generator"] == "perf_analyzer" for t in trials)
     # Goodput from perf_analyzer's profile export: a share of the requests, at most the throughput.
     for t in trials:
         assert 0 <= t["goodput_share"] <= 1 and not math.isnan(t["goodput_rps"])

@@ -2,8 +2,12 @@
 unwinds on SIGTERM/SIGINT and exits 128 + signum; errors pass through; the handlers come back after a normal end.
 With a real server (started, signalled, nothing left behind): tests/functional/test_stop_signals.py."""
 
+import argparse
+import ast
+import inspect
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -58,3 +62,42 @@ def test_with_the_callers_stop_request_a_signal_is_left_to_the_caller():
             time.sleep(0.05)
             still_running = True
         assert still_running and stop.signum == signal.SIGTERM
+
+
+# The commands that start a server of their own. tests/functional/test_stop_signals.py sends SIGTERM to some of
+# them for real (each a server start on CI); this checks that every one goes through the same lifecycle.
+SERVER_COMMANDS = (
+    "serve",
+    "loadtest",
+    "tune",
+    "compare",
+    "capacity",
+    "overload",
+    "soak",
+    "genai-perf",
+    "bench",
+    "bench-generation",
+    "first-request",
+    "demo",
+)
+
+
+def _calls(module) -> set[str]:
+    tree = ast.parse(inspect.getsource(module))
+    return {
+        node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+    }
+
+
+@pytest.mark.parametrize("command", SERVER_COMMANDS)
+def test_every_command_that_starts_a_server_holds_it_through_the_one_lifecycle(command):
+    import tritonkit_cli
+    from loadtest.drive import target
+
+    parser = tritonkit_cli.build_parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    module = sys.modules[subparsers.choices[command].get_default("handler").__module__]
+    assert "local_server" in _calls(target)  # run_with_server is local_server and the work
+    assert _calls(module) & {"run_with_server", "local_server"}, f"{command}: {module.__name__} starts no server"
