@@ -1,17 +1,19 @@
 """Thin helpers over Triton's APIs: inference and metrics over ``tritonclient`` (either protocol), and the one
-model-control client (:class:`ModelControl`) every command uses to list, load, unload and reload models.
+model-control client (:class:`ModelControl`, on ``tritonclient``'s HTTP client) every command uses to list,
+load, unload and reload models.
 
-``tritonclient`` is imported where it is used: the model-control client runs inside ``tritonkit serve`` (the
-supervisor) and needs only the standard library."""
+``tritonclient`` is imported where it is used, so importing this module (``tritonkit --help``, the supervisor's
+module) stays light."""
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 import time
-import urllib.error
-import urllib.parse
 import urllib.request
+from collections.abc import Callable
+from http.client import HTTPException
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -98,18 +100,18 @@ def is_ready(entry: dict[str, Any]) -> bool:
 
 
 class ModelControlError(RuntimeError):
-    """A model-control call failed: ``message`` is Triton's own error (or why the server could not be reached),
-    ``status`` the HTTP status (None when no answer came)."""
+    """A model-control call failed: ``what`` names the call and its model, ``message`` is Triton's own error on one
+    line (or why the server could not be reached), ``status`` the HTTP status (None when no answer came)."""
 
-    def __init__(self, path: str, message: str, status: int | None = None):
-        self.path, self.message, self.status = path, message, status
-        super().__init__(f"HTTP {status} from {path}: {message}" if status else f"{path}: {message}")
+    def __init__(self, what: str, message: str, status: int | None = None):
+        self.what, self.message, self.status = what, message, status
+        super().__init__(f"{what}: HTTP {status}: {message}" if status else f"{what}: {message}")
 
 
 class ModelControl:
-    """Triton's model-repository API over plain HTTP, every call with a timeout: the index, which models are
-    ready, a model's config, load (optionally with a config), unload and reload. ``headers``: the admin key
-    when the server restricts these APIs (``deploy/security.py``)."""
+    """Triton's model-repository API through ``tritonclient``'s HTTP client, every call with a timeout: the index,
+    which models are ready, a model's config, load (optionally with a config), unload and reload. ``headers``:
+    the admin key when the server restricts these APIs (``deploy/security.py``)."""
 
     def __init__(
         self,
@@ -118,57 +120,63 @@ class ModelControl:
         load_timeout_s: float = 300.0,
         headers: dict[str, str] | None = None,
     ):
-        self.base = f"http://{http_url}"
+        self.url, self.base = http_url, f"http://{http_url}"
         self.timeout_s, self.load_timeout_s = timeout_s, load_timeout_s
-        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.headers = dict(headers) if headers else None
 
-    def _call(self, path: str, body: dict | None = None, timeout: float | None = None) -> Any:
-        """GET (``body`` None) or POST ``path``; the JSON answer (None when empty)."""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base + path, data=data, method="GET" if data is None else "POST", headers=self.headers
-        )
+    def _call(self, what: str, request: Callable[[Any], Any], timeout_s: float | None = None) -> Any:
+        """``request(client)``, its answer read within ``timeout_s`` (default ``self.timeout_s``); any failure a
+        ``ModelControlError`` naming ``what``."""
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+
+        # A client per call: tritonclient's is not thread-safe, and each call has its own network timeout.
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout_s) as response:
-                text = response.read().decode()
-        except urllib.error.HTTPError as exc:
-            raise ModelControlError(path, _error_text(exc.read().decode(errors="replace")), exc.code) from None
-        except (urllib.error.URLError, OSError) as exc:  # refused, unreachable, timed out
-            reason = getattr(exc, "reason", exc)
-            raise ModelControlError(path, f"cannot reach {self.base}: {reason}") from None
-        return json.loads(text) if text else None
+            with httpclient.InferenceServerClient(
+                self.url, connection_timeout=self.timeout_s, network_timeout=timeout_s or self.timeout_s
+            ) as client:
+                return request(client)
+        except InferenceServerException as exc:
+            status, body = exc.status(), exc.debug_details()  # body: an answer that is not Triton's JSON error
+            message = one_line(body[:300] if body else exc.message() or str(exc))
+            raise ModelControlError(what, message, int(status) if status and status.isdigit() else None) from None
+        except (OSError, HTTPException) as exc:  # refused, unreachable, timed out, closed without an answer
+            raise ModelControlError(what, f"cannot reach {self.base}: {exc}") from None
+        except ValueError as exc:  # an answer that is not JSON
+            raise ModelControlError(what, f"{self.base} answered with no JSON: {exc}") from None
 
-    def index(self, ready: bool = False) -> list[dict[str, Any]]:
+    def index(self) -> list[dict[str, Any]]:
         """The repository index: one entry per model version Triton knows, ``name`` and (once loaded) ``version``,
-        ``state`` and ``reason``; ``ready``: only the versions that are ready."""
-        return self._call("/v2/repository/index", {"ready": True} if ready else {}) or []
+        ``state`` and ``reason``."""
+        return self._call("the repository index", lambda c: c.get_model_repository_index(headers=self.headers))
 
     def ready_models(self) -> set[str]:
         """Names of the models with a version ready (:func:`is_ready`)."""
-        return {m["name"] for m in self.index(ready=True) if is_ready(m)}
+        return {m["name"] for m in self.index() if is_ready(m)}
 
     def is_model_ready(self, model: str) -> bool:
-        """Whether ``model`` answers requests now (``/v2/models/<model>/ready``)."""
-        try:
-            self._call(f"/v2/models/{_quote(model)}/ready")
-        except ModelControlError as exc:
-            if exc.status is None:
-                raise
-            return False
-        return True
+        """Whether ``model`` answers requests now (``/v2/models/<model>/ready``); a server that does not answer
+        raises."""
+        return self._call(f"the readiness of {model!r}", lambda c: c.is_model_ready(model, headers=self.headers))
 
     def config(self, model: str) -> dict[str, Any]:
         """The config ``model`` serves, as Triton's JSON."""
-        return self._call(f"/v2/models/{_quote(model)}/config")
+        return self._call(f"the config of {model!r}", lambda c: c.get_model_config(model, headers=self.headers))
 
     def load(self, model: str, config: dict[str, Any] | None = None) -> None:
         """(Re)load ``model``: with ``config`` (Triton's JSON form) in place of its ``config.pbtxt``, else from
         its files. Returns once Triton has loaded it (a failed load raises with Triton's reason)."""
-        body = {"parameters": {"config": json.dumps(config)}} if config is not None else {}
-        self._call(f"/v2/repository/models/{_quote(model)}/load", body, self.load_timeout_s)
+        text = None if config is None else json.dumps(config)
+        self._call(
+            f"loading {model!r}", lambda c: c.load_model(model, headers=self.headers, config=text), self.load_timeout_s
+        )
 
-    def unload(self, model: str) -> None:
-        self._call(f"/v2/repository/models/{_quote(model)}/unload", {}, self.load_timeout_s)
+    def unload(self, model: str, unload_dependents: bool = False) -> None:
+        self._call(
+            f"unloading {model!r}",
+            lambda c: c.unload_model(model, headers=self.headers, unload_dependents=unload_dependents),
+            self.load_timeout_s,
+        )
 
     def reload(self, model: str) -> None:
         """Load ``model`` again with the config it serves now: new instances, then the swap.
@@ -181,14 +189,8 @@ class ModelControl:
         self.load(model, config)
 
 
-def _quote(model: str) -> str:
-    return urllib.parse.quote(model, safe="")
-
-
-def _error_text(body: str) -> str:
-    """Triton's ``{"error": "..."}`` as its message; any other body as it is, cut to 300 characters."""
-    try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        error = None
-    return str(error) if error else body[:300]
+def one_line(reason: str) -> str:
+    """Triton's error or load-failure reason without the Python backend's stack ("At:" and the frames), on one
+    line."""
+    reason = re.split(r"\n\s*At:\s*\n", reason, maxsplit=1)[0]
+    return " ".join(reason.split()) or "no reason given"

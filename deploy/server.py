@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from deploy import security
+from deploy.client import ModelControl, one_line
 from deploy.errors import ServerError, ServerStartError, ServerStopRequested
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -355,10 +356,8 @@ class LocalServer:
 
     def unavailable_models(self) -> list[tuple[str, str]]:
         """(model, Triton's reason on one line) for each model whose load failed, from the repository index."""
-        from deploy.client import ModelControl
-
         index = ModelControl(self.config.http_url, headers=self._admin_headers()).index()
-        return [(m["name"], _one_line(m.get("reason", ""))) for m in index if m.get("state") == "UNAVAILABLE"]
+        return [(m["name"], one_line(m.get("reason", ""))) for m in index if m.get("state") == "UNAVAILABLE"]
 
     @property
     def running(self) -> bool:
@@ -400,12 +399,6 @@ class LocalServer:
                 self._shm_seen.update(m.path for m in proc.memory_maps() if m.path.startswith("/dev/shm/"))
             except psutil.Error:
                 pass
-
-
-def _one_line(reason: str) -> str:
-    """Triton's load-failure reason without the Python backend's stack ("At:" and the frames), on one line."""
-    reason = re.split(r"\n\s*At:\s*\n", reason, maxsplit=1)[0]
-    return " ".join(reason.split()) or "no reason given"
 
 
 def _harmless(line: str) -> bool:

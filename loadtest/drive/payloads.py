@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from export import catalog
-from export import config as config_io
 from loadtest.drive.input_data import (
     NUMPY_DTYPES,
     InputSpec,
@@ -59,7 +58,6 @@ __all__ = [
     "InputSpec",
     "ServedModel",
     "payloads",
-    "is_decoupled",
     "input_data_json",
     "add_payload_arguments",
     "payload_options",
@@ -267,11 +265,6 @@ def payloads(config, options: PayloadOptions | None = None) -> list[dict[str, np
     if options.samples is not None:
         return _checked_samples(call_samples(options.samples), model, options.samples)
     return random_payloads(model, options)
-
-
-def is_decoupled(config) -> bool:
-    """Whether the model answers on a stream (``model_transaction_policy { decoupled: true }``)."""
-    return config_io.is_decoupled(config)
 
 
 def input_data_json(samples: list[dict[str, np.ndarray]], config=None) -> dict:

@@ -42,12 +42,12 @@ from deploy.errors import DeployError
 from deploy.lifecycle import local_server
 from deploy.server import ServerConfig, free_ports
 from export import config as config_io
+from export.model_kind import ensemble_steps, is_decoupled
 from loadtest.drive import flags
 from loadtest.drive.client_stats import percentiles
 from loadtest.drive.payloads import (
     PayloadOptions,
     default_options,
-    is_decoupled,
     payload_options,
     payloads,
 )
@@ -164,7 +164,7 @@ def members(repository: Path, model: str) -> list[str]:
         name = todo.pop(0)
         if name not in order:
             order.append(name)
-            todo.extend(config_io.ensemble_steps(read_config(repository, name)))
+            todo.extend(ensemble_steps(read_config(repository, name)))
     return order
 
 

@@ -30,13 +30,14 @@ import sys
 from pathlib import Path
 
 from export import config as config_io
+from export import model_kind
 from export.errors import ExportError
+from export.model_kind import is_decoupled
 from loadtest.campaign import Slo
 from loadtest.drive import apply, flags, perf, target
 from loadtest.drive.payloads import (
     add_payload_arguments,
     default_options,
-    is_decoupled,
     payload_options,
     payloads,
 )
@@ -253,7 +254,7 @@ def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
     names = [Point(fmt, None, (), 1, 0).served_model(model) for fmt in formats_in(repository, model)] or [model]
     config = repository / model / "config.pbtxt"
     try:
-        if config.is_file() and config_io.kind(config_io.parse(config)).calls_others:
+        if config.is_file() and model_kind.kind(config_io.parse(config)).calls_others:
             return ("*",)
     except ExportError:
         pass  # loaded by name: the server says what is wrong with it

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from export import config as config_io
-from export.config import ModelKind
+from export import model_kind
 from export.errors import ExportError
+from export.model_kind import ModelKind
 from export.spec import ModelSpec
 from loadtest.campaign import Candidate, Slo
 from loadtest.drive import apply
@@ -95,7 +96,7 @@ class Outcome:
 
 def served_spec(endpoints: Endpoints, model: str) -> ModelSpec:
     config = apply.served_config(endpoints.http, model)
-    members = sorted(config_io.ensemble_steps(config))
+    members = sorted(model_kind.ensemble_steps(config))
     if members:
         raise TuneError(
             f"model {model!r} is an ensemble: its own config has no batching or instances to tune; "
@@ -252,7 +253,7 @@ def prepare(options: TuneOptions, endpoints: Endpoints, runner: Runner) -> tuple
 def called_format(endpoints: Endpoints, options: TuneOptions, formats: list[str]) -> str:
     """The format of ``options.model`` that the ensemble ``options.via`` calls: the only one a tune through it
     can measure (another format is another model, which the ensemble does not call)."""
-    steps = set(config_io.ensemble_steps(apply.served_config(endpoints.http, options.via)))
+    steps = set(model_kind.ensemble_steps(apply.served_config(endpoints.http, options.via)))
     if not steps:
         raise TuneError(f"--via {options.via}: it is not an ensemble; give the pipeline that calls {options.model}")
     called = [fmt for fmt in formats if Point(fmt, None, (), 1, 0).served_model(options.model) in steps]
@@ -273,7 +274,7 @@ def ensemble_floor(repository: Path, served: set[str]) -> tuple[int, list[str]]:
             config = config_io.parse(path)
         except ExportError:
             continue
-        if config_io.kind(config) is not ModelKind.ENSEMBLE or not served & set(config_io.ensemble_steps(config)):
+        if model_kind.kind(config) is not ModelKind.ENSEMBLE or not served & set(model_kind.ensemble_steps(config)):
             continue
         if config.max_batch_size > 0:
             floor = max(floor, config.max_batch_size)

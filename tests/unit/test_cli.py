@@ -123,14 +123,14 @@ def test_any_tritonkit_error_is_one_line_and_exit_2(monkeypatch, capsys, error):
 
 
 def test_a_load_failure_reason_is_one_line_without_the_python_backends_stack():
-    from deploy.server import _one_line
+    from deploy.client import one_line
 
     reason = (
         "Internal: RuntimeError: PytorchStreamReader failed reading zip archive\n\nAt:\n"
         "  /venv/torch/jit/_serialization.py(192): load\n  /backends/pytorch/model.py(86): load\n"
     )
-    assert _one_line(reason) == "Internal: RuntimeError: PytorchStreamReader failed reading zip archive"
-    assert _one_line("failed to load 'x':\n  no file") == "failed to load 'x': no file"
+    assert one_line(reason) == "Internal: RuntimeError: PytorchStreamReader failed reading zip archive"
+    assert one_line("failed to load 'x':\n  no file") == "failed to load 'x': no file"
 
 
 # -- tritonkit loadtest --model: every bad input is one line and exit 2, before a server starts ------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -32,11 +33,13 @@ class StandIn(BaseHTTPRequestHandler):
 
     answers: dict[str, tuple[int, object]] = {}
     requests: list[tuple[str, str, object]] = []
+    headers_seen: list[dict[str, str]] = []
 
     def _answer(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         self.requests.append((method, self.path, body))
+        self.headers_seen.append(dict(self.headers))
         status, answer = self.answers.get(self.path, (200, None))
         data = b"" if answer is None else json.dumps(answer).encode()
         self.send_response(status)
@@ -57,7 +60,7 @@ class StandIn(BaseHTTPRequestHandler):
 @pytest.fixture
 def triton():
     """The stand-in's ``host:port``; its handler class holds the answers and the requests."""
-    StandIn.answers, StandIn.requests = {}, []
+    StandIn.answers, StandIn.requests, StandIn.headers_seen = {}, [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
@@ -67,11 +70,11 @@ def triton():
 
 
 def test_the_supervisor_and_the_load_tools_ask_the_same_question_and_get_the_same_answer(triton):
-    # Asked with ready=true, Triton lists ready versions only; a stray entry without a state still is not ready.
-    StandIn.answers["/v2/repository/index"] = (200, [READY, NEVER_LOADED, UNLOADED])
+    # The whole index comes back; only the entry whose state is READY counts (one never loaded has no state).
+    StandIn.answers["/v2/repository/index"] = (200, [READY, NEVER_LOADED, UNLOADED, LOADING])
     supervisor = Supervisor(1, triton)
     assert supervisor.control.ready_models() == apply.ready_models(triton) == {"digits"}
-    assert [r[2] for r in StandIn.requests] == [{"ready": True}, {"ready": True}]
+    assert [r[:2] for r in StandIn.requests] == [("POST", "/v2/repository/index")] * 2
 
 
 def test_a_load_sends_the_config_as_triton_takes_it_and_checks_the_model_is_ready(triton):
@@ -115,3 +118,42 @@ def test_a_server_that_is_not_there_is_named_not_raised_as_a_socket_error():
         ModelControl(f"127.0.0.1:{port}").index()
     with pytest.raises(VariantError, match=f"cannot list the models at 127.0.0.1:{port}"):
         apply.ready_models(f"127.0.0.1:{port}")
+
+
+def test_every_model_control_call_sends_the_admin_key(triton):
+    StandIn.answers["/v2/repository/index"] = (200, [READY])
+    StandIn.answers["/v2/models/digits/config"] = (200, {"name": "digits"})
+    control = ModelControl(triton, headers={"admin-key": "k3y"})
+    control.ready_models()
+    control.is_model_ready("digits")
+    control.reload("digits")
+    control.unload("digits")
+    assert [p for m, p, b in StandIn.requests] == [
+        "/v2/repository/index",
+        "/v2/models/digits/ready",
+        "/v2/models/digits/config",
+        "/v2/repository/models/digits/load",
+        "/v2/repository/models/digits/unload",
+    ]
+    assert [h.get("admin-key") for h in StandIn.headers_seen] == ["k3y"] * 5
+
+
+def test_a_failed_load_is_one_line_naming_the_model_and_tritons_reason_without_the_python_stack(triton):
+    reason = "load failed for model 'digits': version 1 is at UNAVAILABLE state: Internal: RuntimeError: boom"
+    stack = "\n\nAt:\n  /models/digits/1/model.py(12): initialize\n"
+    StandIn.answers["/v2/repository/models/digits/load"] = (400, {"error": reason + stack})
+    with pytest.raises(ModelControlError) as error:
+        ModelControl(triton).load("digits")
+    assert str(error.value) == f"loading 'digits': HTTP 400: {reason}"
+    assert (error.value.status, error.value.message) == (400, reason)
+
+
+def test_a_server_that_does_not_answer_in_time_is_named_after_the_timeout():
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(ModelControlError, match=f"the repository index: cannot reach http://127.0.0.1:{port}"):
+            ModelControl(f"127.0.0.1:{port}", timeout_s=0.3).index()
+        assert time.monotonic() - started < 5

@@ -1,4 +1,4 @@
-"""export/config.py, what kind of model a config serves: one answer to "is it an ensemble / a Python model /
+"""export/model_kind.py, what kind of model a config serves: one answer to "is it an ensemble / a Python model /
 decoupled" (``kind``, ``is_decoupled``, ``ensemble_steps``), read from the parsed config in every form the project
 meets it, and the commands that decide from it which models a local server loads. (The ModelSpec <-> config
 mapping: test_config.py.)"""
@@ -11,8 +11,9 @@ import pytest
 from google.protobuf import json_format
 
 from export import config as config_io
-from export.config import ModelKind
+from export import model_kind
 from export.errors import ConfigError
+from export.model_kind import ModelKind
 from export.spec import ModelSpec, TensorSpec
 from loadtest.studies.compare.spec import ArmSpec, needs_pipeline, plan
 from loadtest.tune import command as tune_command
@@ -75,7 +76,7 @@ def forms(text: str) -> dict[str, object]:
 )
 def test_the_kind_comes_from_the_platform_and_backend_never_from_the_name_or_description(text, kind):
     assert "ensemble" in text  # what the old substring test matched
-    assert {name: config_io.kind(config) for name, config in forms(text).items()} == dict.fromkeys(forms(text), kind)
+    assert {name: model_kind.kind(config) for name, config in forms(text).items()} == dict.fromkeys(forms(text), kind)
 
 
 def test_only_a_tensor_model_calls_no_other_model():
@@ -83,30 +84,30 @@ def test_only_a_tensor_model_calls_no_other_model():
 
 
 def test_decoupled_is_read_from_the_transaction_policy_in_every_form():
-    assert all(config_io.is_decoupled(config) for config in forms(STREAMING).values())
-    assert not any(config_io.is_decoupled(config) for config in forms(PYTHON_NAMED_ENSEMBLE).values())
+    assert all(model_kind.is_decoupled(config) for config in forms(STREAMING).values())
+    assert not any(model_kind.is_decoupled(config) for config in forms(PYTHON_NAMED_ENSEMBLE).values())
 
 
 def test_an_ensembles_steps_are_its_called_models_in_order_each_once():
-    assert config_io.ensemble_steps(forms(ENSEMBLE)["grpc"]) == ("ensemble_decoder", "digits")
-    assert config_io.ensemble_steps(forms(PYTHON_NAMED_ENSEMBLE)["http"]) == ()
+    assert model_kind.ensemble_steps(forms(ENSEMBLE)["grpc"]) == ("ensemble_decoder", "digits")
+    assert model_kind.ensemble_steps(forms(PYTHON_NAMED_ENSEMBLE)["http"]) == ()
 
 
 def test_a_model_spec_gets_the_same_answers():
     tensors = {"inputs": (TensorSpec("X", "FP32", (4,)),), "outputs": (TensorSpec("Y", "FP32", (1,)),)}
     python = ModelSpec(name="ensemble_tokens", **tensors, platform="python", decoupled=True)
-    assert config_io.kind(python) is ModelKind.PYTHON and config_io.is_decoupled(python)
+    assert model_kind.kind(python) is ModelKind.PYTHON and model_kind.is_decoupled(python)
     onnx = ModelSpec(name="ensemble_tokens", **tensors, platform="onnxruntime_onnx")
-    assert config_io.kind(onnx) is ModelKind.TENSOR and not config_io.is_decoupled(onnx)
+    assert model_kind.kind(onnx) is ModelKind.TENSOR and not model_kind.is_decoupled(onnx)
 
 
 def test_fields_a_newer_server_adds_are_ignored_and_what_is_no_config_is_refused():
     served = {**forms(STREAMING)["http"], "a_field_of_a_later_triton": {"x": 1}}
-    assert config_io.kind(served) is ModelKind.PYTHON
+    assert model_kind.kind(served) is ModelKind.PYTHON
     with pytest.raises(ConfigError, match="does not parse as a ModelConfig"):
-        config_io.kind({"max_batch_size": "many"})
+        model_kind.kind({"max_batch_size": "many"})
     with pytest.raises(ConfigError, match="not a model config: int"):
-        config_io.kind(3)
+        model_kind.kind(3)
 
 
 def _repository(tmp_path, **configs):

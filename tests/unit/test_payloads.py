@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from export import catalog
+from export.model_kind import is_decoupled
 from loadtest.drive.payloads import (
     PayloadOptions,
     add_payload_arguments,
     default_options,
     input_data_json,
-    is_decoupled,
     payload_options,
     payloads,
     served_model,

@@ -26,8 +26,9 @@ from pathlib import Path
 
 from export import config as config_io
 from export.errors import ExportError
+from export.model_kind import is_decoupled
 from loadtest.drive import apply, flags, perf, profile_export, target
-from loadtest.drive.payloads import add_payload_arguments, default_options, is_decoupled, payload_options, payloads
+from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure import evidence, generators, probe, trials

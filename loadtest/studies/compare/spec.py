@@ -26,6 +26,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from export import config as config_io
+from export import model_kind
 from export.changes import ServingChanges
 from export.errors import ExportError
 from loadtest.errors import LoadTestError
@@ -196,7 +197,7 @@ def needs_pipeline(repository: Path, arms: list[ServedArm]) -> bool:
         if not config.is_file():
             continue
         try:
-            if config_io.kind(config_io.parse(config)).calls_others:
+            if model_kind.kind(config_io.parse(config)).calls_others:
                 return True
         except ExportError as exc:
             raise CompareError(f"arm {arm.name}: {exc}") from None
