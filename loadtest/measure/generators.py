@@ -1,12 +1,19 @@
 """The load-generator seam: one small interface, ``LoadGenerator``, that perf_analyzer and Locust implement,
 and one registry, ``REGISTRY``, from which the generator names the commands accept are derived.
 
-A command builds its generator once (``generator(kind, endpoints, **settings)``) and calls ``measure`` for
-every run, so capacity, the tuner and compare drive either alike and never ask which one they hold. A new
-generator is one subclass here with a ``kind`` and an entry in ``REGISTRY``: it runs one measurement of one
-served model at one ``Load`` and answers a ``probe.Measurement`` (its figures, the server's counters around
-it, ``saturated`` when the generator was the bottleneck). How each does its work stays in
-``probe.with_perf_analyzer`` and ``probe.with_locust``.
+A command builds its generator once (``generator(kind, endpoints, **settings)``) and calls it for every run,
+so capacity, the tuner, compare, soak and bench drive either alike and never ask which one they hold. A new
+generator is one subclass here with a ``kind`` and an entry in ``REGISTRY``, answering two calls:
+
+- ``measure``: one measurement of one served model at one ``Load``, a ``probe.Measurement`` (its figures,
+  the server's counters around it, ``saturated`` when the generator was the bottleneck); how each does it
+  stays in ``probe.with_perf_analyzer`` and ``probe.with_locust``;
+- ``run``: one run with the client's whole record, a ``RunRecord`` (``ClientStats``: every figure over the
+  run and its figures per window; the requests Triton counted as failed), for a study that judges the run's
+  course (soak) or reports the client's own figures (bench).
+
+A setting a generator cannot go without is a field without a default whose ``metadata["needs"]`` says what
+it is: ``generator`` refuses to build one without it, naming the setting.
 """
 
 from __future__ import annotations
@@ -19,10 +26,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
+from deploy.client import metrics, model_metric
+from loadtest.campaign import Scenario
+from loadtest.drive import apply, perf_windows
+from loadtest.drive.client_stats import ClientStats
+from loadtest.drive.input_data import read_input_data, served_model
+from loadtest.drive.payloads import PayloadOptions, default_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure import probe
 from loadtest.measure.probe import Load, Measurement
+from loadtest.measure.results import ServerStats
+from loadtest.measure.run import measure_run
 
 PROTOCOLS = ("grpc", "http")
 
@@ -31,11 +46,37 @@ def _silent(*_: object) -> None:
     pass
 
 
+@dataclasses.dataclass(frozen=True)
+class ShapedLoad(Load):
+    """A load whose Locust shape carries further keys (open-loop client slots ``max_inflight``, an arrival
+    pattern's keys); perf_analyzer takes its users or rate alone."""
+
+    keys: tuple[tuple[str, object], ...] = ()
+
+    def shape(self) -> dict:
+        return {**super().shape(), **dict(self.keys)}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """One run's client record (``LoadGenerator.run``)."""
+
+    client: ClientStats
+    """Every figure over the run, and per window in ``client.windows`` (``t``, ``length_s``, ``requests``,
+    ``failures``, ``p50_ms``, ``p99_ms``)."""
+    server_failures: int | None
+    """Requests Triton counted as failed over the run."""
+    server: ServerStats | None = None
+    """Triton's counters around the run, where the generator reads them all (Locust)."""
+
+
 class LoadGenerator(abc.ABC):
     """What every load generator offers a command. Settings are fixed when it is built; ``measure`` is one run."""
 
     kind: ClassVar[str]
     """Its name on the command line (``--generator``) and in reports."""
+    title: ClassVar[str]
+    """Its name in a sentence."""
 
     @property
     @abc.abstractmethod
@@ -50,6 +91,11 @@ class LoadGenerator(abc.ABC):
         run's files where it keeps any; ``request_intervals``: an open loop's schedule, for a generator that
         plays one (others refuse it)."""
 
+    @abc.abstractmethod
+    def run(self, model: str, served: str, load: Load, *, label: str | None = None) -> RunRecord:
+        """One run at ``load`` with the client's whole record, figures per window included (their length a
+        setting of the generator's); a generator that cannot run ``load`` so refuses it."""
+
     def _check_protocol(self, protocol: str) -> None:
         if protocol not in PROTOCOLS:
             raise LoadTestError(f"protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
@@ -57,17 +103,22 @@ class LoadGenerator(abc.ABC):
 
 @dataclasses.dataclass(frozen=True)
 class PerfAnalyzer(LoadGenerator):
-    """NVIDIA's perf_analyzer (C++): tensor models. ``input_data``: its ``--input-data`` file;
-    ``measurement_ms``: its window; ``max_trials``: windows per run at most; ``budget_ms``: what goodput
-    counts against (a finite one writes its profile export)."""
+    """NVIDIA's perf_analyzer (C++): tensor models. ``input_data``: its ``--input-data`` file; ``payload``:
+    ``PayloadOptions.to_table``, the requests ``run`` sends when there is no ``input_data`` (``measure``:
+    perf_analyzer's own data then); ``measurement_ms``: its window; ``max_trials``: windows per run at most
+    (``run``: exactly, one pass each); ``budget_ms``: what goodput counts against (a finite one writes its
+    profile export); ``log``: its command line (``run``)."""
 
     kind: ClassVar[str] = "perf_analyzer"
+    title: ClassVar[str] = "perf_analyzer"
     endpoints: Endpoints
     protocol: str = "grpc"
     budget_ms: float = math.inf
     input_data: Path | None = None
+    payload: dict | None = None
     measurement_ms: int = 2000
     max_trials: int = 5
+    log: Callable[..., None] = _silent
 
     def __post_init__(self) -> None:
         self._check_protocol(self.protocol)
@@ -89,21 +140,65 @@ class PerfAnalyzer(LoadGenerator):
             request_intervals=request_intervals,
         )
 
+    def run(self, model, served, load, *, label=None) -> RunRecord:
+        """``max_trials`` passes of ``measurement_ms`` at an open-loop rate (``loadtest.drive.perf_windows``),
+        a window per pass. perf_analyzer gives a p99 per pass, not over the run: no overall percentiles."""
+        if load.rate is None:
+            raise LoadTestError("perf_analyzer's windowed run is an open loop: give the load a rate, not users")
+        config = apply.served_config(self.endpoints.http, served)
+        if self.input_data is not None:
+            samples = read_input_data(self.input_data, served_model(config))
+        else:
+            samples = payloads(config, default_options(served, PayloadOptions.from_table(self.payload)))
+        failed_before = model_metric(metrics(self.endpoints.metrics), "nv_inference_request_failure", served)
+        url = self.endpoints.url(self.protocol)
+        try:
+            got = perf_windows.run(
+                served,
+                url,
+                self.protocol,
+                load.rate,
+                self.max_trials,
+                self.measured_s,
+                samples,
+                log=self.log,
+                config=config,
+            )
+        except perf_windows.PerfWindowsError as exc:
+            raise LoadTestError(str(exc)) from None
+        failed_after = model_metric(metrics(self.endpoints.metrics), "nv_inference_request_failure", served)
+        client = ClientStats(
+            requests=got["requests"],
+            failures=0,  # perf_analyzer stops at a failed request: a finished run had none
+            duration_s=len(got["windows"]) * self.measured_s,
+            latency_ms={},
+            windows=got["windows"],
+        )
+        return RunRecord(client, int(failed_after - failed_before))
+
 
 @dataclasses.dataclass(frozen=True)
 class Locust(LoadGenerator):
     """Locust through tritonclient: any model, pipelines and streams too. ``work``: its runs' files (made when
     a run needs it); ``payload``: ``PayloadOptions.to_table``; ``duration_s``: seconds per run, warm-up
-    included; ``processes``: None for one per client CPU; ``log``: its progress (silent: the callers print a
-    line per run)."""
+    included; ``warmup_s``: the leading seconds ``run`` leaves out (None: ``probe.locust_warmup_s``, which
+    ``measure`` always leaves out); ``window_s``: the length of ``run``'s windows (None: Locust's default);
+    ``ttft_ms``, ``itl_ms``: stream budgets goodput also counts against (None: none); ``processes``: None for
+    one per client CPU; ``log``: its progress (silent: the callers print a line per
+    run)."""
 
     kind: ClassVar[str] = "locust"
+    title: ClassVar[str] = "Locust"
     endpoints: Endpoints
-    work: Path
+    work: Path = dataclasses.field(metadata={"needs": "a folder for its runs' files"})
     protocol: str = "grpc"
     budget_ms: float = math.inf
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
     payload: dict | None = None
     duration_s: float = 10.0
+    warmup_s: float | None = None
+    window_s: float | None = None
     processes: int | None = None
     log: Callable[..., None] = _silent
     _runs: Iterator[int] = dataclasses.field(
@@ -120,6 +215,8 @@ class Locust(LoadGenerator):
     def measure(self, model, served, load, *, label=None, request_intervals=None) -> Measurement:
         if request_intervals is not None:
             raise LoadTestError("request_intervals is perf_analyzer's schedule: Locust takes the load's arrivals")
+        if self.warmup_s is not None:  # probe.with_locust leaves out its own warm-up
+            raise LoadTestError("warmup_s: Locust's measure leaves out probe.locust_warmup_s; give it to run only")
         self.work.mkdir(parents=True, exist_ok=True)
         return probe.with_locust(
             self.endpoints,
@@ -133,8 +230,28 @@ class Locust(LoadGenerator):
             processes=self.processes,
             payload=self.payload,
             budget_ms=self.budget_ms,
+            ttft_ms=self.ttft_ms,
+            itl_ms=self.itl_ms,
             log=self.log,
         )
+
+    def run(self, model, served, load, *, label=None) -> RunRecord:
+        """One Locust run of ``duration_s`` (``loadtest.measure.run.measure_run``), its files named ``label``."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        label = label or f"{served}-{next(self._runs)}"
+        scenario = Scenario(
+            label,
+            model,
+            self.protocol,
+            load.shape(),
+            self.duration_s,
+            probe.locust_warmup_s(self.duration_s) if self.warmup_s is None else self.warmup_s,
+            self.processes or max(1, len(probe.client_cpus())),
+            payload=self.payload,
+        )
+        extra = {"window_s": self.window_s} if self.window_s is not None else None
+        client, server = measure_run(scenario, served, self.endpoints, self.work, label, self.log, extra)
+        return RunRecord(client, server.failures, server)
 
 
 REGISTRY: dict[str, type[LoadGenerator]] = {cls.kind: cls for cls in (PerfAnalyzer, Locust)}
@@ -144,13 +261,14 @@ GENERATORS = tuple(REGISTRY)
 
 def generator(kind: str, endpoints: Endpoints, **settings) -> LoadGenerator:
     """The generator ``kind`` with ``settings``; those it does not take are left out, so a command can build
-    whichever its model needs from one set of flags. An unknown kind, or a setting it needs and lacks, is a
-    ``LoadTestError`` naming it."""
+    whichever its model needs from one set of flags. An unknown kind, or a setting it needs (a field with
+    ``metadata["needs"]``) missing or None, is a ``LoadTestError`` naming it."""
     cls = REGISTRY.get(kind)
     if cls is None:
         raise LoadTestError(f"generator {kind!r} is not one of {', '.join(GENERATORS)}")
-    fields = {f.name for f in dataclasses.fields(cls) if f.init} - {"endpoints"}
-    taken = {name: value for name, value in settings.items() if name in fields}
-    if kind == Locust.kind and taken.get("work") is None:
-        raise LoadTestError("work: Locust needs a folder for its runs' files")
+    fields = [f for f in dataclasses.fields(cls) if f.init and f.name != "endpoints"]
+    taken = {f.name: settings[f.name] for f in fields if f.name in settings}
+    for field in fields:
+        if "needs" in field.metadata and taken.get(field.name) is None:
+            raise LoadTestError(f"{field.name}: {cls.title} needs {field.metadata['needs']}")
     return cls(endpoints, **taken)

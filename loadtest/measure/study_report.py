@@ -1,4 +1,5 @@
-"""The one report writer every study extends, and the latency text the reports share.
+"""The one report writer every study extends (a ``loadtest.studies.study.Study`` writes in its ``report``),
+and the latency text the reports share.
 
 A study supplies its data (written as JSON), its Markdown renderer, the plots it drew and, where it has them,
 further text files (a campaign's CSVs and HTML page) and its own file names (bench keeps ``bench.json`` and

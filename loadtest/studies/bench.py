@@ -87,7 +87,8 @@ from loadtest.studies.bench_targets import (
     ratios,
     throughput,
 )
-from tritonkit_errors import ExitStatus, alias_parser
+from loadtest.studies.study import Study
+from tritonkit_errors import ExitStatus
 
 __all__ = [
     "Options",
@@ -239,51 +240,69 @@ def run(opts: Options, log=None) -> dict:
     return result
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="the side-by-side benchmark: in-process, Triton plain and tuned, FastAPI (+ batcher), in trials",
-        description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[1:-1]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        default=None,
-        help="TorchScript or ONNX models of the repository (default: digits minilm, each in the format its tune "
-        "picked, export/tuned.toml's serves: minilm_onnx)",
-    )
-    flags.add_trial_flags(
-        parser,
-        trials=DEFAULT_TRIALS,
-        duration=15.0,
-        warmup_s=2.0,
-        trials_help="rounds of rows 1-5, every row once a round (1: no intervals)",
-        duration_help="seconds of Locust load per row (rows 2-5)",
-    )
-    parser.add_argument(
-        "--users",
-        nargs="+",
-        default=[],
-        metavar="[MODEL=]N",
-        help="closed-loop Locust users (default: enough for the served config to form its largest "
-        "batch on every instance, 8 to 32)",
-    )
-    parser.add_argument("--processes", type=int, default=1, help="Locust processes")
-    flags.add_out_flag(parser, Path("reports/bench"), "writes bench.json and bench.md (default reports/bench)")
-    parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
-    parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
-    parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
-    # the servers, row 1 and the generators are all this command's: no URL of a running server
-    flags.add_server_flags(parser, urls=False, split=True)
-    flags.add_payload_flags(parser)
-    parser.set_defaults(handler=run_command)
+class BenchStudy(Study):
+    name = "bench"
+    help = "the side-by-side benchmark: in-process, Triton plain and tuned, FastAPI (+ batcher), in trials"
+    alias = "python -m loadtest.studies.bench"
+    description = __doc__.split("\n\n")[0]
+    epilog = "\n\n".join(__doc__.split("\n\n")[1:-1])
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--models",
+            nargs="+",
+            default=None,
+            help="TorchScript or ONNX models of the repository (default: digits minilm, each in the format its tune "
+            "picked, export/tuned.toml's serves: minilm_onnx)",
+        )
+        flags.add_trial_flags(
+            parser,
+            trials=DEFAULT_TRIALS,
+            duration=15.0,
+            warmup_s=2.0,
+            trials_help="rounds of rows 1-5, every row once a round (1: no intervals)",
+            duration_help="seconds of Locust load per row (rows 2-5)",
+        )
+        parser.add_argument(
+            "--users",
+            nargs="+",
+            default=[],
+            metavar="[MODEL=]N",
+            help="closed-loop Locust users (default: enough for the served config to form its largest "
+            "batch on every instance, 8 to 32)",
+        )
+        parser.add_argument("--processes", type=int, default=1, help="Locust processes")
+        flags.add_out_flag(parser, Path("reports/bench"), "writes bench.json and bench.md (default reports/bench)")
+        parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
+        parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
+        parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
+        # the servers, row 1 and the generators are all this command's: no URL of a running server
+        flags.add_server_flags(parser, urls=False, split=True)
+        flags.add_payload_flags(parser)
+
+    def run(self, args: argparse.Namespace) -> tuple[Options, dict] | int:
+        try:
+            opts = options_of(args)
+            return opts, run(opts)
+        except (LoadTestError, FileNotFoundError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ExitStatus.USAGE
+
+    def report(self, args: argparse.Namespace, data: tuple[Options, dict]) -> int:
+        """``run`` wrote bench.json and bench.md (``run(opts)`` is also called without the command line)."""
+        opts, result = data
+        print(render(result), end="")
+        print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")
+        return ExitStatus.FAILED if result.get("server_left") else ExitStatus.OK
+
+
+STUDY = BenchStudy()
+register, run_command, main = STUDY.register, STUDY.command, STUDY.main
 
 
 def parser() -> argparse.ArgumentParser:
     """``python -m loadtest.studies.bench``: the parser of ``tritonkit bench``."""
-    return alias_parser(register, "python -m loadtest.studies.bench")
+    return STUDY.parser()
 
 
 def options(argv: list[str] | None = None) -> Options:
@@ -317,22 +336,6 @@ def options_of(args: argparse.Namespace) -> Options:
         server_cpus=args.server_cpus if args.server_cpus else none,
         client_cpus=args.client_cpus if args.client_cpus else none,
     )
-
-
-def run_command(args: argparse.Namespace) -> int:
-    try:
-        opts = options_of(args)
-        result = run(opts)
-    except (LoadTestError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-    print(render(result), end="")
-    print(f"\nwrote {opts.out / 'bench.json'} and {opts.out / 'bench.md'}")
-    return ExitStatus.FAILED if result.get("server_left") else ExitStatus.OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_command(parser().parse_args(argv))
 
 
 if __name__ == "__main__":

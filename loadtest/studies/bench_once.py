@@ -12,8 +12,8 @@ from pathlib import Path
 
 from loadtest.drive import apply, perf
 from loadtest.measure.first_request import measure
-from loadtest.measure.run import measure_run
-from loadtest.studies.bench_rows import Bench, Options, error_text, guarded, locust_scenario, perf_levels, prime
+from loadtest.measure.probe import Load
+from loadtest.studies.bench_rows import Bench, Options, error_text, guarded, perf_levels, prime, triton_locust
 from loadtest.studies.bench_targets import P99_BUDGET_MS
 
 
@@ -32,9 +32,10 @@ def measure_once_on_tuned(bench: Bench, endpoints, tuned: dict, opts: Options, w
 
         def one_user() -> dict:
             log(f"[{model}] one user: Locust, HTTP, {opts.duration_s:g} s")
-            label = f"{model}-one_user"
-            client, _ = measure_run(locust_scenario(model, "http", 1, opts, label), model, endpoints, work, label, log)
-            return {"p50_ms": client.latency_ms.get("p50")}
+            record = triton_locust(endpoints, opts, work, log).run(
+                model, model, Load(users=1), label=f"{model}-one_user"
+            )
+            return {"p50_ms": record.client.latency_ms.get("p50")}
 
         row = guarded(one_user)
         out["one_user"] = {

@@ -26,8 +26,9 @@ from loadtest.campaign import Candidate, Scenario
 from loadtest.drive import apply, target
 from loadtest.drive.payloads import PayloadOptions, stack
 from loadtest.drive.runner import run_locust
+from loadtest.measure import generators
 from loadtest.measure.inprocess import ModelFile, limit
-from loadtest.measure.run import measure_run
+from loadtest.measure.probe import Load
 from loadtest.measure.trials import Arm
 from loadtest.studies.baselines.fastapi_app import serve_in_subprocess
 from loadtest.studies.bench_report import Trial, default_users, describe, locust_trial
@@ -160,6 +161,23 @@ def locust_scenario(model: str, protocol: str, users: int, opts: Options, name: 
     )
 
 
+def triton_locust(endpoints, opts: Options, work: Path, log) -> generators.LoadGenerator:
+    """The Locust of the Triton rows (2, 3 and the one user), from the generator seam: HTTP, ``--duration``
+    with its warm-up, ``--processes``, the payload flags. (Rows 4 and 5 load FastAPI servers, which have no
+    Triton config or counters for a generator to read: :func:`fastapi_arms` runs their Locust itself.)"""
+    return generators.generator(
+        "locust",
+        endpoints,
+        protocol="http",
+        work=work,
+        payload=opts.payload.to_table(),
+        duration_s=opts.duration_s,
+        warmup_s=min(opts.warmup_s, opts.duration_s / 3),
+        processes=opts.processes,
+        log=log,
+    )
+
+
 def perf_levels(users: int) -> list[int]:
     """1, 2, 4, ... up to the Locust users (and the users themselves)."""
     levels = [1 << i for i in range(max(1, users).bit_length()) if 1 << i < users]
@@ -195,7 +213,7 @@ def triton_arms(bench: Bench, endpoints, opts: Options, work: Path, log) -> tupl
     # and 3 are loaded as explicit configs (a plain reload would keep serving the last override).
     tuned = apply.served_config(endpoints.http, model)
     plain = apply.override(tuned, Candidate.of("plain", dynamic_batching=False, instances=1, warmup=False))
-    arms = []
+    locust, arms = triton_locust(endpoints, opts, work, log), []
     for key, config in (("triton_plain", plain), ("triton_tuned", tuned)):
         failed = {"why": ""}  # a config that did not load fails its trial (the server serves the other one)
 
@@ -214,11 +232,10 @@ def triton_arms(bench: Bench, endpoints, opts: Options, work: Path, log) -> tupl
         def one(labels=labels, failed: dict = failed) -> Trial:
             if failed["why"]:
                 return Trial.failed("locust", failed["why"])
-            label = next(labels)
-            client, s = measure_run(
-                locust_scenario(model, "http", users, opts, label), model, endpoints, work, label, log
+            record = locust.run(model, model, Load(users=users), label=next(labels))
+            return locust_trial(
+                record.client, avg_batch=record.server.avg_batch, breakdown_ms=record.server.breakdown_ms
             )
-            return locust_trial(client, avg_batch=s.avg_batch, breakdown_ms=s.breakdown_ms)
 
         arms.append(Arm(key, trial_of(one), load))
     return arms, plain, tuned

@@ -53,7 +53,8 @@ from export.config import parse
 from loadtest.drive import flags
 from loadtest.drive.streams import stream_figures, stream_summary
 from loadtest.errors import LoadTestError
-from tritonkit_errors import ExitStatus, alias_parser
+from loadtest.studies.study import Study
+from tritonkit_errors import ExitStatus
 
 # Prompts whose greedy continuation by SmolLM2-135M-Instruct runs past 64 tokens without an end of
 # sequence, so every stream stays in the batch for the whole run.
@@ -337,38 +338,41 @@ def first_request_line(label: str, r: dict) -> str:
     )
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bench-generation",
-        help="streaming generation: served in-flight batching vs the batched step in-process; TTFT, warmup",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--tokens", type=int, default=64, help="tokens generated per stream (MAX_TOKENS)")
-    parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent stream counts")
-    # its own server on a repository of its own: only the CPU split of the server flags
-    flags.add_server_flags(parser, repository=False, urls=False, split=True)
-    parser.add_argument("--no-step-modes", action="store_true", help="skip the BLS vs in-process comparison")
-    parser.add_argument("--no-first-request", action="store_true", help="skip the warmup on/off first-request rows")
-    parser.add_argument("--tiny", action="store_true", help="the 2-layer random-weight steps (a quick code-path run)")
-    parser.set_defaults(handler=run_command)
+class Generation(Study):
+    name = "bench-generation"
+    help = "streaming generation: served in-flight batching vs the batched step in-process; TTFT, warmup"
+    alias = "python -m loadtest.studies.generation"
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--tokens", type=int, default=64, help="tokens generated per stream (MAX_TOKENS)")
+        parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32], help="concurrent stream counts")
+        # its own server on a repository of its own: only the CPU split of the server flags
+        flags.add_server_flags(parser, repository=False, urls=False, split=True)
+        parser.add_argument("--no-step-modes", action="store_true", help="skip the BLS vs in-process comparison")
+        parser.add_argument("--no-first-request", action="store_true", help="skip the warmup on/off first-request rows")
+        parser.add_argument(
+            "--tiny", action="store_true", help="the 2-layer random-weight steps (a quick code-path run)"
+        )
+
+    def run(self, args: argparse.Namespace) -> int | None:
+        """Its tables are printed row by row as they are measured (a row takes minutes): no data is left over."""
+        if args.tokens < 2 or any(n < 1 for n in args.streams):
+            print("error: --tokens must be at least 2 and every --streams count at least 1", file=sys.stderr)
+            return ExitStatus.USAGE
+        try:
+            run(args)
+        except (DeployError, LoadTestError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ExitStatus.BROKEN
+        return None
+
+    def report(self, args: argparse.Namespace, data: None) -> int:
+        return ExitStatus.OK
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m loadtest.studies.generation``: the same command as ``tritonkit bench-generation``."""
-    return run_command(alias_parser(register, "python -m loadtest.studies.generation").parse_args(argv))
-
-
-def run_command(args: argparse.Namespace) -> int:
-    if args.tokens < 2 or any(n < 1 for n in args.streams):
-        print("error: --tokens must be at least 2 and every --streams count at least 1", file=sys.stderr)
-        return ExitStatus.USAGE
-    try:
-        run(args)
-    except (DeployError, LoadTestError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.BROKEN
-    return ExitStatus.OK
+STUDY = Generation()
+register, run_command, main = STUDY.register, STUDY.command, STUDY.main
+"""``main``: ``python -m loadtest.studies.generation``, the same command as ``tritonkit bench-generation``."""
 
 
 def run(args: argparse.Namespace) -> None:

@@ -61,7 +61,8 @@ from loadtest.studies.overload_report import (
     write_outputs,
 )
 from loadtest.studies.overload_rows import load_runs, row, unfinished_row
-from tritonkit_errors import ExitStatus, alias_parser
+from loadtest.studies.study import Study
+from tritonkit_errors import ExitStatus
 
 __all__ = ["verdict", "WITH_POLICY", "WITHOUT_POLICY", "measure", "main", "row", "unfinished_row", "load_runs"]
 
@@ -265,133 +266,140 @@ def measure(
 # --- command line --------------------------------------------------------------------------------
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "overload",
-        help="does the queue policy keep accepted requests inside the p99 budget at 1x/1.5x/2x saturation?",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--model",
-        default="minilm",
-        help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50",
-    )
-    parser.add_argument(
-        "--format", default="torchscript", choices=("torchscript", "onnx"), help="served variant (onnx: <model>_onnx)"
-    )
-    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
-    parser.add_argument(
-        "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
-    )
-    flags.add_trial_flags(
-        parser,
-        trials=TRIALS,
-        duration=DURATION_S,
-        warmup_s=3.0,
-        trials_help="runs per config and load, the configs interleaved (1: no intervals)",
-        duration_help="seconds per load run",
-    )
-    parser.add_argument("--factors", default="1,1.5,2", help="load factors of the saturating rate (default 1,1.5,2)")
-    parser.add_argument("--saturation-rps", type=float, help="skip the search: use this saturating rate")
-    parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
-    parser.add_argument(
-        "--max-inflight",
-        type=int,
-        default=4096,
-        help="client slots per Locust process; arrivals beyond are dropped (default 4096)",
-    )
-    parser.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
-    parser.add_argument(
-        "--max-queue-size", type=int, help="queue policy under test: max_queue_size (default: the served config's)"
-    )
-    parser.add_argument(
-        "--timeout-us",
-        type=int,
-        help="queue policy under test: default_timeout_microseconds (default: the served config's)",
-    )
-    flags.add_out_flag(parser, OUT, "reports folder (default reports/overload; files go to <out>/<model>/)")
-    parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
-    flags.add_server_flags(parser)
-    flags.add_payload_flags(parser)
-    parser.set_defaults(handler=run_command)
+class Overload(Study):
+    name = "overload"
+    help = "does the queue policy keep accepted requests inside the p99 budget at 1x/1.5x/2x saturation?"
+    alias = "python -m loadtest.studies.overload"
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--model",
+            default="minilm",
+            help="public model name with a queue policy: minilm (default), efficientnet_lite0 or resnet50",
+        )
+        parser.add_argument(
+            "--format",
+            default="torchscript",
+            choices=("torchscript", "onnx"),
+            help="served variant (onnx: <model>_onnx)",
+        )
+        parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+        parser.add_argument(
+            "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
+        )
+        flags.add_trial_flags(
+            parser,
+            trials=TRIALS,
+            duration=DURATION_S,
+            warmup_s=3.0,
+            trials_help="runs per config and load, the configs interleaved (1: no intervals)",
+            duration_help="seconds per load run",
+        )
+        parser.add_argument(
+            "--factors", default="1,1.5,2", help="load factors of the saturating rate (default 1,1.5,2)"
+        )
+        parser.add_argument("--saturation-rps", type=float, help="skip the search: use this saturating rate")
+        parser.add_argument(
+            "--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)"
+        )
+        parser.add_argument(
+            "--max-inflight",
+            type=int,
+            default=4096,
+            help="client slots per Locust process; arrivals beyond are dropped (default 4096)",
+        )
+        parser.add_argument("--processes", type=int, default=1, help="Locust processes (default 1)")
+        parser.add_argument(
+            "--max-queue-size", type=int, help="queue policy under test: max_queue_size (default: the served config's)"
+        )
+        parser.add_argument(
+            "--timeout-us",
+            type=int,
+            help="queue policy under test: default_timeout_microseconds (default: the served config's)",
+        )
+        flags.add_out_flag(parser, OUT, "reports folder (default reports/overload; files go to <out>/<model>/)")
+        parser.add_argument("--report", type=Path, help="re-render summary.md and the plot from this results.json")
+        flags.add_server_flags(parser)
+        flags.add_payload_flags(parser)
+
+    def run(self, args: argparse.Namespace) -> dict[str, Any] | int:
+        """The measured data, or with ``--report`` the data of that results.json to render again."""
+        if args.report:
+            return json.loads(args.report.read_text())
+        try:
+            factors = tuple(float(f) for f in args.factors.split(","))
+            budget = args.budget_ms or default_budget_ms(args.model)
+            if budget is None or budget <= 0:
+                raise ValueError(f"no p99 budget for {args.model!r}: pass --budget-ms")
+            if any(f <= 0 for f in factors) or args.duration <= args.warmup_s or args.max_inflight < 1:
+                raise ValueError("factors must be > 0, --duration must exceed --warmup-s, --max-inflight >= 1")
+            if args.trials < 1:
+                raise ValueError(f"--trials {args.trials} must be >= 1")
+            if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
+                raise ValueError("--max-queue-size and --timeout-us must be >= 0")
+            options = payload_options(args)
+        except (ValueError, PayloadError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ExitStatus.USAGE
+        served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
+        # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
+        overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
+        code, data = target.run_with_server(
+            args,
+            (served,),
+            lambda endpoints, _server: measure(
+                args.model,
+                endpoints,
+                args.out / args.model,
+                protocol=args.protocol,
+                fmt=args.format,
+                budget_ms=budget,
+                duration_s=args.duration,
+                warmup_s=args.warmup_s,
+                factors=factors,
+                saturation_rps=args.saturation_rps,
+                max_inflight=args.max_inflight,
+                processes=args.processes,
+                overrides=overrides,
+                search={"duration_s": args.search_duration},
+                payload=options.to_table() if options != PayloadOptions() else None,
+                trials=args.trials,
+            ),
+        )
+        return code or data
+
+    def report(self, args: argparse.Namespace, data: dict[str, Any]) -> int:
+        if args.report:
+            paths = write_outputs(data, args.report.parent)
+            v = data["verdict"] if "levels" in data["verdict"] else verdict(data["rows"])
+            print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
+            print("wrote " + ", ".join(map(str, paths)))
+            return EXIT[v.get("verdict", "pass" if v["passed"] else "fail")]
+        paths = write_outputs(data, args.out / args.model)
+        v = data["verdict"]
+        print()
+        print(text_table(TABLE_HEADERS, table(data["rows"])))
+        print()
+        print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
+        print()
+        head = {
+            "pass": "PASS: the queue policy kept the p99 interval within budget at every load and refused the excess "
+            "with retryable statuses",
+            "fail": "FAIL:",
+            "inconclusive": "INCONCLUSIVE: at some load the p99 interval straddles the budget:",
+        }[v["verdict"]]
+        print("\n  ".join([head, *v["problems"]]))
+        print("wrote " + ", ".join(map(str, paths)))
+        return EXIT[v["verdict"]]
+
+
+STUDY = Overload()
+register, run_command, main = STUDY.register, STUDY.command, STUDY.main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """``python -m loadtest.studies.overload``: the parser of ``tritonkit overload``."""
-    return alias_parser(register, "python -m loadtest.studies.overload").parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_command(parse_args(argv))
-
-
-def run_command(args: argparse.Namespace) -> int:
-    if args.report:
-        data = json.loads(args.report.read_text())
-        paths = write_outputs(data, args.report.parent)
-        v = data["verdict"] if "levels" in data["verdict"] else verdict(data["rows"])
-        print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
-        print("wrote " + ", ".join(map(str, paths)))
-        return EXIT[v.get("verdict", "pass" if v["passed"] else "fail")]
-    try:
-        factors = tuple(float(f) for f in args.factors.split(","))
-        budget = args.budget_ms or default_budget_ms(args.model)
-        if budget is None or budget <= 0:
-            raise ValueError(f"no p99 budget for {args.model!r}: pass --budget-ms")
-        if any(f <= 0 for f in factors) or args.duration <= args.warmup_s or args.max_inflight < 1:
-            raise ValueError("factors must be > 0, --duration must exceed --warmup-s, --max-inflight >= 1")
-        if args.trials < 1:
-            raise ValueError(f"--trials {args.trials} must be >= 1")
-        if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
-            raise ValueError("--max-queue-size and --timeout-us must be >= 0")
-        options = payload_options(args)
-    except (ValueError, PayloadError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-    served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
-    # Each flag replaces one field of the served policy; a field without its flag keeps the served value.
-    overrides = {"max_queue_size": args.max_queue_size, "default_timeout_us": args.timeout_us}
-    code, data = target.run_with_server(
-        args,
-        (served,),
-        lambda endpoints, _server: measure(
-            args.model,
-            endpoints,
-            args.out / args.model,
-            protocol=args.protocol,
-            fmt=args.format,
-            budget_ms=budget,
-            duration_s=args.duration,
-            warmup_s=args.warmup_s,
-            factors=factors,
-            saturation_rps=args.saturation_rps,
-            max_inflight=args.max_inflight,
-            processes=args.processes,
-            overrides=overrides,
-            search={"duration_s": args.search_duration},
-            payload=options.to_table() if options != PayloadOptions() else None,
-            trials=args.trials,
-        ),
-    )
-    if code:
-        return code
-    paths = write_outputs(data, args.out / args.model)
-    v = data["verdict"]
-    print()
-    print(text_table(TABLE_HEADERS, table(data["rows"])))
-    print()
-    print(text_table(LEVEL_HEADERS, level_table(v["levels"])))
-    print()
-    head = {
-        "pass": "PASS: the queue policy kept the p99 interval within budget at every load and refused the excess "
-        "with retryable statuses",
-        "fail": "FAIL:",
-        "inconclusive": "INCONCLUSIVE: at some load the p99 interval straddles the budget:",
-    }[v["verdict"]]
-    print("\n  ".join([head, *v["problems"]]))
-    print("wrote " + ", ".join(map(str, paths)))
-    return EXIT[v["verdict"]]
+    return STUDY.parser().parse_args(argv)
 
 
 if __name__ == "__main__":

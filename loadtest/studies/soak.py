@@ -46,17 +46,17 @@ from typing import Any
 
 import psutil
 
-from deploy.client import metrics, model_metric
-from loadtest.campaign import Candidate, Scenario
-from loadtest.drive import apply, flags, perf_windows, target
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.payloads import PayloadOptions, default_options, payload_options, payloads
-from loadtest.errors import LoadTestError, PayloadError
-from loadtest.measure.run import measure_run
+from loadtest.campaign import Candidate
+from loadtest.drive import flags, target
+from loadtest.drive.payloads import PayloadOptions, payload_options
+from loadtest.errors import PayloadError
+from loadtest.measure import generators
+from loadtest.measure.generators import ShapedLoad
 from loadtest.measure.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
 from loadtest.studies.soak_checks import check_errors, check_memory, check_p99, full_windows
 from loadtest.studies.soak_report import write_outputs
-from tritonkit_errors import ExitStatus, alias_parser
+from loadtest.studies.study import Study
+from tritonkit_errors import ExitStatus
 
 OUT = Path("reports/soak")
 
@@ -166,29 +166,30 @@ def soak(
     duration_s = minutes * 60.0
     memory_warmup_s = window_s if memory_warmup_s is None else memory_warmup_s
     log(f"soak {served} over {protocol}: {rate:g} req/s ({fraction:g} x {saturation_rps:.1f}) for {duration_s:g} s")
-    scenario = Scenario(
-        f"soak-{model}",
-        model,
-        protocol,
-        {"kind": "open", "rate": rate, "max_inflight": max_inflight},
-        duration_s,
-        warmup_s,
+    # One generator from the seam, its windows the soak's: perf_analyzer one pass per window, Locust the whole
+    # run (one process, its warm-up and window) in one.
+    load_generator = generators.generator(
+        generator,
+        endpoints,
+        protocol=protocol,
         payload=payload,
+        measurement_ms=int(window_s * 1000),
+        max_trials=int(duration_s // window_s),
+        work=work,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        window_s=window_s,
+        processes=1,
+        log=log,
     )
+    load = ShapedLoad(rate=rate, keys=(("max_inflight", max_inflight),))
     settle(endpoints, served)
     sampler = MemorySampler(server_pid, sample_s).start()
     try:
-        if generator == "perf_analyzer":
-            client, server_failures = _perf_analyzer_load(
-                served, protocol, endpoints, rate, duration_s, window_s, log, payload
-            )
-        else:
-            client, server = measure_run(
-                scenario, served, endpoints, work, scenario.name, log=log, extra_settings={"window_s": window_s}
-            )
-            server_failures = server.failures if server else None
+        record = load_generator.run(model, served, load, label=f"soak-{model}")
     finally:
         samples = sampler.stop()
+    client, server_failures = record.client, record.server_failures
     windows = full_windows(client.windows, duration_s)
     checks = [
         check_errors(client.failures, server_failures, client.failure_statuses),
@@ -223,136 +224,102 @@ def soak(
     }
 
 
-def _perf_analyzer_load(
-    served: str,
-    protocol: str,
-    endpoints,
-    rate: float,
-    duration_s: float,
-    window_s: float,
-    log,
-    payload: dict | None = None,
-) -> tuple[ClientStats, int]:
-    """The soak's load from perf_analyzer (``loadtest.drive.perf_windows``): one pass per window, the payloads the
-    Locust users would send, and the requests Triton counted as failed over the run."""
-    windows = int(duration_s // window_s)
-    config = apply.served_config(endpoints.http, served)
-    samples = payloads(config, default_options(served, PayloadOptions.from_table(payload)))
-    failed_before = model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served)
-    try:
-        run = perf_windows.run(
-            served, endpoints.url(protocol), protocol, rate, windows, window_s, samples, log=log, config=config
+class Soak(Study):
+    name = "soak"
+    help = "a long open-loop run at a fraction of saturation: errors, p99 drift, server and stub memory"
+    alias = "python -m loadtest.studies.soak"
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--model", default="digits", help="public model name (default digits)")
+        parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))
+        parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+        parser.add_argument(
+            "--generator",
+            default="locust",
+            choices=("locust", "perf_analyzer"),
+            help="the soak's load: Locust (default) or perf_analyzer, whose C++ client adds less jitter "
+            "of its own to the p99 it measures (the saturation search uses Locust either way)",
         )
-    except perf_windows.PerfWindowsError as exc:
-        raise LoadTestError(str(exc)) from None
-    server_failures = int(
-        model_metric(metrics(endpoints.metrics), "nv_inference_request_failure", served) - failed_before
-    )
-    # perf_analyzer gives p99 per pass, not over the run: no overall percentiles
-    client = ClientStats(
-        requests=run["requests"],
-        failures=0,
-        duration_s=len(run["windows"]) * window_s,
-        latency_ms={},
-        windows=run["windows"],
-    )
-    return client, server_failures
+        parser.add_argument("--minutes", type=float, default=10.0, help="length of the run (default 10)")
+        parser.add_argument("--fraction", type=float, default=0.7, help="share of the saturating rate (default 0.7)")
+        parser.add_argument("--window-s", type=float, default=60.0, help="p99 window, s (default 60: p99 per minute)")
+        parser.add_argument("--sample-s", type=float, default=5.0, help="memory sampling period, s (default 5)")
+        flags.add_warmup_seconds(parser, 5.0, "leading seconds left out of the latency")
+        parser.add_argument("--memory-warmup-s", type=float, help="memory warm-up, s (default: one window)")
+        parser.add_argument("--saturation-rps", type=float, help="skip the saturation search: use this rate")
+        parser.add_argument(
+            "--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)"
+        )
+        parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
+        flags.add_out_flag(parser, OUT, "reports folder (default reports/soak; files go to <out>/<model>/)")
+        # memory is sampled from the server's processes: always a local server
+        flags.add_server_flags(parser, urls=False, split=True)
+        flags.add_payload_flags(parser)
+
+    def run(self, args: argparse.Namespace) -> dict[str, Any] | int:
+        if not (
+            0 < args.fraction <= 2
+            and args.minutes > 0
+            and args.window_s > 0
+            and args.sample_s > 0
+            and args.minutes * 60 > args.warmup_s >= 0
+        ):
+            print(
+                "error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
+                "0 <= --warmup-s < the run",
+                file=sys.stderr,
+            )
+            return ExitStatus.USAGE
+        try:
+            options = payload_options(args)
+        except PayloadError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return ExitStatus.USAGE
+        flags.resolve_cpus(args)
+        served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
+        code, data = target.run_with_server(
+            args,
+            (served,),
+            lambda endpoints, server: soak(
+                args.model,
+                endpoints,
+                server.process.pid,
+                args.out / args.model,
+                protocol=args.protocol,
+                fmt=args.format,
+                generator=args.generator,
+                minutes=args.minutes,
+                fraction=args.fraction,
+                window_s=args.window_s,
+                sample_s=args.sample_s,
+                warmup_s=args.warmup_s,
+                memory_warmup_s=args.memory_warmup_s,
+                saturation_rps=args.saturation_rps,
+                max_inflight=args.max_inflight,
+                search={"duration_s": args.search_duration},
+                payload=options.to_table() if options != PayloadOptions() else None,
+            ),
+        )
+        if code:
+            return code
+        data.update(server_cpus=sorted(args.server_cpus), client_cpus=sorted(args.client_cpus))
+        return data
+
+    def report(self, args: argparse.Namespace, data: dict[str, Any]) -> int:
+        paths = write_outputs(data, args.out / args.model)
+        for check in data["checks"]:
+            print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
+        print("wrote " + ", ".join(map(str, paths)))
+        return ExitStatus.OK if data["passed"] else ExitStatus.FAILED
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "soak",
-        help="a long open-loop run at a fraction of saturation: errors, p99 drift, server and stub memory",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", default="digits", help="public model name (default digits)")
-    parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))
-    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
-    parser.add_argument(
-        "--generator",
-        default="locust",
-        choices=("locust", "perf_analyzer"),
-        help="the soak's load: Locust (default) or perf_analyzer, whose C++ client adds less jitter "
-        "of its own to the p99 it measures (the saturation search uses Locust either way)",
-    )
-    parser.add_argument("--minutes", type=float, default=10.0, help="length of the run (default 10)")
-    parser.add_argument("--fraction", type=float, default=0.7, help="share of the saturating rate (default 0.7)")
-    parser.add_argument("--window-s", type=float, default=60.0, help="p99 window, s (default 60: p99 per minute)")
-    parser.add_argument("--sample-s", type=float, default=5.0, help="memory sampling period, s (default 5)")
-    flags.add_warmup_seconds(parser, 5.0, "leading seconds left out of the latency")
-    parser.add_argument("--memory-warmup-s", type=float, help="memory warm-up, s (default: one window)")
-    parser.add_argument("--saturation-rps", type=float, help="skip the saturation search: use this rate")
-    parser.add_argument("--search-duration", type=float, default=10.0, help="seconds per saturation step (default 10)")
-    parser.add_argument("--max-inflight", type=int, default=4096, help="client slots (default 4096)")
-    flags.add_out_flag(parser, OUT, "reports folder (default reports/soak; files go to <out>/<model>/)")
-    # memory is sampled from the server's processes: always a local server
-    flags.add_server_flags(parser, urls=False, split=True)
-    flags.add_payload_flags(parser)
-    parser.set_defaults(handler=run_command)
+STUDY = Soak()
+register, run_command, main = STUDY.register, STUDY.command, STUDY.main
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """``python -m loadtest.studies.soak``: the parser of ``tritonkit soak``."""
-    return alias_parser(register, "python -m loadtest.studies.soak").parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_command(parse_args(argv))
-
-
-def run_command(args: argparse.Namespace) -> int:
-    if not (
-        0 < args.fraction <= 2
-        and args.minutes > 0
-        and args.window_s > 0
-        and args.sample_s > 0
-        and args.minutes * 60 > args.warmup_s >= 0
-    ):
-        print(
-            "error: needs 0 < --fraction <= 2, --minutes > 0, --window-s > 0, --sample-s > 0, "
-            "0 <= --warmup-s < the run",
-            file=sys.stderr,
-        )
-        return ExitStatus.USAGE
-    try:
-        options = payload_options(args)
-    except PayloadError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-    flags.resolve_cpus(args)
-    served = Candidate.of("x", (args.model,), args.format).served_model(args.model)
-    code, data = target.run_with_server(
-        args,
-        (served,),
-        lambda endpoints, server: soak(
-            args.model,
-            endpoints,
-            server.process.pid,
-            args.out / args.model,
-            protocol=args.protocol,
-            fmt=args.format,
-            generator=args.generator,
-            minutes=args.minutes,
-            fraction=args.fraction,
-            window_s=args.window_s,
-            sample_s=args.sample_s,
-            warmup_s=args.warmup_s,
-            memory_warmup_s=args.memory_warmup_s,
-            saturation_rps=args.saturation_rps,
-            max_inflight=args.max_inflight,
-            search={"duration_s": args.search_duration},
-            payload=options.to_table() if options != PayloadOptions() else None,
-        ),
-    )
-    if code:
-        return code
-    data.update(server_cpus=sorted(args.server_cpus), client_cpus=sorted(args.client_cpus))
-    paths = write_outputs(data, args.out / args.model)
-    for check in data["checks"]:
-        print(f"{'PASS' if check['passed'] else 'FAIL'}  {check['name']}: {check['detail']}")
-    print("wrote " + ", ".join(map(str, paths)))
-    return ExitStatus.OK if data["passed"] else ExitStatus.FAILED
+    return STUDY.parser().parse_args(argv)
 
 
 if __name__ == "__main__":
