@@ -1,5 +1,7 @@
 """`tritonkit capacity NAME --slo-p99-ms B`: the highest open-loop rate whose p99 meets the budget, with its
-interval, and a replica plan.
+interval, and a replica plan. A streamed (decoupled) model may be given stream budgets too, in GenAI-Perf's terms:
+`--slo-ttft-ms T` (p99 time to first token) and `--slo-itl-ms I` (p99 inter-token latency); a rate then holds
+when every budget given holds, and the answer reports p99 TTFT, p99 ITL and output tokens/s.
 
 Open-loop load (Poisson by default, `--arrival` for another pattern) made by Locust, whose latency counts from
 each request's intended send time, or by perf_analyzer (`--generator perf_analyzer`: a constant rate, or the
@@ -29,6 +31,7 @@ import sys
 from pathlib import Path
 
 from export import config as config_io
+from export import model_kind
 from export.errors import ExportError
 from loadtest.campaign import Slo
 from loadtest.drive import apply, flags, perf, target
@@ -38,6 +41,7 @@ from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure import capacity, capacity_report, evidence, generators, replica_plan
 from loadtest.measure.capacity import CapacityResult
+from loadtest.measure.capacity_result import budget_text
 from loadtest.measure.probe import Load, Measurement
 from loadtest.measure.saturation import settle
 from tritonkit_errors import ExitStatus
@@ -47,13 +51,14 @@ PA_WINDOWS = 5
 """perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
-STREAM_BUDGETS = ("--slo-ttft-ms", "--slo-itl-ms")
-"""tritonkit loadtest's stream budgets, refused here by name: the search and its knee follow the request's p99."""
+STREAM_BUDGETS = {"--slo-ttft-ms": "p99 time to first token (TTFT)", "--slo-itl-ms": "p99 inter-token latency (ITL)"}
+"""tritonkit loadtest's stream budgets, for streamed (decoupled) models measured by Locust: flag -> its figure."""
 EXAMPLES = """\
 examples:
   tritonkit capacity digits --slo-p99-ms 50
   tritonkit capacity digits --slo-p99-ms 50 --target-rps 5000 --write-patch hpa-patch.yaml
   tritonkit capacity text_embedder --slo-p99-ms 400 --arrival gamma:0.5 --start-rate 5 --trials 5
+  tritonkit capacity text_generator --slo-p99-ms 5000 --slo-ttft-ms 500 --slo-itl-ms 60 --start-rate 1
 """
 
 
@@ -78,8 +83,8 @@ def register(subparsers) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     parser.add_argument("--slo-p99-ms", type=float, required=True, help="client-side p99 budget (ms)")
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
-    for flag in STREAM_BUDGETS:
-        parser.add_argument(flag, type=float, help="refused: the search judges the request p99 (docs/capacity.md)")
+    for flag, figure in STREAM_BUDGETS.items():
+        parser.add_argument(flag, type=float, metavar="MS", help=f"streamed models: budget of the {figure}, ms")
     parser.add_argument(
         "--trials", type=int, default=5, help="rounds of runs around the knee for its interval (>= 2, default 5)"
     )
@@ -127,16 +132,15 @@ def _usage(message: str) -> int:
 
 
 def check_arguments(args: argparse.Namespace) -> Arrival:
-    """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value."""
-    for flag in STREAM_BUDGETS:
-        if getattr(args, flag[2:].replace("-", "_")) is not None:
-            raise ValueError(
-                f"{flag}: capacity searches the rate where the request p99 meets --slo-p99-ms (each round's knee is "
-                "drawn through its p99s) and judges no stream budget; judge TTFT and ITL at a rate with tritonkit "
-                f"loadtest --model {args.model} --rate R --trials N {flag} B"
-            )
+    """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value. Whether the
+    model streams, which the stream budgets need, is checked on its config (``check_stream_budgets``)."""
     if not args.slo_p99_ms > 0:
         raise ValueError(f"--slo-p99-ms {args.slo_p99_ms:g} must be > 0 ms")
+    for flag, value in _stream_budgets(args):
+        if not 0 < value < math.inf:
+            raise ValueError(f"{flag} {value:g} must be a number of ms > 0")
+        if args.generator != "locust":
+            raise ValueError(f"{flag}: streams are measured by Locust (--generator locust), not {args.generator}")
     if args.trials < 2:
         raise ValueError(f"--trials {args.trials}: an interval needs at least 2 trials")
     for flag, value in (("--duration", args.duration), ("--start-rate", args.start_rate)):
@@ -162,10 +166,27 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
     return arrival
 
 
-def models_to_load(repository: Path, model: str) -> tuple[str, ...]:
+def _stream_budgets(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """The stream budgets given: (flag, ms)."""
+    values = ((flag, getattr(args, flag[2:].replace("-", "_"))) for flag in STREAM_BUDGETS)
+    return [(flag, value) for flag, value in values if value is not None]
+
+
+def check_stream_budgets(args: argparse.Namespace, config) -> None:
+    """A stream budget for a model that does not stream (not decoupled) is a ValueError naming the flag."""
+    given = _stream_budgets(args)
+    if given and not model_kind.is_decoupled(config):
+        flag = given[0][0]
+        raise ValueError(
+            f"{flag}: {args.model} is not a streamed (decoupled) model, so it has no {STREAM_BUDGETS[flag]}; "
+            "its budget is --slo-p99-ms"
+        )
+
+
+def models_to_load(repository: Path, model: str, config=None) -> tuple[str, ...]:
     """The model; the whole repository for a pipeline (an ensemble or a Python model calls others)."""
-    config = config_io.parse(repository / model / "config.pbtxt")
-    return ("*",) if config_io.kind(config).calls_others else (model,)
+    config = config if config is not None else config_io.parse(repository / model / "config.pbtxt")
+    return ("*",) if model_kind.kind(config).calls_others else (model,)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -181,8 +202,10 @@ def run(args: argparse.Namespace) -> int:
             found = sorted(p.parent.name for p in repository.glob("*/config.pbtxt"))
             return _usage(f"model {args.model!r} is not in the repository {repository}; models there: {found}")
         try:
-            models = models_to_load(repository, args.model)
-        except ExportError as exc:
+            config = config_io.parse(repository / args.model / "config.pbtxt")
+            check_stream_budgets(args, config)
+            models = models_to_load(repository, args.model, config)
+        except (ExportError, ValueError) as exc:
             return _usage(str(exc))
         flags.resolve_cpus(args)
     out = args.out or REPORTS / f"capacity-{args.model}"
@@ -224,6 +247,8 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
         endpoints,
         protocol=args.protocol,
         budget_ms=args.slo_p99_ms,
+        ttft_ms=args.slo_ttft_ms,  # goodput within the stream budgets too
+        itl_ms=args.slo_itl_ms,
         work=out / "runs",
         payload=options.to_table(),
         duration_s=args.duration,
@@ -266,10 +291,14 @@ def request_schedules(arrival: Arrival, span_s: float, folder: Path):
 def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) -> int:
     if args.model not in apply.ready_models(endpoints.http):
         raise ValueError(f"model {args.model!r} is not served at {endpoints.http}")
-    budget = Slo(args.slo_p99_ms, args.max_error_rate)
+    if args.http_url and _stream_budgets(args):  # a local server's model was checked on its repository's config
+        # A server that restricts its config API gives metadata, which cannot tell: the budgets are then judged
+        # on what the runs measure (no stream figures: the budgets are missed, naming them).
+        check_stream_budgets(args, apply.served_config(endpoints.http, args.model, decoupled=True))
+    budget = Slo(args.slo_p99_ms, args.max_error_rate, ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
     measure_at, measured_s, arrivals = _measurer(args, arrival, options, endpoints, out)
     print(
-        f"capacity {args.model}: p99 <= {budget.p99_ms:g} ms, errors <= {budget.max_error_rate:.2%}; {arrivals}, "
+        f"capacity {args.model}: {budget_text(budget)}, errors <= {budget.max_error_rate:.2%}; {arrivals}, "
         f"{args.generator}, {args.duration:g} s runs from {args.start_rate:g} req/s, "
         f"{args.trials} rounds around the knee",
         flush=True,

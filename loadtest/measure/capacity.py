@@ -1,18 +1,20 @@
-"""Capacity: the highest open-loop rate whose p99 meets a budget, with its interval, from few runs.
+"""Capacity: the highest open-loop rate whose p99 meets a budget, with its interval, from few runs; for a
+streamed model, whose p99 TTFT and p99 ITL meet theirs too (``budget_shares``).
 
 ``find_capacity(measure_at, budget, start_rate, trials=N)`` knows nothing of servers or generators: the
 caller gives a function that measures one offered rate (``probe.with_locust``, ``probe.with_perf_analyzer``
 or a recorded curve in the tests). The search:
 
 1. Bracket: one run at ``start_rate``, then each rate ``growth`` times the last, until a run *fails*: its
-   p99 is over the budget, its error rate over the limit, or the server fell behind the offered rate
-   (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
+   p99 (or p99 TTFT, p99 ITL) is over its budget, its error rate over the limit, or the server fell behind the
+   offered rate (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
    generator could not offer the rate (``generator_behind``) also ends the bracket, and makes the result a
    lower bound. A first run that fails is measured again with ``trials`` runs: no rate meets the budget only
    when their verdict fails; a pass or an inconclusive verdict carries the bracket on (said in the notes).
 2. Narrow: between the last passing and the first failing rate, the next rate is where a straight line
    through their p99s meets the budget (kept inside the middle of the bracket), or the geometric middle
-   when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other.
+   when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other. With
+   stream budgets, "p99" here and in 3 is each run's ``worst_share`` of its budgets, which meets 1.
 3. The knee: ``trials`` rounds of runs at the highest passing rate, one ``knee.SPREAD`` below and one above,
    interleaved (``trials.run_trials``). Each round gives the rate at which its p99 reaches the budget
    (``knee.round_knee``); the capacity is their mean with its t interval (``knee.estimate``).
@@ -44,11 +46,13 @@ from loadtest.measure.capacity_result import (
     ERRORS,
     FAILED,
     GENERATOR,
-    OVER,
+    OVER,  # noqa: F401 (importable from here, as the module says)
     PASS,
     CapacityResult,
     Confirmation,
     Probe,
+    is_over,
+    over,
 )
 from loadtest.measure.evidence import Verdict
 from loadtest.measure.probe import Measurement
@@ -89,8 +93,35 @@ def describe(m: Measurement, measured_s: float | None = None) -> str:
     return f"{figures}  (generator: {behind})" if behind else figures
 
 
+BUDGETS = {"p99": ("p99_ms", "p99_ms"), "p99 TTFT": ("ttft_p99_ms", "ttft_ms"), "p99 ITL": ("itl_p99_ms", "itl_ms")}
+"""The latency budgets a run is judged on: name (``slo.STREAM_LIMITS``' for streams) -> (the ``Measurement``'s
+figure, the ``Slo``'s budget); a stream budget counts when it is set."""
+
+
+def budget_shares(m: Measurement, budget: Slo) -> dict[str, float]:
+    """Each latency budget set -> the run's figure over it (1.0: exactly on it; NaN: the run has no figure)."""
+    return {
+        name: getattr(m, figure) / limit
+        for name, (figure, field) in BUDGETS.items()
+        if (limit := getattr(budget, field)) is not None
+    }
+
+
+def worst_share(m: Measurement, budget: Slo) -> float:
+    """The largest of the run's ``budget_shares``: the one figure the narrowing and the knee follow, crossing
+    its budget at 1.0. NaN when a budgeted figure is missing (nothing then says where that budget falls).
+
+    Why one figure, not a knee per budget and their minimum: every budget must hold, so the rate the SLO holds
+    up to is where the first of them is crossed, which is where the worst share reaches 1: the same rate per
+    round as the lowest of the per-budget knees, from one line per round (no rule for rounds in which one
+    budget crosses and another is censored), and with the p99 budget alone it is the p99 search exactly (p99/B
+    reaches 1 where p99 reaches B, on the same log scale)."""
+    shares = budget_shares(m, budget).values()
+    return math.nan if any(math.isnan(v) for v in shares) else max(shares)
+
+
 def judge_run(m: Measurement, rate: float, budget: Slo, measured_s: float | None = None) -> str:
-    """One run's outcome against the budget (``PASS`` or why not)."""
+    """One run's outcome against the budget (``PASS`` or why not; ``over`` names the latency budgets missed)."""
     if m.error:
         return FAILED
     if generator_behind(m, measured_s):
@@ -102,20 +133,20 @@ def judge_run(m: Measurement, rate: float, budget: Slo, measured_s: float | None
         not measured_s and completed < probe.RATE_SHORTFALL * rate
     ):
         return BEHIND
-    if not m.p99_ms <= budget.p99_ms:  # NaN (no success) fails too
-        return OVER
-    return PASS
+    missed = [name for name, share in budget_shares(m, budget).items() if not share <= 1]  # NaN fails too
+    return over(missed) if missed else PASS
 
 
 def next_rate(low: Probe, high: Probe, budget: Slo) -> float:
     """The next rate to try between a passing ``low`` and a failing ``high``: where the line through their
-    p99s (on log rate) meets the budget, kept within the middle 60% of the bracket; the geometric middle when
-    the failing run has no p99 that says where the budget falls (it fell behind, erred, or has none)."""
+    p99s (on log rate; with stream budgets, their ``worst_share``) meets the budget, kept within the middle 60%
+    of the bracket; the geometric middle when the failing run has no figure that says where the budget falls
+    (it fell behind, erred, or has none)."""
     a, b = math.log(low.rate), math.log(high.rate)
     mid = (a + b) / 2
-    y0, y1 = low.measurement.p99_ms, high.measurement.p99_ms
-    if high.outcome == OVER and math.isfinite(y0) and math.isfinite(y1) and y1 > y0:
-        guess = a + (budget.p99_ms - y0) / (y1 - y0) * (b - a)
+    y0, y1 = worst_share(low.measurement, budget), worst_share(high.measurement, budget)
+    if is_over(high.outcome) and math.isfinite(y0) and math.isfinite(y1) and y1 > y0:
+        guess = a + (1.0 - y0) / (y1 - y0) * (b - a)
         return math.exp(float(np.clip(guess, a + 0.2 * (b - a), b - 0.2 * (b - a))))
     return math.exp(mid)
 
@@ -240,10 +271,10 @@ def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float,
             m = by_rate[r].trials[i]
             outcome = judge_run(m, r, result.budget, settings.measured_s)
             if outcome not in (FAILED, GENERATOR):
-                p99 = m.p99_ms if outcome != ERRORS else math.nan
-                points.append(knee.Point(r, p99, outcome == PASS))
+                share = worst_share(m, result.budget) if outcome != ERRORS else math.nan
+                points.append(knee.Point(r, share, outcome == PASS))
         rounds.append(points)
-    result.knee = knee.estimate(rates, rounds, result.budget.p99_ms, knee.SPREAD)
+    result.knee = knee.estimate(rates, rounds, 1.0, knee.SPREAD)  # each run's worst share of its budgets
     log(f"  the knee: {result.knee.interval.text('{:.1f}', ' req/s')}")
     for r in reversed(rates):  # the verdict where each rate's trials stand, highest first
         if len(by_rate[r].usable) >= 2:

@@ -19,7 +19,9 @@ import yaml
 
 from loadtest.errors import LoadTestError
 from loadtest.measure.capacity import CapacityResult
+from loadtest.measure.probe import Measurement
 from loadtest.measure.replica_plan import metric_at
+from loadtest.measure.report_streams import STREAM_FIGURES
 from loadtest.measure.study_report import SUMMARY, save_report
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -51,9 +53,7 @@ def quantity(seconds: float) -> str:
 
 def queue_points(result: CapacityResult) -> list[tuple[float, float]]:
     """(offered rate, Triton's queue ms per request) of every usable run, probes and trials."""
-    runs = [(p.rate, p.measurement) for p in result.probes]
-    runs += [(c.rate, m) for c in result.confirmations for m in c.result.trials]
-    return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in runs if m.usable]
+    return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in _runs(result) if m.usable]
 
 
 def hpa_patch(
@@ -113,6 +113,24 @@ def _cell(value: float, fmt: str = "{:.3f}") -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else fmt.format(value)
 
 
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _runs(result: CapacityResult) -> list[tuple[float, Measurement]]:
+    """(offered rate, measurement) of every run, probes and trials."""
+    return [(p.rate, p.measurement) for p in result.probes] + [
+        (c.rate, m) for c in result.confirmations for m in c.result.trials
+    ]
+
+
+def _stream_cells(m: Measurement, streamed: bool) -> list[str]:
+    """A run's p99 TTFT, p99 ITL and tokens/s cells (none when no run of the report streamed)."""
+    if not streamed:
+        return []
+    return [_cell(getattr(m, metric), fmt) for metric, (_, fmt, _) in STREAM_FIGURES.items()]
+
+
 def markdown(result: CapacityResult, extra: dict[str, Any], sentence: str) -> str:
     lines = [f"# Capacity of {extra.get('model', '?')}", "", f"**{sentence}**", ""]
     lines += [
@@ -125,27 +143,27 @@ def markdown(result: CapacityResult, extra: dict[str, Any], sentence: str) -> st
         lines.append(f"- the knee of each round of runs at {rates} req/s: {knees}")
     if result.plan_rate is not None:
         lines.append(f"- one replica is planned at {result.plan_rate:.1f} req/s")
-    lines += [
-        "",
-        "## Search",
-        "",
-        "| rate offered | phase | completed/s | p50 ms | p99 ms | errors | queue ms | outcome |",
-    ]
-    lines.append("|---|---|---|---|---|---|---|---|")
+    if streams := result.stream_text(with_interval=True):
+        lines.append(f"- streams at {result.rate:g} req/s (GenAI-Perf's figures, 95% CI over the trials): {streams}")
+    # Streamed models only: p99 TTFT, p99 ITL and tokens/s of every run (report_streams' labels).
+    streamed = any(m.streamed for _, m in _runs(result))
+    heads = [f"{name}{unit}" for name, _, unit in STREAM_FIGURES.values()] if streamed else []
+    head = ["rate offered", "phase", "completed/s", "p50 ms", "p99 ms", *heads, "errors", "queue ms", "outcome"]
+    lines += ["", "## Search", "", _row(head)]
+    lines.append("|---" * (len(heads) + 8) + "|")
     for p in result.probes:
         m = p.measurement
-        lines.append(
-            f"| {p.rate:.1f} | {p.phase} | {m.throughput:.1f} | {_cell(m.p50_ms)} | {_cell(m.p99_ms)} | "
-            f"{m.error_rate:.2%} | {_cell(m.server.get('queue_ms', math.nan))} | {p.outcome} |"
-        )
+        cells = [f"{p.rate:.1f}", p.phase, f"{m.throughput:.1f}", _cell(m.p50_ms), _cell(m.p99_ms)]
+        cells += _stream_cells(m, streamed)
+        cells += [f"{m.error_rate:.2%}", _cell(m.server.get("queue_ms", math.nan)), p.outcome]
+        lines.append(_row(cells))
     for c in result.confirmations:
         lines += ["", f"## Trials at {c.rate:g} req/s", "", c.verdict.text(), ""]
-        lines += ["| trial | completed/s | p50 ms | p99 ms | errors | queue ms |", "|---|---|---|---|---|---|"]
+        lines += [_row(["trial", "completed/s", "p50 ms", "p99 ms", *heads, "errors", "queue ms"])]
+        lines.append("|---" * (len(heads) + 6) + "|")
         for i, m in enumerate(c.result.trials, 1):
-            lines.append(
-                f"| {i} | {m.throughput:.1f} | {_cell(m.p50_ms)} | {_cell(m.p99_ms)} | {m.error_rate:.2%} | "
-                f"{_cell(m.server.get('queue_ms', math.nan))} |"
-            )
+            cells = [str(i), f"{m.throughput:.1f}", _cell(m.p50_ms), _cell(m.p99_ms), *_stream_cells(m, streamed)]
+            lines.append(_row([*cells, f"{m.error_rate:.2%}", _cell(m.server.get("queue_ms", math.nan))]))
     plan = extra.get("plan")
     if plan:
         lines += ["", "## Plan", ""] + [f"- {line}" for line in plan.get("lines", [])]

@@ -12,24 +12,59 @@ generator's limit, not the server's, gives a lower bound (``lower_bound_only``).
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 from typing import Any
 
 from loadtest.campaign import Slo
 from loadtest.measure.evidence import Interval, SloVerdict, Verdict
 from loadtest.measure.knee import KneeEstimate
 from loadtest.measure.probe import Measurement
+from loadtest.measure.report_streams import STREAM_FIGURES
 from loadtest.measure.trials import ArmResult
 from tritonkit_errors import ExitStatus
 
-PASS, OVER, ERRORS, BEHIND, GENERATOR, FAILED = (
+PASS, ERRORS, BEHIND, GENERATOR, FAILED = (
     "pass",
-    "p99 over budget",
     "errors over limit",
     "server fell behind",
     "generator could not offer the rate",
     "measurement failed",
 )
-"""The outcomes of one run against the budget (``capacity.judge_run``)."""
+"""The outcomes of one run against the budget (``capacity.judge_run``), besides ``over``."""
+OVER_BUDGET = " over budget"
+
+
+def over(missed: Sequence[str]) -> str:
+    """The outcome of a run that missed these latency budgets (``capacity.BUDGETS``' names): ``p99 over
+    budget``, ``p99 TTFT over budget``, ``p99 and p99 ITL over budget``."""
+    return " and ".join(missed) + OVER_BUDGET
+
+
+OVER = over(["p99"])
+
+
+def is_over(outcome: str) -> bool:
+    """The run missed one latency budget or more (its figures say where the budgets fall)."""
+    return outcome.endswith(OVER_BUDGET)
+
+
+def budget_text(budget: Slo) -> str:
+    """The latency budgets as the answer states them: ``p99 <= 50 ms``, then the stream budgets that are set in
+    GenAI-Perf's terms (``p99 TTFT <= 300 ms, p99 ITL <= 40 ms``)."""
+    limits = [("p99", budget.p99_ms), ("p99 TTFT", budget.ttft_ms), ("p99 ITL", budget.itl_ms)]
+    return ", ".join(f"{name} <= {value:g} ms" for name, value in limits if value is not None)
+
+
+def stream_text(intervals: dict[str, Interval], with_interval: bool = False) -> str:
+    """The stream figures among ``intervals`` (``STREAM_FIGURES``' labels), "" when the trials did not stream."""
+    parts = []
+    for metric, (name, fmt, unit) in STREAM_FIGURES.items():
+        iv = intervals.get(metric)
+        if iv is not None and not math.isnan(iv.estimate):
+            span = f" ({fmt.format(iv.low)}-{fmt.format(iv.high)})" if with_interval and iv.has_interval else ""
+            parts.append(f"{name} {fmt.format(iv.estimate)}{unit}{span}")
+    return ", ".join(parts)
 
 
 @dataclasses.dataclass
@@ -81,7 +116,7 @@ class CapacityResult:
     below_start: bool = False
     """The lowest rate probed failed its trials too: the capacity, if any, lies below the start rate."""
     knee: KneeEstimate | None = None
-    """The rate at which p99 reaches the budget, per round of trials, with its interval."""
+    """The rate at which p99 (the tightest of the budgets set) reaches its budget, per round, with its interval."""
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -135,7 +170,7 @@ class CapacityResult:
 
     def sentence(self, arrivals: str = "Poisson arrivals") -> str:
         """The one line of the answer."""
-        b = f"{self.budget.p99_ms:g} ms"
+        b = budget_text(self.budget)
         if self.status is ExitStatus.OK and self.capacity is not None:
             iv, confirmed = self.capacity, self.confirmed
             head = "at least " if self.lower_bound_only else ""
@@ -150,24 +185,48 @@ class CapacityResult:
                 where = f"the knee of {iv.trials} rounds at {rates} req/s; verdict pass at {confirmed.rate:g} req/s"
                 if self.knee.censored:
                     where += f"; {self.knee.censored} rounds did not cross the budget"
-            holds = f"p99 <= {b} holds up to {head}{iv.estimate:.1f} req/s"
-            return f"{holds} ({span}, {where}) on this server, for {arrivals}"
+            holds = f"{b} holds up to {head}{iv.estimate:.1f} req/s"
+            streams = self.stream_text()
+            at = f"; at {confirmed.rate:g} req/s: {streams}" if streams else ""
+            return f"{holds} ({span}, {where}) on this server, for {arrivals}{at}"
         low = min(self.probes, key=lambda p: p.rate) if self.probes else None
         if self.status is ExitStatus.FAILED and low is not None and not self.confirmations:
+            m = low.measurement
+            figures = ", ".join(
+                f"{name} {value:.3f} ms"
+                for name, value in (("p99", m.p99_ms), ("p99 TTFT", m.ttft_p99_ms), ("p99 ITL", m.itl_p99_ms))
+                if name == "p99" or m.streamed
+            )
             return (
-                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
-                f"{low.measurement.p99_ms:.3f} ms ({low.outcome}); a lower --start-rate may"
+                f"no rate meets {b}: the lowest probed, {low.rate:g} req/s, had {figures} ({low.outcome}); "
+                "a lower --start-rate may"
             )
         if self.status is ExitStatus.FAILED and low is not None and self.confirmations[-1].rate <= low.rate:
-            p99 = self.confirmations[-1].result.intervals()["p99_ms"]
-            return (
-                f"no rate meets p99 <= {b}: the lowest probed, {low.rate:g} req/s, had p99 "
-                f"{p99.text('{:.3f}', ' ms')}; a lower --start-rate may"
+            intervals = self.confirmations[-1].result.intervals()
+            figures = ", ".join(
+                f"{name} {intervals[key].text('{:.3f}', ' ms')}"
+                for name, key in (("p99", "p99_ms"), ("p99 TTFT", "ttft_p99_ms"), ("p99 ITL", "itl_p99_ms"))
+                if key in intervals
             )
+            return f"no rate meets {b}: the lowest probed, {low.rate:g} req/s, had {figures}; a lower --start-rate may"
         if self.confirmations:
             last = self.confirmations[-1]
-            return f"p99 <= {b} not confirmed down to {last.rate:g} req/s: {last.verdict.text()}"
+            return f"{b} not confirmed down to {last.rate:g} req/s: {last.verdict.text()}"
         return "; ".join(self.notes) or "the search failed"
+
+    def stream_text(self, with_interval: bool = False) -> str:
+        """p99 TTFT, p99 ITL and tokens/s over the trials where the verdict passed; "" for a model that does not
+        stream, or no verdict passed."""
+        return stream_text(self.confirmed.result.intervals(), with_interval) if self.confirmed else ""
+
+    def streams(self) -> dict[str, Any] | None:
+        """results.json's stream figures at the capacity (intervals over the trials where the verdict passed);
+        None for a model that does not stream."""
+        if self.confirmed is None:
+            return None
+        intervals = self.confirmed.result.intervals()
+        figures = {metric: intervals[metric].to_dict() for metric in STREAM_FIGURES if metric in intervals}
+        return {"rate": self.confirmed.rate, **figures} if figures else None
 
     def to_dict(self) -> dict[str, Any]:
         iv, cap = self.throughput, self.capacity
@@ -184,4 +243,5 @@ class CapacityResult:
             "probes": [p.to_dict() for p in self.probes],
             "confirmations": [c.to_dict() for c in self.confirmations],
             "notes": list(self.notes),
+            **({"streams": streams} if (streams := self.streams()) else {}),  # streamed models only
         }

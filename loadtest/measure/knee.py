@@ -30,7 +30,9 @@ SPREAD = 0.1
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One run of a round: its offered rate, its p99 (NaN when it has none) and whether it met the budget."""
+    """One run of a round: its offered rate, its p99 (NaN when it has none) and whether it met the budget. Any
+    figure that rises with load works the same on the log scale: capacity gives each run's worst share of its
+    budgets (``capacity.worst_share``: p99, p99 TTFT, p99 ITL) with the budget 1."""
 
     rate: float
     p99_ms: float

@@ -29,6 +29,7 @@ from loadtest.drive import perf
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure import evidence, server_metrics
+from loadtest.measure.results import goodput_of
 from loadtest.measure.run import measure_run
 
 CPU_LIMIT = 0.9
@@ -94,6 +95,17 @@ class Measurement:
     NaN when the generator gives no per-request latencies or no budget was set."""
     goodput_rps: float = math.nan
     """The same requests per second."""
+    ttft_p99_ms: float = math.nan
+    """Streams (a decoupled model under Locust): p99 time to first token (TTFT), ms; NaN for any other run."""
+    itl_p99_ms: float = math.nan
+    """Streams: p99 inter-token latency (ITL), ms; NaN for any other run, or when no request streamed 2 tokens."""
+    output_token_throughput: float = math.nan
+    """Streams: output tokens per second of the measured window; NaN for any other run."""
+
+    @property
+    def streamed(self) -> bool:
+        """The run streamed (a decoupled model): it has stream figures."""
+        return not math.isnan(self.ttft_p99_ms)
 
     @property
     def usable(self) -> bool:
@@ -112,11 +124,21 @@ class Measurement:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; the stream figures only for a run that streamed (a tensor model's record is as before)."""
+        raw = dataclasses.asdict(self)
+        if not self.streamed:
+            for key in STREAM_FIELDS:
+                raw.pop(key)
+        return raw
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Measurement:
+        """A record of ``to_dict``; one without stream figures (a tensor model's, or written before them) has NaN."""
         return cls(**raw)
+
+
+STREAM_FIELDS = ("ttft_p99_ms", "itl_p99_ms", "output_token_throughput")
+"""``Measurement``'s stream figures: ``results.STREAM_METRICS``, the figures trials carry for streams."""
 
 
 def saturation(cpu_fraction: float, load: Load, sent_rate: float | None = None, delayed_percent: float = 0.0) -> str:
@@ -274,11 +296,14 @@ def with_locust(
     processes: int | None = None,
     payload: dict | None = None,
     budget_ms: float = math.inf,
+    ttft_ms: float | None = None,
+    itl_ms: float | None = None,
     log=print,
 ) -> Measurement:
     """Locust at ``load``, one process per client CPU unless ``processes`` says otherwise; ``payload``: a
     campaign scenario's payload table (``PayloadOptions.to_table``); ``budget_ms``: the latency budget goodput
-    counts against (infinite: every success counts)."""
+    counts against (infinite: every success counts), and for streams ``ttft_ms`` and ``itl_ms`` too (None: not
+    a budget). A streamed run gets its p99 TTFT, p99 ITL and output tokens/s from the client's stream figures."""
     processes = processes or max(1, len(client_cpus()))
     scenario = Scenario(
         name=label,
@@ -302,7 +327,14 @@ def with_locust(
     # Each Locust process is one Python thread of work: it saturates at one core.
     cpu = cpu_s / wall / min(processes, len(client_cpus())) if wall > 0 else math.nan
     sent = client.requests / client.duration_s if load.rate is not None and client.duration_s > 0 else None
-    share, rate = evidence.goodput(evidence.count_within(client.hdr, budget_ms), client.requests, client.duration_s)
+    share, rate = goodput_of(client, budget_ms, ttft_ms, itl_ms)
+    streams = {}
+    if client.streams:
+        streams = {
+            "ttft_p99_ms": client.ttft_ms.get("p99", math.nan),
+            "itl_p99_ms": client.itl_ms.get("p99", math.nan),  # none when every request streamed one token
+            "output_token_throughput": client.output_token_throughput,
+        }
     return Measurement(
         throughput=client.throughput_rps,
         p50_ms=client.latency_ms.get("p50", math.nan),
@@ -316,4 +348,5 @@ def with_locust(
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
+        **streams,
     )

@@ -16,6 +16,8 @@ from typing import Any
 from loadtest.measure import evidence
 from loadtest.measure.evidence import Interval
 from loadtest.measure.probe import Measurement
+from loadtest.measure.report_streams import STREAM_FIGURES
+from loadtest.measure.results import STREAM_METRICS
 
 Log = Callable[[str], None]
 
@@ -59,7 +61,11 @@ class ArmResult:
 
 
 def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
-    return {metric: [float(getattr(m, metric)) for m in measurements] for metric in evidence.METRICS}
+    """Figure -> the trials' values: ``evidence.METRICS``, and ``STREAM_METRICS`` when a trial streamed (the
+    figures ``slo.verdict`` judges the TTFT and ITL budgets on)."""
+    streamed = any(m.streamed for m in measurements)
+    metrics = evidence.METRICS + (STREAM_METRICS if streamed else ())
+    return {metric: [float(getattr(m, metric)) for m in measurements] for metric in metrics}
 
 
 def summarize(measurements: Sequence[Measurement]) -> dict[str, Interval]:
@@ -92,7 +98,16 @@ def line(m: Measurement) -> str:
     if not m.usable:
         return m.not_usable_reason
     good = "" if math.isnan(m.goodput_share) else f"  goodput {m.goodput_share:.1%}"
-    return f"{m.throughput:,.1f}/s  p50 {m.p50_ms:.3f} ms  p99 {m.p99_ms:.3f} ms  errors {m.error_rate:.2%}{good}"
+    text = f"{m.throughput:,.1f}/s  p50 {m.p50_ms:.3f} ms  p99 {m.p99_ms:.3f} ms  errors {m.error_rate:.2%}{good}"
+    return f"{text}  {stream_figures(m)}" if m.streamed else text
+
+
+def stream_figures(m: Measurement) -> str:
+    """A streamed run's p99 TTFT, p99 ITL and tokens/s, labelled as the campaign report labels them."""
+    return "  ".join(
+        f"{name} {'n/a' if math.isnan(value := getattr(m, metric)) else fmt.format(value)}{unit}"
+        for metric, (name, fmt, unit) in STREAM_FIGURES.items()
+    )
 
 
 def table(results: dict[str, ArmResult], metrics: Sequence[str] = evidence.METRICS) -> list[list[str]]:

@@ -163,6 +163,55 @@ def test_max_rate_ends_a_search_that_never_fails():
     assert "every rate up to 400 req/s met the budget" in result.notes[0]
 
 
+# --- streams: TTFT and ITL budgets ---------------------------------------------------------------------
+
+TTFT_KNEE = 600 + 200 * math.log(20 / 11) / math.log(30 / 11)
+"""Where the recorded curve's TTFT (half its p99) crosses 10 ms: p99 20 ms, between 11 ms at 600 and 30 at 800."""
+
+
+def streamed(curve: Curve):
+    """The recorded curve as a stream: p99 TTFT half the p99, p99 ITL 2 ms, 16 tokens a request."""
+
+    def measure(rate: float) -> Measurement:
+        run = curve(rate)
+        return dataclasses.replace(
+            run, ttft_p99_ms=run.p99_ms / 2, itl_p99_ms=2.0, output_token_throughput=16 * run.throughput
+        )
+
+    return measure
+
+
+def test_a_ttft_budget_tighter_than_the_p99_one_lowers_the_capacity_to_where_ttft_meets_it():
+    p99_only = find_capacity(streamed(Curve()), BUDGET, 20.0, trials=3, log=quiet)
+    both = find_capacity(streamed(Curve()), Slo(50.0, ttft_ms=10.0), 20.0, trials=3, log=quiet)
+    assert p99_only.status is both.status is ExitStatus.OK and both.knee_applies
+    assert both.capacity.high < p99_only.capacity.low
+    assert both.capacity.low <= TTFT_KNEE <= both.capacity.high
+    assert "p99 TTFT" in [limit.name for limit in both.confirmed.verdict.limits]  # the verdict judged it too
+    assert both.rate <= TTFT_KNEE
+
+
+@pytest.mark.parametrize(
+    ("figures", "budget", "outcome"),
+    [
+        ({"ttft_p99_ms": 400.0}, Slo(50.0, ttft_ms=300.0), "p99 TTFT over budget"),
+        ({"ttft_p99_ms": 100.0}, Slo(50.0, ttft_ms=300.0), PASS),  # an ITL without a budget is not judged
+        ({}, Slo(50.0, ttft_ms=300.0), "p99 TTFT over budget"),  # no stream figures: the budget is missed
+        ({"p99_ms": 60.0, "ttft_p99_ms": 100.0, "itl_p99_ms": 50.0}, Slo(50.0, 0, ttft_ms=300.0, itl_ms=40.0), None),
+    ],
+)
+def test_the_outcome_names_the_latency_budgets_a_run_missed(figures, budget, outcome):
+    run = dataclasses.replace(m(100.0, 10.0), **figures)
+    assert judge_run(run, 100.0, budget) == (outcome or "p99 and p99 ITL over budget")
+
+
+def test_the_narrowing_follows_the_tightest_budget():
+    budget = Slo(50.0, ttft_ms=10.0)
+    low = Probe(800.0, m(800.0, 20.0, ttft_p99_ms=8.0), "bracket", PASS)  # 40% of p99's budget, 80% of TTFT's
+    high = Probe(900.0, m(900.0, 30.0, ttft_p99_ms=12.0), "bracket", "p99 TTFT over budget")
+    assert next_rate(low, high, budget) == pytest.approx(math.sqrt(800 * 900))  # TTFT meets 10 ms half way
+
+
 # --- one run --------------------------------------------------------------------------------------
 
 

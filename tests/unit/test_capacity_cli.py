@@ -1,6 +1,6 @@
-"""loadtest/capacity_cli.py without a server: bad arguments (a stream budget among them) and a model that is not in
-the repository exit 2 with one line naming the bad value, before any server starts; the arrival patterns
-perf_analyzer plays, and the request-intervals schedules it plays them from."""
+"""loadtest/capacity_cli.py without a server: bad arguments (a stream budget for a tensor model among them) and a
+model that is not in the repository exit 2 with one line naming the bad value, before any server starts; the
+arrival patterns perf_analyzer plays, and the request-intervals schedules it plays them from."""
 
 import argparse
 
@@ -38,12 +38,36 @@ def test_bad_arguments_exit_2_with_one_line(extra, named, capsys):
 
 
 @pytest.mark.parametrize("flag", ["--slo-ttft-ms", "--slo-itl-ms"])
-def test_a_stream_budget_is_refused_in_one_line_saying_why_and_where_it_is_judged(flag, capsys):
-    status = tritonkit_cli.main(["capacity", "text_generator", "--slo-p99-ms", "5000", flag, "500"])
+def test_a_stream_budget_for_a_tensor_model_is_refused_in_one_line_naming_the_flag(flag, capsys):
+    status = tritonkit_cli.main(["capacity", "digits", "--slo-p99-ms", "50", flag, "500"])
     assert status == ExitStatus.USAGE
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith(f"capacity: error: {flag}: capacity searches the rate")
-    assert f"tritonkit loadtest --model text_generator --rate R --trials N {flag} B" in err
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"capacity: error: {flag}: digits is not a streamed (decoupled) model")
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0 must be a number of ms > 0"),
+        (["--slo-itl-ms", "inf"], "--slo-itl-ms inf must be a number of ms > 0"),
+        (["--slo-itl-ms", "40", "--generator", "perf_analyzer"], "--slo-itl-ms: streams are measured by Locust"),
+    ],
+)
+def test_a_bad_stream_budget_for_a_streamed_model_exits_2_naming_it(extra, named, capsys):
+    assert tritonkit_cli.main(["capacity", "text_generator", "--slo-p99-ms", "5000", *extra]) == ExitStatus.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and named in err
+
+
+def test_the_stream_budgets_of_a_streamed_model_are_accepted():
+    args = tritonkit_cli.build_parser().parse_args(
+        ["capacity", "text_generator", "--slo-p99-ms", "5000", "--slo-ttft-ms", "300", "--slo-itl-ms", "40"]
+    )
+    capacity_cli.check_arguments(args)
+    capacity_cli.check_stream_budgets(args, {"name": "text_generator", "model_transaction_policy": {"decoupled": True}})
+    with pytest.raises(ValueError, match="^--slo-ttft-ms: text_generator is not a streamed"):
+        capacity_cli.check_stream_budgets(args, {"name": "text_generator"})
 
 
 def test_a_model_not_in_the_repository_exits_2_naming_it(tmp_path, capsys):

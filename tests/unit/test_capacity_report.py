@@ -1,6 +1,7 @@
 """loadtest/measure/capacity_report.py: the HPA patch (rendered over a deploy/k8s overlay with the venv's
 ``kubectl kustomize``), the queue-time target read at the planned rate, and the report folder."""
 
+import dataclasses
 import json
 import math
 import os
@@ -86,3 +87,19 @@ def test_the_report_folder_holds_every_probe_and_trial_a_summary_and_a_plot(resu
     text = summary.read_text()
     assert sentence in text and "## Trials at 400 req/s" in text and "- replicas: 3" in text
     assert (tmp_path / "capacity.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_summary_shows_ttft_itl_and_tokens_per_second_for_a_streamed_model_only(result, tmp_path):
+    def streamed(rate: float) -> Measurement:
+        return dataclasses.replace(measured(rate), ttft_p99_ms=4.0, itl_p99_ms=1.25, output_token_throughput=rate * 16)
+
+    streams = find_capacity(streamed, Slo(50.0, ttft_ms=20.0), 100.0, trials=2, log=lambda _: None)
+    text = capacity_report.write(streams, tmp_path / "gen", {"model": "gen"}, streams.sentence()).read_text()
+    assert (
+        "| rate offered | phase | completed/s | p50 ms | p99 ms | p99 TTFT ms | p99 ITL ms | tokens/s | errors |"
+        in text
+    )
+    assert "| 100.0 | bracket | 100.0 | 5.000 | 10.000 | 4.000 | 1.250 | 1600.0 | 0.00% |" in text
+    assert "- streams at 400 req/s (GenAI-Perf's figures, 95% CI over the trials): p99 TTFT 4.000 ms" in text
+    tensor = capacity_report.write(result, tmp_path / "digits", {"model": "digits"}, result.sentence()).read_text()
+    assert "TTFT" not in tensor and "tokens/s" not in tensor

@@ -2,7 +2,11 @@
 counts on, the one sentence, the results.json form, and the capacity when the verdict passed only below the
 knee's rounds."""
 
+import pytest
+
+from loadtest.campaign import Slo
 from loadtest.measure.capacity import find_capacity
+from loadtest.measure.probe import Measurement
 from tests.capacity_samples import BUDGET, Curve, m, quiet
 from tritonkit_errors import ExitStatus
 
@@ -44,3 +48,34 @@ def test_after_a_step_down_below_the_rounds_the_capacity_is_the_throughput_where
     assert result.status is ExitStatus.OK and round(result.rate) == 324
     assert not result.knee_applies and result.capacity == result.throughput
     assert "the verdict passed only below the knee's rounds at 360/400/440 req/s" in result.sentence()
+
+
+def _stream(rate: float, ttft: float = 5.0) -> Measurement:
+    return m(rate, 5.0, ttft_p99_ms=ttft, itl_p99_ms=1.5, output_token_throughput=16 * rate)
+
+
+def test_a_streamed_models_answer_states_every_budget_and_its_ttft_itl_and_tokens_per_second():
+    ttft_rises = lambda r: _stream(r, 5.0 if r <= 400 else 50.0)  # noqa: E731
+    result = find_capacity(ttft_rises, Slo(1000.0, ttft_ms=20.0), 100.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.OK
+    sentence = result.sentence()
+    assert sentence.startswith("p99 <= 1000 ms, p99 TTFT <= 20 ms holds up to ")
+    assert sentence.endswith(f"; at {result.rate:g} req/s: p99 TTFT 5.000 ms, p99 ITL 1.500 ms, tokens/s 6400.0")
+    streams = result.to_dict()["streams"]
+    assert streams["rate"] == result.rate and streams["ttft_p99_ms"]["estimate"] == pytest.approx(5.0)
+    assert set(streams) == {"rate", "ttft_p99_ms", "itl_p99_ms", "output_token_throughput"}
+    assert result.to_dict()["probes"][0]["ttft_p99_ms"] == 5.0
+
+
+def test_a_tensor_models_answer_has_no_stream_figures():
+    raw = find_capacity(Curve(), BUDGET, 20.0, trials=2, log=quiet).to_dict()
+    assert "streams" not in raw and "ttft_p99_ms" not in raw["probes"][0]
+    assert "TTFT" not in find_capacity(Curve(), BUDGET, 20.0, trials=2, log=quiet).sentence()
+
+
+def test_a_ttft_budget_no_rate_meets_is_named_with_the_lowest_rates_ttft():
+    result = find_capacity(lambda r: _stream(r, 80.0), Slo(1000.0, ttft_ms=20.0), 20.0, trials=2, log=quiet)
+    assert result.status is ExitStatus.FAILED and result.probes[0].outcome == "p99 TTFT over budget"
+    sentence = result.sentence()
+    assert sentence.startswith("no rate meets p99 <= 1000 ms, p99 TTFT <= 20 ms: the lowest probed, 20 req/s, had p99")
+    assert ", p99 TTFT 80.000 ms (95% CI 80.000-80.000, 2 trials)" in sentence  # its trials' TTFT

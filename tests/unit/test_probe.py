@@ -2,13 +2,17 @@
 model gets, the load's checks, the CPU time perf_analyzer's run reports, the schedule it is given, and which
 function a ``Generator`` calls with which settings."""
 
+import json
 import math
 import stat
 import sys
+from types import SimpleNamespace
 
 import pytest
 
 from loadtest.drive import perf
+from loadtest.drive.client_stats import ClientStats
+from loadtest.drive.streams import stream_summary
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
 from loadtest.measure import probe, server_metrics
@@ -135,3 +139,49 @@ def test_a_schedule_for_a_closed_loop_is_refused_before_any_run(tmp_path):
 # --- Generator: one generator set up once, dispatching to with_perf_analyzer or with_locust ---------------
 
 ENDPOINTS = Endpoints("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3/metrics")
+
+
+# --- streams: the figures of a decoupled model's run, and records written before them ---------------------
+
+
+def _locust_run(monkeypatch, streams: list) -> None:
+    """``measure_run`` replaced: a Locust run of 10 requests over 2 s whose streamed rows are ``streams``."""
+    client = ClientStats(
+        requests=10,
+        failures=0,
+        duration_s=2.0,
+        latency_ms={"p50": 40.0, "p99": 90.0},
+        streams=streams,
+        **(stream_summary(streams, 2.0) if streams else {}),
+    )
+    server = SimpleNamespace(breakdown_ms={}, avg_batch=1.0, requests=10, failures=0)
+    monkeypatch.setattr(probe, "measure_run", lambda *args, **kwargs: (client, server))
+
+
+def test_a_streamed_locust_run_has_its_p99_ttft_itl_and_tokens_per_second(monkeypatch, tmp_path):
+    # [latency, TTFT, ITL (None: one token), tokens] per request: TTFT 10..19 ms, ITL 2 ms (none for one token)
+    rows = [[40.0 + i, 10.0 + i, 2.0 if i else None, 4 if i else 1] for i in range(10)]
+    _locust_run(monkeypatch, rows)
+    m = probe.with_locust(ENDPOINTS, "gen", "gen", Load(rate=5.0), tmp_path, "run", ttft_ms=15.0, log=print)
+    assert m.streamed and m.ttft_p99_ms == stream_summary(rows, 2.0)["ttft_ms"]["p99"] > 15.0
+    assert m.itl_p99_ms == 2.0
+    assert m.output_token_throughput == (9 * 4 + 1) / 2.0
+    assert m.goodput_share == 0.6  # TTFT 10..15 ms within the 15 ms budget: 6 of 10
+    raw = json.loads(json.dumps(m.to_dict()))
+    assert Measurement.from_dict(raw).ttft_p99_ms == m.ttft_p99_ms
+
+
+def test_a_tensor_run_has_no_stream_figures_and_its_record_is_as_before(monkeypatch, tmp_path):
+    _locust_run(monkeypatch, [])
+    m = probe.with_locust(ENDPOINTS, "digits", "digits", Load(rate=5.0), tmp_path, "run", log=print)
+    assert not m.streamed and math.isnan(m.itl_p99_ms) and math.isnan(m.output_token_throughput)
+    assert not set(probe.STREAM_FIELDS) & set(m.to_dict())
+
+
+def test_a_record_written_before_the_stream_figures_loads_without_them():
+    old = {"throughput": 50.0, "p50_ms": 2.0, "p99_ms": 9.0, "error_rate": 0.0, "generator": "locust"}
+    old |= {"generator_cpu": 0.2, "offered_rate": 50.0, "sent_rate": 49.0, "saturated": "", "error": ""}
+    old |= {"server": {"queue_ms": 0.1}, "goodput_share": 1.0, "goodput_rps": 49.0}
+    m = Measurement.from_dict(old)
+    assert m.p99_ms == 9.0 and not m.streamed
+    assert all(math.isnan(getattr(m, key)) for key in probe.STREAM_FIELDS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from loadtest.measure import trials
@@ -43,3 +44,15 @@ def test_unusable_trials_are_kept_in_the_record_but_left_out_of_the_figures():
     assert len(results["A"].trials) == 2
     assert math.isnan(results["A"].intervals()["p99_ms"].estimate)
     assert "model not ready" in trials.line(results["A"].trials[0])
+
+
+def test_streamed_trials_carry_ttft_itl_and_tokens_to_the_verdict_and_the_line():
+    plain = Measurement(10.0, 1.0, 2.0, 0.0, "test")
+    streamed = [Measurement(10.0, 1.0, 2.0, 0.0, "test", ttft_p99_ms=8.0, itl_p99_ms=3.0, output_token_throughput=80.0)]
+    streamed.append(dataclasses.replace(streamed[0], ttft_p99_ms=12.0))
+    assert "ttft_p99_ms" not in trials.samples([plain, plain])
+    figures = trials.samples(streamed)
+    assert figures["ttft_p99_ms"] == [8.0, 12.0] and figures["itl_p99_ms"] == [3.0, 3.0]
+    assert figures["output_token_throughput"] == [80.0, 80.0]
+    assert trials.line(streamed[0]).endswith("p99 TTFT 8.000 ms  p99 ITL 3.000 ms  tokens/s 80.0")
+    assert "TTFT" not in trials.line(plain)
