@@ -12,7 +12,6 @@ from deploy.client import connect, infer
 from loadtest.campaign import Candidate
 from loadtest.drive import apply
 from loadtest.tune import analyzer
-from tests.conftest import server_config, start_or_fail
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"
 installed = pytest.mark.skipif(
@@ -21,12 +20,14 @@ installed = pytest.mark.skipif(
 )
 
 
-def test_recorded_pick_loads_into_the_served_model(repository):
+def test_recorded_pick_loads_into_the_served_model(server):
+    """On the session server (no server of its own to start): the pick is loaded over digits, then the config
+    served before is loaded back, as a variant's restore does, so later tests see the committed config."""
     pick = analyzer.pick_from_results(RECORDED, 5.0)
-    server = start_or_fail(server_config(repository, load_models=("digits",)))
+    client = connect("http", server.config.http_url)
+    original = client.get_model_config("digits")
     try:
-        client = connect("http", server.config.http_url)
-        merged = apply.override(client.get_model_config("digits"), Candidate("model-analyzer", changes=pick.changes()))
+        merged = apply.override(original, Candidate("model-analyzer", changes=pick.changes()))
         client.load_model("digits", config=json.dumps(merged))
         served = client.get_model_config("digits")
         assert served["max_batch_size"] == pick.max_batch_size
@@ -34,15 +35,21 @@ def test_recorded_pick_loads_into_the_served_model(repository):
         assert int(served["dynamic_batching"]["max_queue_delay_microseconds"]) == 500
         out = infer(client, "digits", {"PIXELS": np.zeros((pick.max_batch_size, 64), np.float32)})
         assert out["PROBABILITIES"].shape == (pick.max_batch_size, 10)
-        client.close()
     finally:
-        assert not server.stop()
+        apply.restore(server.config.http_url, {"digits": original})
+    try:
+        assert client.get_model_config("digits") == original
+    finally:
+        client.close()
 
 
 @installed
 def test_profile_digits_picks_a_config_within_budget(repository, tmp_path):
     budget = 50.0  # generous: this checks the plumbing, not the speed of a shared 2-core machine
-    pick = analyzer.profile("digits", repository, budget, tmp_path, max_instances=1, max_batch_size=8, timeout_s=480)
+    # Two load points per config, not MA's four: the pick and the table are checked the same way.
+    pick = analyzer.profile(
+        "digits", repository, budget, tmp_path, max_instances=1, max_batch_size=8, concurrency=(1, 4), timeout_s=480
+    )
     assert pick.model == "digits" and pick.config_name.startswith("digits_config_")
     assert 0 < pick.p99_ms <= budget and pick.throughput_infer_s > 0
     assert pick.concurrency in analyzer.CONCURRENCIES

@@ -21,14 +21,14 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
     opts = bench.Options(
         models=("digits",),
         trials=2,
-        duration_s=2.0,
-        warmup_s=0.5,
+        duration_s=1.0,
+        warmup_s=0.25,
         users={"digits": 4},
         out=tmp_path,
         repository=repository,
-        inprocess_s=0.2,
+        inprocess_s=0.1,
         perf_ms=300,
-        steady=20,
+        steady=10,
     )
     bench.run(opts, log=lines.append)
     log = "\n".join(lines)

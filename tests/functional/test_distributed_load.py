@@ -46,7 +46,7 @@ def replace_flag(command: list[str], flag: str, value: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def distributed(server, tmp_path_factory):
-    """The master's campaign (4 users, 4 s) with its load from two workers; the workers are then stopped by SIGTERM.
+    """The master's campaign (4 users, 3 s) with its load from two workers; the workers are then stopped by SIGTERM.
     Returns (master's exit, its output, the result, the workers' exits, the Locust processes left)."""
     out = tmp_path_factory.mktemp("distributed")
     master_cmd, worker_cmd = compose_commands()
@@ -59,7 +59,7 @@ def distributed(server, tmp_path_factory):
         "locust-master": "127.0.0.1",
     }
     master_cmd = local(master_cmd, swap, ["--master-bind-host", "127.0.0.1", "--master-bind-port", str(port)])
-    for flag, value in (("--expect-workers", str(WORKERS)), ("--users", "4"), ("--duration", "4"), ("--out", str(out))):
+    for flag, value in (("--expect-workers", str(WORKERS)), ("--users", "4"), ("--duration", "3"), ("--out", str(out))):
         master_cmd = replace_flag(master_cmd, flag, value)
     worker_cmd = local(worker_cmd, swap, ["--master-port", str(port)])
     env = {k: v for k, v in os.environ.items() if k != "TRITONKIT_LOAD"}
@@ -70,7 +70,7 @@ def distributed(server, tmp_path_factory):
     ]
     try:
         master = subprocess.run(
-            [*master_cmd, "--warmup-s", "1"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180
+            [*master_cmd, "--warmup-s", "0.5"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=180
         )
         locusts = {p.pid for w in workers for p in psutil.Process(w.pid).children(recursive=True)}
         for w in workers:

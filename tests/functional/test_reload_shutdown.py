@@ -150,7 +150,7 @@ def test_sigterm_under_load_drains_refuses_cleanly_and_leaves_nothing(tmp_path, 
         regions = {m.path for p in stubs for m in p.memory_maps() if m.path.startswith("/dev/shm/")}
         assert len(stubs) == 2 and regions
         with VersionedClients(f"127.0.0.1:{http}", f"127.0.0.1:{grpc}", scans(), timeout_s=5) as clients:
-            time.sleep(2)
+            clients.wait_until(lambda runs: all(run.count("1") >= 3 for run in runs), "3 answers per client")
             signalled = time.time()
             os.kill(proc.pid, signal.SIGTERM)
             # Readiness drops at once, so a load balancer stops sending while the server drains: the probe

@@ -1,6 +1,7 @@
-"""A very short soak through the command: a local server with only digits, 30 s at a fixed rate, 10 s windows,
-memory sampled; the report files are written and the three checks computed (not required to pass). One soak
-finds its rate itself: the closed-loop and open-loop searches against the real server, in a few short steps."""
+"""Very short soaks through the command, each on a local server with only digits: one finds its rate itself (the
+closed-loop and open-loop searches against the real server, in a few short steps), then soaks 9 s at that rate in
+3 s windows with memory sampled every second; the report files are written and the three checks computed (not
+required to pass). One soaks at a given rate with perf_analyzer; one is stopped by SIGTERM."""
 
 import functools
 import itertools
@@ -38,56 +39,13 @@ def verdict_of(data: dict) -> bool:
     return data["passed"]
 
 
-def test_a_short_soak_writes_the_report_and_computes_the_checks(tmp_path):
-    cpus = os.sched_getaffinity(0)
-    status = soak.main(
-        [
-            "--model",
-            "digits",
-            "--minutes",
-            "0.3",
-            "--window-s",
-            "6",
-            "--sample-s",
-            "2",
-            "--warmup-s",
-            "2",
-            "--memory-warmup-s",
-            "4",
-            "--saturation-rps",
-            "100",
-            "--out",
-            str(tmp_path),
-        ]
-    )
-    out = tmp_path / "digits"
-    for name in ("results.json", "summary.md", "soak.png"):
-        assert (out / name).stat().st_size > 0, name
-    data = json.loads((out / "results.json").read_text())
-    assert status == (0 if verdict_of(data) else 1)
-    assert data["rate"] == 70.0 and data["requests"] > 0
-    assert [c["name"] for c in data["checks"]] == ["no errors", "p99 steady", "memory flat"]
-    assert all(isinstance(c["passed"], bool) and c["detail"] for c in data["checks"])
-    p99 = data["checks"][1]
-    assert p99["first_ms"] is not None and p99["last_ms"] is not None and p99["drift"] is not None
-    assert [w["t"] for w in data["windows"]][:3] == [0, 6, 12]
-    memory = data["checks"][2]
-    assert memory["baseline_bytes"] > 0 and memory["final_bytes"] > 0
-    assert len(data["memory"]) >= 5
-    # the server and its two stub processes (digits runs two instances) were sampled
-    assert all(len(s["processes"]) >= 3 for s in data["memory"][1:])
-    assert "p99 per window" in (out / "summary.md").read_text()
-    # by default the server and the load generator had their own CPUs, and this process got all of its back
-    client, server = target.split_cpus(frozenset(cpus))
-    assert (data["client_cpus"], data["server_cpus"]) == (sorted(client), sorted(server))
-    assert os.sched_getaffinity(0) == cpus
-
-
-def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, capsys):
+def test_a_short_soak_finds_its_rate_writes_the_report_and_computes_the_checks(tmp_path, monkeypatch, capsys):
     """No --saturation-rps: closed-loop users doubling, then open-loop rates rising from an eighth of that until
     one falls behind, then the soak at 70% of the last rate kept up with. Few, short steps (3 s each; closed
     loop 2 and 4 users, open loop x4 a step, at most three: the last at twice the closed-loop rate usually
-    falls behind) keep it to about a minute; the search code is the soak's own."""
+    falls behind) keep it to about a minute; the search code is the soak's own. The soak's report, windows,
+    memory samples and CPU split are checked on the same run."""
+    cpus = os.sched_getaffinity(0)
     monkeypatch.setattr(
         soak, "find_saturation", functools.partial(saturation.find_saturation, warmup_s=1.0, start_users=2, max_users=4)
     )
@@ -105,7 +63,7 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
             "--window-s",
             "3",
             "--sample-s",
-            "2",
+            "1",
             "--warmup-s",
             "1",
             "--memory-warmup-s",
@@ -117,8 +75,26 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
         ]
     )
     assert status in (0, 1), capsys.readouterr().err[-3000:]
-    data = json.loads((tmp_path / "digits" / "results.json").read_text())
+    out = tmp_path / "digits"
+    for name in ("results.json", "summary.md", "soak.png"):
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "results.json").read_text())
     assert status == (0 if verdict_of(data) else 1)
+    assert [c["name"] for c in data["checks"]] == ["no errors", "p99 steady", "memory flat"]
+    assert all(isinstance(c["passed"], bool) and c["detail"] for c in data["checks"])
+    p99 = data["checks"][1]
+    assert p99["first_ms"] is not None and p99["last_ms"] is not None and p99["drift"] is not None
+    assert [w["t"] for w in data["windows"]][:3] == [0, 3, 6]
+    memory = data["checks"][2]
+    assert memory["baseline_bytes"] > 0 and memory["final_bytes"] > 0
+    assert len(data["memory"]) >= 5
+    # the server and its two stub processes (digits runs two instances) were sampled
+    assert all(len(s["processes"]) >= 3 for s in data["memory"][1:])
+    assert "p99 per window" in (out / "summary.md").read_text()
+    # by default the server and the load generator had their own CPUs, and this process got all of its back
+    client, server = target.split_cpus(frozenset(cpus))
+    assert (data["client_cpus"], data["server_cpus"]) == (sorted(client), sorted(server))
+    assert os.sched_getaffinity(0) == cpus
     search = data["saturation_search"]
     assert search["given"] is False
     closed, opened = search["closed_loop"], search["open_loop"]
@@ -132,7 +108,7 @@ def test_the_rate_search_runs_against_the_real_server(tmp_path, monkeypatch, cap
     assert chosen == len(opened) - 2 or (len(opened) == 3 and chosen == 2), (rates, data["saturation_rps"])
     assert all(s["failures"] == 0 for s in opened[: chosen + 1])
     assert data["rate"] == round(0.7 * data["saturation_rps"], 1) and data["requests"] > 0
-    assert "## Saturation" in (tmp_path / "digits" / "summary.md").read_text()
+    assert "## Saturation" in (out / "summary.md").read_text()
     with capsys.disabled():
         print(
             f"\n  rate search: closed loop {search['closed_loop_rps']} req/s; open loop "
@@ -148,13 +124,13 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
             "--generator",
             "perf_analyzer",
             "--minutes",
-            "0.3",
+            "0.15",
             "--window-s",
-            "6",
+            "3",
             "--sample-s",
-            "2",
+            "1",
             "--memory-warmup-s",
-            "4",
+            "2",
             "--saturation-rps",
             "100",
             "--out",
@@ -164,10 +140,10 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
     data = json.loads((tmp_path / "digits" / "results.json").read_text())
     assert status == (0 if verdict_of(data) else 1)
     assert data["generator"] == "perf_analyzer" and data["rate"] == 70.0
-    assert [w["t"] for w in data["windows"]] == [0, 6, 12]
+    assert [w["t"] for w in data["windows"]] == [0, 3, 6]
     assert all(w["p99_ms"] > 0 and w["requests"] > 0 for w in data["windows"])
-    # about 70 req/s for 18 s, and Triton counted no failure
-    assert 0.8 * 70 * 18 < data["requests"] < 1.2 * 70 * 18
+    # about 70 req/s for 9 s, and Triton counted no failure
+    assert 0.8 * 70 * 9 < data["requests"] < 1.2 * 70 * 9
     assert data["server_failures"] == 0 and data["checks"][0]["passed"]
     assert "Open-loop Poisson load from perf_analyzer" in (tmp_path / "digits" / "summary.md").read_text()
 

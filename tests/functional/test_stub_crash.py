@@ -208,8 +208,9 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
             "6",
             "-r",
             "6",
+            # Long enough to span the kill and the reload (a few seconds); the rest of a longer run adds nothing.
             "-t",
-            "20s",
+            "10s",
             "--only-summary",
             "--loglevel",
             "WARNING",
@@ -287,7 +288,9 @@ def test_without_retries_clients_see_the_dead_stub_until_the_reload(supervised, 
     reference = reference_of(server, pixels)
     events_before = len(server.supervisor.events)
     with CheckingClients(server, reference, pixels, "http", threads=4, retry=None) as clients:
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # kill once the clients are being answered, not after a fixed second
+        while clients.ok < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
         instance, pid, killed_at = kill_one_stub(server)
         events = server.supervisor.wait_for_events(events_before + 1, timeout_s=90)
         time.sleep(2)

@@ -65,6 +65,8 @@ EXPORT_ARGS = [
 ]
 
 
+# The load-tests run one Locust process (the default on 2 cores is 2, ~3 s more a run): the model, its payloads
+# and the counts are the subject here; two processes' merge is test_loadtest.py's and test_distributed_load.py's.
 def tritonkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tritonkit_cli", *args],
@@ -153,8 +155,10 @@ def test_loadtest_starts_its_own_server_with_generated_payloads(user_model, tmp_
         "grpc",
         "--users",
         "2",
+        "--processes",
+        "1",
         "--duration",
-        "4",
+        "3",
         "--shape",
         "tokens:6",
         "--slo-p99-ms",
@@ -182,8 +186,10 @@ def test_loadtest_against_a_running_server(user_server, input_data, protocol, da
         protocol,
         "--users",
         "2",
+        "--processes",
+        "1",
         "--duration",
-        "3",
+        "2",
         *payload,
         "--http-url",
         c.http_url,
