@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from loadtest.drive.latency import new_histogram
 from loadtest.errors import LoadTestError
@@ -34,6 +33,13 @@ SHARES = frozenset({"error_rate", "goodput_share"})
 """Figures that are fractions of the requests: their intervals stay within [0, 1]."""
 MAX_TRIALS_ADVISED = 50
 """Past this many trials a verdict is called unlikely to settle (the estimate sits at the limit)."""
+
+
+def _t_ppf(q: float, dof: float) -> float:
+    """Student's t quantile; scipy is imported here, not with the module (about 1 s for every command)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, dof))
 
 
 class EvidenceError(LoadTestError):
@@ -128,7 +134,7 @@ def interval(
     if n == 1:
         return Interval(mean, mean, mean, 1, confidence)
     sem = float(array.std(ddof=1)) / math.sqrt(n)
-    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sem
+    half = _t_ppf((1 + confidence) / 2, n - 1) * sem
     low, high = mean - half, mean + half
     if lower_bound is not None:
         low = max(low, lower_bound)
@@ -211,7 +217,7 @@ def trials_to_settle(
     if gap == 0:
         return None
     for total in range(max(n, 2), MAX_TRIALS_ADVISED + 1):
-        if float(stats.t.ppf((1 + confidence) / 2, total - 1)) * sd / math.sqrt(total) < gap:
+        if _t_ppf((1 + confidence) / 2, total - 1) * sd / math.sqrt(total) < gap:
             return total
     return None
 
@@ -430,5 +436,5 @@ def _welch(a: np.ndarray, b: np.ndarray, confidence: float) -> Interval:
     if se == 0:
         return Interval(diff, diff, diff, min(len(a), len(b)), confidence)
     dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(stats.t.ppf((1 + confidence) / 2, dof)) * se
+    half = _t_ppf((1 + confidence) / 2, dof) * se
     return Interval(diff, diff - half, diff + half, min(len(a), len(b)), confidence)

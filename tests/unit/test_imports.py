@@ -48,6 +48,7 @@ HEAVY = frozenset(
         "onnxruntime",
         "onnxscript",
         "sentence_transformers",
+        "scipy",
         "skimage",
         "sklearn",
         "starlette",
