@@ -60,13 +60,7 @@ class Study(abc.ABC):
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         self.arguments(parser)
-
-        def handler(args: argparse.Namespace) -> int:
-            return self.command(args)
-
-        # The handler is the study module's: what looks the command up (the lifecycle test) reads that module.
-        handler.__module__ = module.__name__
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=self.command)
         return parser
 
     def parser(self) -> argparse.ArgumentParser:

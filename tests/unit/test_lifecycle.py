@@ -98,6 +98,9 @@ def test_every_command_that_starts_a_server_holds_it_through_the_one_lifecycle(c
 
     parser = tritonkit_cli.build_parser()
     [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    module = sys.modules[subparsers.choices[command].get_default("handler").__module__]
+    handler = subparsers.choices[command].get_default("handler")
+    # A study's handler is its Study's bound command: the study's module is its class's.
+    owner = type(handler.__self__) if inspect.ismethod(handler) else handler
+    module = sys.modules[owner.__module__]
     assert "local_server" in _calls(target)  # run_with_server is local_server and the work
     assert _calls(module) & {"run_with_server", "local_server"}, f"{command}: {module.__name__} starts no server"
