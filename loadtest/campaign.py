@@ -56,6 +56,7 @@ whose model it does not name runs as deployed). Example, with every key::
                               # variants above are measured beside it as compared points
     leaders = 2               # candidates measured again beside the served config (tritonkit tune --leaders)
     trials = 3                # interleaved trials of each of them (tritonkit tune --trials, at least 2)
+    measurement_ms = 2000     # perf_analyzer's window per measurement (tritonkit tune --measurement-ms)
 """
 
 from __future__ import annotations
@@ -309,6 +310,8 @@ class Campaign:
     """[tune] leaders: candidates measured again beside the served config (None: the tuner's default)."""
     tune_trials: int | None = None
     """[tune] trials: interleaved trials of each leader (None: the tuner's default)."""
+    tune_measurement_ms: int | None = None
+    """[tune] measurement_ms: perf_analyzer's window per measurement (None: the tuner's default)."""
 
 
 def check_trials(trials: Any, what: str = "trials") -> int:
@@ -384,7 +387,7 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         if len(set(names)) != len(names):
             raise CampaignError(f"{where}: {kind} names repeat: {names}")
     tune = raw.get("tune", {})
-    unknown = set(tune) - {"models", "analyzer", "budget_s", "leaders", "trials"}
+    unknown = set(tune) - {"models", "analyzer", "budget_s", "leaders", "trials", "measurement_ms"}
     if unknown:
         raise CampaignError(f"{where}: [tune]: unknown keys {sorted(unknown)}")
     tune_models = tuple(tune.get("models", ()))
@@ -401,7 +404,9 @@ def parse(text: str, path: Path | None = None) -> Campaign:
     budget = tune.get("budget_s", 120.0)
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise CampaignError(f"{where}: [tune] budget_s={budget!r} must be a number of seconds > 0")
-    leaders, tune_trials = tune.get("leaders"), tune.get("trials")
+    leaders, tune_trials, window = tune.get("leaders"), tune.get("trials"), tune.get("measurement_ms")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0):
+        raise CampaignError(f"{where}: [tune] measurement_ms={window!r} must be a whole number of milliseconds > 0")
     if leaders is not None:
         check_trials(leaders, f"{where}: [tune] leaders")
     if tune_trials is not None and check_trials(tune_trials, f"{where}: [tune] trials") < 2:
@@ -417,6 +422,7 @@ def parse(text: str, path: Path | None = None) -> Campaign:
         path,
         leaders,
         tune_trials,
+        window,
     )
 
 

@@ -17,19 +17,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from backends import chat
 from deploy.server import PROJECT_ROOT
+from export import config as config_io
+from export.generator import STEP_PARAMETERS
 from loadtest.drive import flags, target
 from tritonkit_errors import ExitStatus
 
 GENAI_PERF = PROJECT_ROOT / ".venv-genai-perf" / "bin" / "genai-perf"
 REPORTS = Path("reports") / "genai-perf"
 EXPORT = "profile_export_genai_perf.json"
-STEP_MODELS = ("smollm2_prefill", "smollm2_decode")
 
 
 def tokenizer_folder(version_dir: Path, out: Path) -> Path:
@@ -110,15 +112,40 @@ def run(args: argparse.Namespace) -> int:
         env = dict(os.environ)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the 2.51 perf_analyzer
         env.setdefault("COLUMNS", "160")  # its table, one row per line
-        done = subprocess.run(command(args, endpoints.grpc, tokenizer), env=env, cwd=args.out, check=False)
+        returncode = _run_group(command(args, endpoints.grpc, tokenizer), env=env, cwd=args.out)
         found = figures(args.out)
-        if done.returncode == 0 and found:
+        if returncode == 0 and found:
             print(f"genai-perf: exports in {args.out / 'artifacts'}")
-        return done.returncode
+        return returncode
 
     args.out.mkdir(parents=True, exist_ok=True)
-    status, value = target.run_with_server(args, (args.model, *STEP_MODELS), profile)
+    status, value = target.run_with_server(args, served_models(args.repository, args.model), profile)
     return value if status == 0 else status
+
+
+def served_models(repository: Path, model: str) -> tuple[str, ...]:
+    """What a local server loads for the generator ``model``: it and the step models its config names
+    (``PREFILL_MODEL`` / ``DECODE_MODEL``); the whole repository for a Python model that names none (it may call
+    any model)."""
+    path = Path(repository) / model / "config.pbtxt"
+    if not path.is_file():
+        return (model,)  # the server's load names what is missing
+    parameters = config_io.parse(path).parameters
+    steps = tuple(parameters[key].string_value for key in STEP_PARAMETERS if key in parameters)
+    return (model, *steps) if steps else ("*",)
+
+
+def _run_group(cmd: list[str], **popen) -> int:
+    """``cmd``'s exit status. GenAI-Perf runs in a process group of its own with its perf_analyzer; a stop signal
+    here (SystemExit, deploy/lifecycle.py) or any error ends the group, so neither is left sending to a server
+    that is stopping."""
+    process = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        return process.wait()
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

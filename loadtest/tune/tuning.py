@@ -54,7 +54,11 @@ def tune(
         work=out_dir / "tune" / model / "runs",
         **{
             name: value
-            for name, value in (("leaders", campaign.tune_leaders), ("trials", campaign.tune_trials))
+            for name, value in (
+                ("leaders", campaign.tune_leaders),
+                ("trials", campaign.tune_trials),
+                ("measurement_ms", campaign.tune_measurement_ms),
+            )
             if value is not None
         },
     )

@@ -10,9 +10,16 @@ from tests.generation_helpers import tiny_generator_repository
 
 
 @pytest.fixture(scope="session")
-def tiny_generator(tmp_path_factory):
-    """A server of the tiny generator steps (tests/generation_helpers.py: ``tiny_generator_repository``), shared
-    by test_text_generator.py and test_chat.py: one export of the steps and one server start, not two."""
-    server = start_or_fail(server_config(tiny_generator_repository(tmp_path_factory.mktemp("tiny_generator"))))
+def tiny_generator_repo(tmp_path_factory):
+    """The tiny generator steps' repository (tests/generation_helpers.py: ``tiny_generator_repository``), exported
+    once: the tiny server below and the stop-signal test of `tritonkit genai-perf` serve it."""
+    return tiny_generator_repository(tmp_path_factory.mktemp("tiny_generator"))
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tiny_generator_repo):
+    """A server of the tiny generator repository, shared by test_text_generator.py and test_chat.py: one export
+    of the steps and one server start, not two."""
+    server = start_or_fail(server_config(tiny_generator_repo))
     yield server
     assert server.stop() == []

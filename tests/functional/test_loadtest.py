@@ -58,6 +58,7 @@ CAMPAIGN = textwrap.dedent("""
     budget_s = 10
     leaders = 1
     trials = 2
+    measurement_ms = 1000
 """)
 
 

@@ -1,7 +1,7 @@
 """A burst of SIGTERM/SIGINT at a random moment stops `tritonkit serve` (and a measurement's local server)
 cleanly, every time: the process exits and no tritonserver, stub or /dev/shm region is left. So does one
-SIGTERM, once its server is ready, to each long-running command that starts a server of its own, and an
-exception raised inside the one lifecycle (deploy/lifecycle.py).
+SIGTERM or SIGINT, once its server is ready, to each long-running command that starts a server of its own, and
+an exception raised inside the one lifecycle (deploy/lifecycle.py).
 
 Docker, Kubernetes, `timeout` and a person pressing Ctrl-C twice all send more than one signal. A hang shows
 as the test running into its pytest-timeout; the assertions are about behaviour, never about time.
@@ -180,54 +180,112 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
 
 
 # Each long-running tritonkit command that starts a server of its own, as a user runs it, on digits (the
-# generation study: the tiny steps of the project's repository), with its shortest settings; durations and counts
-# keep it at work when the signal comes (it ends at the signal, so they cost nothing). Per command: what
-# `python -m` runs, then the flags. Of the commands that hold their server through `target.run_with_server`
-# (loadtest, tune, compare, capacity, overload, soak, genai-perf), two run here, each a server start on CI:
-# loadtest (Locust in-process) and capacity (it imports torch after its server is ready: a signal then must
-# wait for the import, deploy/signals.py); tests/unit/test_lifecycle.py checks that all of them take that path,
-# and test_a_measurements_local_server_is_stopped_on_a_burst_of_signals sends it bursts.
-REPO, OUT = ("--repository", "{repo}"), ("--out", "{out}")
+# generation studies: the tiny generator steps), with its shortest settings; durations and counts keep it at work
+# when the signal comes (it ends at the signal, so they cost nothing). Per command: what `python -m` runs, the
+# flags, the stop signal: SIGTERM (Docker, Kubernetes, `timeout`) or SIGINT (Ctrl-C), half each, since both go
+# through the one handler (deploy/signals.py), the burst tests above send both; and the load generator the signal
+# waits for (a word of its command line: Locust, perf_analyzer, GenAI-Perf), which must be gone too, or None
+# (in-process work). capacity imports torch after its server is ready: a signal then must wait for the import.
+# Not here: `demo` (its server loads the whole repository, 1.5-2 min on CI; it goes through the same
+# `local_server`, tests/unit/test_lifecycle.py), `gpu-check --dry-run` (the same) and `analyzer` (Model
+# Analyzer starts and stops its own tritonserver).
+REPO, OUT, TINY = ("--repository", "{repo}"), ("--out", "{out}"), ("--repository", "{tiny}")
+TERM, INT = signal.SIGTERM, signal.SIGINT
 LONG_RUNNING = {
     "loadtest": (
         ["tritonkit_cli", "loadtest"],
         ["--model", "digits", "--users", "1", "--duration", "600", *REPO, *OUT],
+        TERM,
+        "locust_main",
     ),
-    "capacity": (["tritonkit_cli", "capacity"], ["digits", "--slo-p99-ms", "1000", "--duration", "600", *REPO, *OUT]),
-    "bench": (["tritonkit_cli", "bench"], ["--models", "digits", "--trials", "1", "--duration", "60", *REPO, *OUT]),
-    "bench-generation": (["tritonkit_cli", "bench-generation"], ["--tiny", "--streams", "1", "--no-step-modes"]),
+    "capacity": (
+        ["tritonkit_cli", "capacity"],
+        ["digits", "--slo-p99-ms", "1000", "--duration", "600", *REPO, *OUT],
+        INT,
+        "locust_main",
+    ),
+    "tune": (
+        ["tritonkit_cli", "tune"],
+        ["digits", "--slo-p99-ms", "1000", "--users", "1", "--measurement-ms", "600000", "--dry-run", *REPO, *OUT],
+        TERM,
+        "perf_analyzer",
+    ),
+    "compare": (
+        ["tritonkit_cli", "compare"],
+        ["digits", "--aa", "--users", "1", "--trials", "2", "--duration", "600", *REPO, *OUT],
+        INT,
+        "perf_analyzer",
+    ),
+    "bench": (
+        ["tritonkit_cli", "bench"],
+        ["--models", "digits", "--trials", "1", "--duration", "60", *REPO, *OUT],
+        TERM,
+        None,
+    ),
+    "overload": (
+        ["tritonkit_cli", "overload"],
+        ["--model", "digits", "--saturation-rps", "50", "--factors", "1", "--trials", "1", "--duration", "600"]
+        + ["--max-queue-size", "1", "--budget-ms", "1000", *REPO, *OUT],
+        INT,
+        "locust_main",
+    ),
+    "soak": (
+        ["tritonkit_cli", "soak"],
+        ["--model", "digits", "--saturation-rps", "20", "--minutes", "10", "--no-split-cpus", *REPO, *OUT],
+        TERM,
+        "locust_main",
+    ),
+    "bench-generation": (
+        ["tritonkit_cli", "bench-generation"],
+        ["--tiny", "--streams", "1", "--no-step-modes"],
+        INT,
+        None,
+    ),
+    "genai-perf": (
+        ["tritonkit_cli", "genai-perf"],
+        ["--requests", "100000", "--input-tokens", "16", "--output-tokens", "8", *TINY, *OUT],
+        TERM,
+        ".venv-genai-perf",
+    ),
     "first-request": (
         ["tritonkit_cli", "first-request"],
         ["--model", "digits", "--model-warmup", "on", "--steady", "1000000", *REPO],
+        INT,
+        None,
     ),
 }
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("study", LONG_RUNNING)
-def test_a_long_running_command_stopped_by_sigterm_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository):
+def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository, request):
     repo = _repository_with_digits(tmp_path, repository)
-    how, flags = LONG_RUNNING[study]
-    argv = [sys.executable, "-m", *how, *(a.format(repo=repo, out=tmp_path / "out") for a in flags)]
+    how, flags, signum, generator = LONG_RUNNING[study]
+    tiny = request.getfixturevalue("tiny_generator_repo") if "{tiny}" in flags else None
+    values = {"repo": repo, "out": tmp_path / "out", "tiny": tiny}
+    argv = [sys.executable, "-m", *how, *(a.format(**values) for a in flags)]
     output = tmp_path / "output.txt"
     with open(output, "w") as sink:  # a file, not a pipe: nobody reads the output while the study runs
         proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     seen: dict[int, psutil.Process] = {}
     try:
         _wait_for_its_server(proc, seen, output)
+        if generator:
+            _wait_for(proc, seen, output, generator)
         time.sleep(0.5)  # the study's own ready poll (every 0.2 s) sees it too: the signal lands in its work
         _note_family(proc.pid, seen)
         server = [p for p in seen.values() if _in_a_tritonserver_family(p)]  # the server and its stubs
         regions = _shm_regions(server)
         assert regions, "the Python-backend stubs map /dev/shm regions; none were found"
-        os.kill(proc.pid, signal.SIGTERM)
+        os.kill(proc.pid, signum)
         proc.wait()  # no timeout: a hang is the failure, caught by pytest-timeout
         text = output.read_text()
-        where = f"{study}: {text[-4000:]}"
-        assert proc.returncode == 128 + signal.SIGTERM, where
+        where = f"{study} ({signal.Signals(signum).name}): {text[-4000:]}"
+        assert proc.returncode == 128 + signum, where
         assert "Traceback" not in text, where
         assert _alive(server) == [], where
         assert [r for r in regions if Path(r).exists()] == [], where
+        assert _alive(seen.values()) == [], where  # the load generator and anything else it started
     finally:
         _stop_everything(proc, seen)
 
@@ -254,6 +312,23 @@ def _wait_for_its_server(proc: subprocess.Popen, seen: dict[int, psutil.Process]
             return
         time.sleep(0.1)
     pytest.fail(f"exited with {proc.returncode} before its server was ready:\n{output.read_text()[-4000:]}")
+
+
+def _wait_for(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path, word: str) -> None:
+    """Until a process under ``proc`` whose command line holds ``word`` runs (the command's load generator)."""
+    while proc.poll() is None:
+        _note_family(proc.pid, seen)
+        if any(word in " ".join(_cmdline(p)) for p in seen.values() if p.is_running()):
+            return
+        time.sleep(0.1)
+    pytest.fail(f"exited with {proc.returncode} before {word} ran:\n{output.read_text()[-4000:]}")
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:  # it exited between the listing and the read
+        return []
 
 
 def _is_tritonserver(p: psutil.Process) -> bool:

@@ -28,7 +28,7 @@ def test_the_documented_example_parses_with_every_key():
     assert variant.changes.preferred_batch_sizes == (16, 32) and variant.changes_config
     assert variant.changes.max_queue_size == 64 and variant.has_queue_policy_change
     assert parsed.tune_models == ("digits",) and parsed.analyzer is False and parsed.tune_budget_s == 120
-    assert (parsed.tune_leaders, parsed.tune_trials) == (2, 3)
+    assert (parsed.tune_leaders, parsed.tune_trials, parsed.tune_measurement_ms) == (2, 3, 2000)
 
 
 @pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
@@ -89,6 +89,7 @@ def test_bad_scenarios_name_the_value(change, message):
         (MINIMAL + "[tune]\nmodels = ['minilm']\n", "\\['minilm'\\] have no scenario"),
         (MINIMAL + "[tune]\ntrials = 1\n", "\\[tune\\] trials=1: the leaders' intervals need at least 2"),
         (MINIMAL + "[tune]\nleaders = 0\n", "\\[tune\\] leaders=0 must be an integer >= 1"),
+        (MINIMAL + "[tune]\nmeasurement_ms = 0.5\n", "\\[tune\\] measurement_ms=0.5 must be a whole number"),
         (MINIMAL + "[extra]\n", "unknown top-level keys"),
         ("[slo\n", "not valid TOML"),
     ],

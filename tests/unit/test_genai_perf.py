@@ -37,3 +37,21 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, capsys, argv, words):
     assert genai_perf._handler(args) == 2
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1, err
+
+
+def test_a_local_server_loads_the_generator_with_the_steps_its_config_names(tmp_path):
+    repository = GENERATOR_VERSION.parents[1]
+    assert genai_perf.served_models(repository, "text_generator") == (
+        "text_generator",
+        "smollm2_prefill",
+        "smollm2_decode",
+    )
+    (tmp_path / "mine").mkdir()
+    text = (repository / "text_generator" / "config.pbtxt").read_text()
+    renamed = text.replace('"smollm2_prefill"', '"my_prefill"').replace('"smollm2_decode"', '"my_decode"')
+    assert renamed != text
+    (tmp_path / "mine" / "config.pbtxt").write_text(renamed.replace('name: "text_generator"', 'name: "mine"'))
+    assert genai_perf.served_models(tmp_path, "mine") == ("mine", "my_prefill", "my_decode")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.pbtxt").write_text('name: "plain"\nbackend: "python"\n')
+    assert genai_perf.served_models(tmp_path, "plain") == ("*",), "a Python model naming no steps may call any model"

@@ -64,8 +64,8 @@ def test_with_the_callers_stop_request_a_signal_is_left_to_the_caller():
         assert still_running and stop.signum == signal.SIGTERM
 
 
-# The commands that start a server of their own. tests/functional/test_stop_signals.py sends SIGTERM to some of
-# them for real (each a server start on CI); this checks that every one goes through the same lifecycle.
+# The commands that start a server of their own. tests/functional/test_stop_signals.py sends a stop signal to
+# the long-running ones for real; this checks that every one goes through the same lifecycle.
 SERVER_COMMANDS = (
     "serve",
     "loadtest",
