@@ -1,25 +1,18 @@
 """Very short soaks through the command, each on a local server with only digits: one finds its rate itself (the
 closed-loop and open-loop searches against the real server, in a few short steps), then soaks 9 s at that rate in
 3 s windows with memory sampled every second; the report files are written and the three checks computed (not
-required to pass). One soaks at a given rate with perf_analyzer; one is stopped by SIGTERM."""
+required to pass). One soaks at a given rate with perf_analyzer. A soak stopped by SIGTERM once its Locust sends
+(nothing left: server, stubs, shm regions, Locust): tests/functional/test_stop_signals.py."""
 
 import functools
 import itertools
 import json
 import os
-import signal
 import statistics
-import subprocess
-import sys
-import time
 
-import psutil
-
-from deploy.server import PROJECT_ROOT
 from loadtest.drive import target
 from loadtest.measure import saturation
 from loadtest.studies import soak, soak_checks
-from tests.conftest import read_until
 
 
 def verdict_of(data: dict) -> bool:
@@ -146,55 +139,3 @@ def test_a_soak_driven_by_perf_analyzer_has_a_window_per_pass(tmp_path):
     assert 0.8 * 70 * 9 < data["requests"] < 1.2 * 70 * 9
     assert data["server_failures"] == 0 and data["checks"][0]["passed"]
     assert "Open-loop Poisson load from perf_analyzer" in (tmp_path / "digits" / "summary.md").read_text()
-
-
-def test_sigterm_stops_the_server_and_locust_it_started(tmp_path):
-    """A soak stopped by SIGTERM (a CI timeout, ``kill``) leaves no tritonserver, stub or Locust behind."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "loadtest.studies.soak",
-            "--model",
-            "digits",
-            "--minutes",
-            "1",
-            "--saturation-rps",
-            "50",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines, family = [], []
-    try:
-        lines = read_until(proc, "soak digits over", 240)
-        # Locust starts once the payloads are made (the digits samples import torch): wait until it runs.
-        deadline, names = time.monotonic() + 120, ""
-        while "locust" not in names and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.5)
-            family = psutil.Process(proc.pid).children(recursive=True)
-            names = " ".join(" ".join(_cmdline(p)) for p in family)
-        assert "tritonserver" in names and "locust" in names, "".join(lines)
-        time.sleep(2)  # Locust is sending
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:  # a failed check above: stop it the way that also stops its server
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    assert proc.returncode == 128 + signal.SIGTERM, "".join(lines) + proc.stdout.read()
-    assert psutil.wait_procs(family, timeout=15)[1] == []  # every one of them has exited
-
-
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except psutil.Error:  # it exited between the listing and the read
-        return []
