@@ -6,7 +6,9 @@ them, run the pipelines, end with a short Locust load campaign (loadtest/campaig
 report lands in reports/smoke/, stop the server.
 
 ``--http-url`` (with ``--grpc-url`` and ``--metrics-url``) runs the same steps against a server already
-running on that repository; ``--campaign-seconds`` shortens the campaign's scenarios.
+running on that repository; ``--campaign-seconds`` shortens the campaign's scenarios; ``--models digits``
+runs digits' step alone: it exports and loads digits only, and the campaign keeps its scenarios on digits (a
+pipeline's step exports everything and loads the whole repository, as the full demo does).
 
 Exit status: 0 every step passed and the campaign's SLO gate held; 1 an export, the server or the gate
 failed, or a stub process or /dev/shm region was left behind; 2 a bad argument; 128 + the signal (130
@@ -39,11 +41,13 @@ if TYPE_CHECKING:
     from loadtest.drive.target import Endpoints
 
 
-def _export_all(repository) -> None:
+def _export(repository, names: tuple[str, ...] | None) -> None:
+    """Export the catalog entries ``names`` (every entry when None) into ``repository``."""
     from export.pipeline import export_entry
 
     print("== export: each variant checked against eager PyTorch FP32 on random and real data")
-    for entry in catalog.load().values():
+    entries = catalog.load()
+    for entry in entries.values() if names is None else (entries[n] for n in names):
         for done in export_entry(entry, repository):
             state = "up to date" if done.up_to_date else done.result.status
             print(f"  {done.spec.name:<14} {str(done.variant):<17} {state:<10} {done.result.details()}")
@@ -195,15 +199,24 @@ def run(args: argparse.Namespace) -> int:
     if args.campaign_seconds is not None and not args.campaign_seconds > 0:
         print(f"demo: error: --campaign-seconds {args.campaign_seconds:g} must be > 0", file=sys.stderr)
         return ExitStatus.USAGE
-    config = ServerConfig(model_repository=args.repository, cpus=args.server_cpus)
+    models = tuple(dict.fromkeys(args.models or STEPS))
+    # A model of the catalog alone is exported and loaded by name; a pipeline calls models of the whole repository.
+    plain = all(m in catalog.load() for m in models)
     try:
-        _export_all(config.model_repository)
+        config = ServerConfig(
+            model_repository=args.repository, cpus=args.server_cpus, load_models=models if plain else ("*",)
+        )
+    except ValueError as exc:  # a repository that is not a folder, CPUs this machine lacks
+        print(f"demo: error: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+    try:
+        _export(config.model_repository, models if plain else None)
         if args.client_cpus:
             os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
         if args.http_url:
             print(f"\n== serve: the server at HTTP {args.http_url}, gRPC {args.grpc_url}")
             with local_server(None):  # nothing to stop; a signal still unwinds the run once
-                return 1 if _show(Endpoints(args.http_url, args.grpc_url, args.metrics_url), args) else 0
+                return 1 if _show(Endpoints(args.http_url, args.grpc_url, args.metrics_url), args, models) else 0
         print(
             f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
         )
@@ -211,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         with local_server(config) as server:
             try:
                 print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
-                status = _show(Endpoints.of(server), args)
+                status = _show(Endpoints.of(server), args, models)
             finally:
                 print("\n== stop")
         left = server.left_behind
@@ -226,23 +239,37 @@ def run(args: argparse.Namespace) -> int:
     return 1 if left or status else 0
 
 
-def _show(urls: Endpoints, args: argparse.Namespace) -> int:
-    """Every step against the server at ``urls``; the campaign's exit status."""
-    _digits(urls)
-    _image_classifier(urls)
-    _text_embedder(urls)
-    _text_generator(urls)
-    return _campaign(urls, args)
+STEPS = {
+    "digits": _digits,
+    "image_classifier": _image_classifier,
+    "text_embedder": _text_embedder,
+    "text_generator": _text_generator,
+}
+"""The demo's steps, one per public model, in the order they run."""
 
 
-def _campaign(urls: Endpoints, args: argparse.Namespace) -> int:
-    """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop;
-    ``--campaign-seconds`` shortens each scenario (its warmup to a quarter of that), the same runs otherwise."""
+def _show(urls: Endpoints, args: argparse.Namespace, models: tuple[str, ...]) -> int:
+    """The steps of ``models`` against the server at ``urls``; the campaign's exit status."""
+    for name, step in STEPS.items():
+        if name in models:
+            step(urls)
+    return _campaign(urls, args, models)
+
+
+def _campaign(urls: Endpoints, args: argparse.Namespace, models: tuple[str, ...]) -> int:
+    """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop; its
+    scenarios on ``models``; ``--campaign-seconds`` shortens each scenario (its warmup to a quarter of that), the
+    same runs otherwise."""
     from loadtest import campaign
     from loadtest.cli import CAMPAIGNS, REPORTS
     from loadtest.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
+    scenarios = tuple(s for s in smoke.scenarios if s.model in models)
+    if not scenarios:
+        print(f"\n== load campaign {smoke.name!r}: no scenario on {', '.join(models)}; skipped")
+        return 0
+    smoke = dataclasses.replace(smoke, scenarios=scenarios)
     if args.campaign_seconds is not None:
         seconds = args.campaign_seconds
         smoke = dataclasses.replace(
@@ -270,6 +297,13 @@ def register(subparsers) -> None:
     from loadtest.drive import flags
 
     flags.add_server_flags(parser)
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=STEPS,
+        metavar="MODEL",
+        help=f"the steps to run, one per model (default all: {' '.join(STEPS)}); the campaign keeps their scenarios",
+    )
     parser.add_argument(
         "--campaign-seconds",
         type=float,

@@ -145,7 +145,7 @@ def run_worker(master_host: str, master_port: int, processes: int, say=print) ->
                 code = process.wait()
             except BaseException:
                 stop.cleaning_up()
-                _stop_group(process)
+                stop_group(process)
                 raise
             if code == 2:
                 return 2
@@ -161,8 +161,9 @@ def run_worker(master_host: str, master_port: int, processes: int, say=print) ->
             time.sleep(1.0)
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    """SIGTERM (a Locust worker then tells its master it quit), SIGKILL after 10 s."""
+def stop_group(process: subprocess.Popen) -> None:
+    """End ``process``'s group (it was started with ``start_new_session``): SIGTERM (a Locust worker then tells its
+    master it quit), SIGKILL after 10 s."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=10)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +24,8 @@ from pathlib import Path
 from backends import chat
 from deploy.server import PROJECT_ROOT
 from export import config as config_io
-from export.generator import STEP_PARAMETERS
-from loadtest.drive import flags, target
+from export.generator import STEP_PARAMETERS, is_generator
+from loadtest.drive import flags, runner, target
 from tritonkit_errors import ExitStatus
 
 GENAI_PERF = PROJECT_ROOT / ".venv-genai-perf" / "bin" / "genai-perf"
@@ -130,9 +129,10 @@ def served_models(repository: Path, model: str) -> tuple[str, ...]:
     path = Path(repository) / model / "config.pbtxt"
     if not path.is_file():
         return (model,)  # the server's load names what is missing
-    parameters = config_io.parse(path).parameters
-    steps = tuple(parameters[key].string_value for key in STEP_PARAMETERS if key in parameters)
-    return (model, *steps) if steps else ("*",)
+    config = config_io.parse(path)
+    if not is_generator(config):
+        return ("*",)
+    return (model, *(config.parameters[key].string_value for key in STEP_PARAMETERS))
 
 
 def _run_group(cmd: list[str], **popen) -> int:
@@ -143,8 +143,7 @@ def _run_group(cmd: list[str], **popen) -> int:
     try:
         return process.wait()
     except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        runner.stop_group(process)
         raise
 
 

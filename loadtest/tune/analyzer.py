@@ -6,6 +6,10 @@ launch mode, starts our tritonserver through a wrapper script written here. The 
 be compared with the project's own tuner and applied as :meth:`AnalyzerPick.changes` (``ServingChanges``).
 
     tritonkit analyzer digits --budget-ms 5
+
+Exit status: 0 a pick within the budget; 1 no profiled config meets it; 2 a bad argument; 3 Model Analyzer
+missing, failed or past ``--timeout-s``; 128 + the signal (130 Ctrl-C, 143 SIGTERM) when stopped by one, Model
+Analyzer, its server, their stubs and /dev/shm regions ended first.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 import psutil
 import yaml
 
+from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
 from loadtest.drive import flags
@@ -319,15 +324,18 @@ def run_command(args: argparse.Namespace) -> int:
     out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
     started = time.monotonic()
     try:
-        pick = profile(
-            args.model,
-            args.repository,
-            args.budget_ms,
-            out,
-            max_instances=args.max_instances,
-            max_batch_size=args.max_batch_size,
-            timeout_s=args.timeout_s,
-        )
+        # Model Analyzer starts its own server; SIGINT/SIGTERM unwind the run once (128 + signum), and the
+        # unwinding ends Model Analyzer's family (`profile`), as for a command that holds a local server.
+        with local_server(None):
+            pick = profile(
+                args.model,
+                args.repository,
+                args.budget_ms,
+                out,
+                max_instances=args.max_instances,
+                max_batch_size=args.max_batch_size,
+                timeout_s=args.timeout_s,
+            )
     except NoConfigMeetsBudget as exc:
         print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
         return ExitStatus.FAILED

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 import tritonkit_cli
 
 
@@ -30,3 +32,30 @@ def test_the_demo_runs_every_step_and_its_campaign_passes_against_a_running_serv
 def test_the_demo_refuses_a_url_without_the_others_in_one_line(capsys):
     assert demo("--http-url", "127.0.0.1:1") == 2
     assert capsys.readouterr().err.strip() == "demo: error: --http-url needs --grpc-url and --metrics-url too"
+
+
+def test_the_demo_runs_only_the_steps_of_the_models_it_is_given(server, tmp_path, capsys):
+    c = server.config
+    urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
+    only = ["--models", "image_classifier"]
+    status = demo("--repository", str(c.model_repository), *urls, *only, "--reports", str(tmp_path))
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    assert "== image_classifier" in out and "coffee" in out
+    assert not any(f"== {step}" in out for step in ("digits", "text_embedder", "text_generator")), out[-3000:]
+    assert "no scenario on image_classifier; skipped" in out, "smoke.toml has no scenario on image_classifier"
+    assert not (tmp_path / "index.html").exists()
+
+
+def test_the_demo_refuses_a_model_it_has_no_step_for_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        demo("--models", "resnet50")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--models" in err and "'resnet50'" in err, err
+
+
+def test_the_demo_refuses_a_repository_that_is_not_a_folder_in_one_line(tmp_path, capsys):
+    assert demo("--repository", str(tmp_path / "missing"), "--models", "digits") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "missing" in err and "is not a directory" in err, err

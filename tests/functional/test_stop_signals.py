@@ -1,6 +1,7 @@
 """A burst of SIGTERM/SIGINT at a random moment stops `tritonkit serve` (and a measurement's local server)
 cleanly, every time: the process exits and no tritonserver, stub or /dev/shm region is left. So does one
-SIGTERM or SIGINT, once its server is ready, to each long-running command that starts a server of its own, and
+SIGTERM or SIGINT, once its server is ready, to each long-running command that starts a server (its own or
+Model Analyzer's), and
 an exception raised inside the one lifecycle (deploy/lifecycle.py).
 
 Docker, Kubernetes, `timeout` and a person pressing Ctrl-C twice all send more than one signal. A hang shows
@@ -26,7 +27,7 @@ from tests.conftest import read_until, server_config
 
 # Each round is a server start (~8 s on CI): 2 rounds, one while loading and one once ready, each at a moment
 # and with a burst drawn from a fresh seed, so every CI run tries other moments (the per-command test below
-# sends one signal to ten more commands once ready).
+# sends one signal to each long-running command once ready).
 ROUNDS = 2
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -196,9 +197,7 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
 # through the one handler (deploy/signals.py), the burst tests above send both; and the load generator the signal
 # waits for (a word of its command line: Locust, perf_analyzer, GenAI-Perf), which must be gone too, or None
 # (in-process work). capacity imports torch after its server is ready: a signal then must wait for the import.
-# Not here: `demo` (its server loads the whole repository, 1.5-2 min on CI; it goes through the same
-# `local_server`, tests/unit/test_lifecycle.py), `gpu-check --dry-run` (the same) and `analyzer` (Model
-# Analyzer starts and stops its own tritonserver).
+# demo and gpu-check export digits into a folder of their own first; analyzer's server is Model Analyzer's.
 REPO, OUT, TINY = ("--repository", "{repo}"), ("--out", "{out}"), ("--repository", "{tiny}")
 TERM, INT = signal.SIGTERM, signal.SIGINT
 LONG_RUNNING = {
@@ -263,6 +262,19 @@ LONG_RUNNING = {
         INT,
         None,
     ),
+    "demo": (
+        ["tritonkit_cli", "demo"],
+        ["--models", "digits", "--campaign-seconds", "600", "--repository", "{fresh}", "--reports", "{out}"],
+        TERM,
+        "locust_main",
+    ),
+    "gpu-check": (["tritonkit_cli", "gpu-check"], ["{out}", "--dry-run"], INT, None),
+    "analyzer": (
+        ["tritonkit_cli", "analyzer"],
+        ["digits", "--budget-ms", "1000", "--max-instances", "1", "--max-batch-size", "8", *REPO, *OUT],
+        TERM,
+        "perf_analyzer",
+    ),
 }
 
 
@@ -272,7 +284,8 @@ def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(
     repo = _repository_with_digits(tmp_path, repository)
     how, flags, signum, generator = LONG_RUNNING[study]
     tiny = request.getfixturevalue("tiny_generator_repo") if "{tiny}" in flags else None
-    values = {"repo": repo, "out": tmp_path / "out", "tiny": tiny}
+    values = {"repo": repo, "out": tmp_path / "out", "tiny": tiny, "fresh": tmp_path / "fresh"}
+    values["fresh"].mkdir()  # an empty repository: the command exports into it
     argv = [sys.executable, "-m", *how, *(a.format(**values) for a in flags)]
     output = tmp_path / "output.txt"
     with open(output, "w") as sink:  # a file, not a pipe: nobody reads the output while the study runs
@@ -295,7 +308,10 @@ def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(
         assert "Traceback" not in text, where
         assert _alive(server) == [], where
         assert [r for r in regions if Path(r).exists()] == [], where
-        assert _alive(seen.values()) == [], where  # the load generator and anything else it started
+        # The load generator and anything else it started; helpers that end once their parent has (such as
+        # multiprocessing's resource tracker) get the time to notice.
+        psutil.wait_procs(list(seen.values()), timeout=10)
+        assert _alive(seen.values()) == [], where
     finally:
         _stop_everything(proc, seen)
 
@@ -357,11 +373,21 @@ def _in_a_tritonserver_family(p: psutil.Process) -> bool:
 
 def _ready(server: psutil.Process) -> bool:
     try:
-        port = next(a.split("=", 1)[1] for a in server.cmdline() if a.startswith("--http-port="))
+        port = _http_port(server.cmdline())
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2) as response:
             return response.status == 200
-    except (psutil.Error, StopIteration, OSError):
+    except (psutil.Error, ValueError, OSError):
         return False
+
+
+def _http_port(cmdline: list[str]) -> str:
+    """``--http-port=N`` (LocalServer) or ``--http-port N`` (Model Analyzer's local launch)."""
+    for flag, value in zip(cmdline, [*cmdline[1:], ""], strict=True):
+        if flag.startswith("--http-port="):
+            return flag.split("=", 1)[1]
+        if flag == "--http-port":
+            return value
+    raise ValueError("no --http-port")
 
 
 def _shm_regions(processes) -> set[str]:

@@ -79,6 +79,7 @@ SERVER_COMMANDS = (
     "bench-generation",
     "first-request",
     "demo",
+    "analyzer",  # Model Analyzer starts the server; the lifecycle unwinds the command on a signal
 )
 
 
