@@ -321,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    if not (Path(args.repository) / args.model / "config.pbtxt").is_file():
+        found = sorted(p.parent.name for p in Path(args.repository).glob("*/config.pbtxt"))
+        print(
+            f"analyzer: error: model {args.model!r} is not in {args.repository}; models there: {found}", file=sys.stderr
+        )
+        return ExitStatus.USAGE
     out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
     started = time.monotonic()
     try:

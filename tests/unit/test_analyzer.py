@@ -202,3 +202,10 @@ def test_timeout_kills_model_analyzer_and_its_children(tmp_path, monkeypatch):
     assert "Profiling" in info.value.log_tail
     child = int(pids.read_text())
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_model_not_in_the_repository_is_a_bad_argument_in_one_line(tmp_path, capsys):
+    status = analyzer.main(["nosuch", "--budget-ms", "5", "--repository", str(REPOSITORY), "--out", str(tmp_path)])
+    assert status == 2 and not any(tmp_path.iterdir()), "refused before Model Analyzer starts"
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'nosuch' is not in" in err and "digits" in err, err

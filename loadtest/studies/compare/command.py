@@ -139,6 +139,12 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitStatus.USAGE)
     remote = bool(args.http_url)
     repository = Path(args.repository).resolve()
+    if not remote and not (repository / args.model / "config.pbtxt").is_file():
+        print(
+            f"compare: error: model {args.model!r} is not in {repository} (no {args.model}/config.pbtxt)",
+            file=sys.stderr,
+        )
+        return int(ExitStatus.USAGE)
     flags.resolve_cpus(args)
     with tempfile.TemporaryDirectory(prefix="tritonkit-compare-") as staged:
         try:
