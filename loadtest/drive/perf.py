@@ -172,6 +172,23 @@ def write_input_data(path: Path, samples: list[dict[str, np.ndarray]], config=No
     return path
 
 
+def time_limit_s(measurement_ms: float, windows: int, levels: int = 1) -> float:
+    """How long a perf_analyzer run of ``levels`` load levels, each of up to ``windows`` windows of
+    ``measurement_ms``, may take before it counts as hung: twice its windows plus a minute for its start and ramp,
+    two minutes at least. A fixed limit failed every long window (``tritonkit compare --duration 600``: 3 windows
+    of 200 s against 120 s)."""
+    return max(120.0, 60.0 + 2 * levels * windows * measurement_ms / 1000)
+
+
+def _levels(concurrency: int | str) -> int:
+    """The load levels of ``--concurrency-range`` ``concurrency`` (``4``: 1; ``"1:8:2"``: 4)."""
+    parts = [int(p) for p in str(concurrency).split(":")]
+    if len(parts) == 1:
+        return 1
+    start, end, step = (*parts, 1)[:3]
+    return max(1, (end - start) // max(step, 1) + 1)
+
+
 def run(
     model: str,
     url: str,
@@ -181,7 +198,7 @@ def run(
     input_data: Path | None = None,
     shapes: dict[str, list[int]] | None = None,
     measurement_ms: int = 3000,
-    timeout_s: float = 180.0,
+    timeout_s: float | None = None,
     stability_percentage: float = 20.0,
     max_trials: int = 10,
     measurement_request_count: int | None = None,
@@ -207,7 +224,8 @@ def run(
     the CPU time perf_analyzer used, so a caller can tell whether the generator was the bottleneck.
     ``profile_export``: also write ``--profile-export-file`` and read each level's measured requests from it
     (``PerfResult.requests``); the file holds every request's inputs and outputs, so it is read as a stream
-    and deleted with the run's temporary folder.
+    and deleted with the run's temporary folder. ``timeout_s``: how long the run may take before it is ended as
+    hung (default :func:`time_limit_s` of its windows and levels).
     """
     if protocol not in ("grpc", "http"):
         raise ValueError(f"protocol {protocol!r} is not grpc or http")
@@ -217,6 +235,9 @@ def run(
         raise ValueError("give a request_rate or request_intervals, not both")
     if isinstance(concurrency, tuple):
         concurrency = ":".join(str(int(c)) for c in concurrency)
+    if timeout_s is None:
+        levels = 1 if request_rate is not None or request_intervals is not None else _levels(concurrency)
+        timeout_s = time_limit_s(measurement_ms, max_trials, levels)
     if request_intervals is not None:
         load = ["--request-intervals", str(request_intervals)]
     elif request_rate is not None:
@@ -320,7 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", default="1", help="a level or a range a:b:step")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--measurement-ms", type=int, default=3000)
-    parser.add_argument("--timeout-s", type=float, default=180)
+    parser.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        help="end perf_analyzer as hung after this long (default: from its windows)",
+    )
     parser.add_argument("--stability-percentage", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
     add_payload_arguments(parser)

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive.perf import PERF_ANALYZER, output_tail, write_input_data
+from loadtest.drive.perf import PERF_ANALYZER, output_tail, time_limit_s, write_input_data
 
 PASS_LINE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. p99 latency: (\d+) usec")
 NOT_STABLE = "Failed to obtain stable measurement"
@@ -110,8 +110,7 @@ def run(
         input_data = write_input_data(Path(tmp) / "input.json", samples, config) if samples else None
         cmd = command(model, url, protocol, rate, windows, window_s, input_data, binary)
         log(" ".join(cmd))
-        # Each pass takes its window plus a few seconds of perf_analyzer's own bookkeeping.
-        timeout_s = windows * (window_s + 30) + 120
+        timeout_s = time_limit_s(window_s * 1000, windows)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except FileNotFoundError:

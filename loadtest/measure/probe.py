@@ -179,13 +179,6 @@ def _server_view(stats) -> dict[str, float]:
     }
 
 
-def perf_timeout_s(measurement_ms: int, max_trials: int) -> float:
-    """How long a perf_analyzer run of up to ``max_trials`` windows of ``measurement_ms`` may take before it counts
-    as hung: twice its windows plus a minute for its start and ramp, two minutes at least. A fixed limit failed
-    every long window (``tritonkit compare --duration 600``: 3 windows of 200 s against 120 s)."""
-    return max(120.0, 60.0 + 2 * max_trials * measurement_ms / 1000)
-
-
 def with_perf_analyzer(
     endpoints: Endpoints,
     served_model: str,
@@ -208,9 +201,7 @@ def with_perf_analyzer(
     ``request_intervals``: an open loop on that schedule (perf_analyzer's ``--request-intervals`` file) instead
     of a constant ``load.rate``; the schedule's mean rate is to be ``load.rate``, which stays the offered rate
     the sent rate is judged against. ``timeout_s``: how long one perf_analyzer run may take (default
-    :func:`perf_timeout_s`)."""
-    if timeout_s is None:
-        timeout_s = perf_timeout_s(measurement_ms, max_trials)
+    :func:`loadtest.drive.perf.time_limit_s`)."""
     if request_intervals is not None and load.rate is None:
         raise LoadTestError("a request-intervals schedule is an open loop: give the load a rate, not users")
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)

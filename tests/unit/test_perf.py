@@ -151,3 +151,11 @@ def test_a_run_that_writes_no_csv_says_so_even_with_exit_code_0(tmp_path):
         perf.run("digits", "127.0.0.1:1", request_intervals=tmp_path, binary=binary)
     assert "exited with code 0 without writing its CSV" in str(info.value)
     assert "Failed to obtain stable measurement." in str(info.value)
+
+
+def test_perf_analyzers_time_limit_grows_with_its_windows_and_levels():
+    assert perf.time_limit_s(2000, 5) == 120.0  # short windows: two minutes
+    assert perf.time_limit_s(200_000, 3) == 60.0 + 1200.0  # compare --duration 600: 3 windows of 200 s
+    assert perf.time_limit_s(200_000, 3) > 3 * 200
+    assert perf.time_limit_s(30_000, 10, levels=8) == 60.0 + 2 * 8 * 10 * 30  # a concurrency range, level by level
+    assert [perf._levels(c) for c in (4, "4", "1:8", "1:8:1", "1:8:2", "2:32:10")] == [1, 1, 8, 8, 4, 4]
