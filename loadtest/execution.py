@@ -132,7 +132,7 @@ def generator_limit(scenario: Scenario, client: ClientStats, cpu_share: float) -
     sent = client.requests / client.duration_s if rate and client.duration_s > 0 else None
     if sent is not None and keeps_up(sent, rate, client.duration_s):
         sent = None  # within chance of the rate asked for
-    why = probe.saturation(cpu_share, load, sent, client.late_percent)
+    why = probe.saturation(cpu_share, load, sent, client.late_percent, client.scheduled)
     if not why:
         return ""
     return (

@@ -141,15 +141,27 @@ STREAM_FIELDS = ("ttft_p99_ms", "itl_p99_ms", "output_token_throughput")
 """``Measurement``'s stream figures: ``results.STREAM_METRICS``, the figures trials carry for streams."""
 
 
-def saturation(cpu_fraction: float, load: Load, sent_rate: float | None = None, delayed_percent: float = 0.0) -> str:
-    """Why a generator run cannot be trusted to rank configs ("" when it kept up)."""
+def saturation(
+    cpu_fraction: float,
+    load: Load,
+    sent_rate: float | None = None,
+    delayed_percent: float = 0.0,
+    scheduled: int | None = None,
+) -> str:
+    """Why a generator run cannot be trusted to rank configs ("" when it kept up). ``scheduled``: the requests
+    ``delayed_percent`` is a share of, where known (Locust's count): the share then counts only when it is above
+    the limit beyond chance (``evidence.share_lower_bound``), so one late request of a 3 s run at 3 req/s is not
+    a generator that fell behind."""
     reasons = []
     if not math.isnan(cpu_fraction) and cpu_fraction >= CPU_LIMIT:
         reasons.append(f"its CPU at {cpu_fraction:.0%} of its cores")
     if load.rate is not None:
         if sent_rate is not None and sent_rate < RATE_SHORTFALL * load.rate:
             reasons.append(f"sent {sent_rate:.1f} of {load.rate:g} req/s asked")
-        if delayed_percent > DELAYED_LIMIT_PERCENT:
+        late = delayed_percent
+        if scheduled:
+            late = 100.0 * evidence.share_lower_bound(round(delayed_percent * scheduled / 100.0), scheduled)
+        if late > DELAYED_LIMIT_PERCENT:
             reasons.append(f"{delayed_percent:.1f}% of requests sent late")
     return "; ".join(reasons)
 
@@ -345,7 +357,7 @@ def with_locust(
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
-        saturated=saturation(cpu, load, sent, client.late_percent),
+        saturated=saturation(cpu, load, sent, client.late_percent, client.scheduled),
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,

@@ -230,3 +230,17 @@ def test_a_figures_interval_stays_where_the_figure_can_go_and_on_the_verdicts_sc
     assert p99.estimate == pytest.approx(100.0) and p99.low > 0, "latencies: the geometric mean, never below 0"
     rate = evidence.figure_interval("throughput", [1.0, 9.0, 1.0])
     assert rate.low == 0.0 and rate.high > 9.0, "rates: only the floor"
+
+
+@pytest.mark.parametrize(("count", "total"), [(1, 7), (2, 7), (5, 100), (60, 1000), (7, 7), (1, 1)])
+def test_a_shares_lower_bound_is_wilsons_one_sided_bound(count, total):
+    from scipy.stats import binomtest
+
+    # A two-sided 90 % interval's low end is the one-sided 95 % lower bound.
+    expected = binomtest(count, total).proportion_ci(confidence_level=0.90, method="wilson").low
+    assert evidence.share_lower_bound(count, total) == pytest.approx(expected, abs=1e-12)
+    assert evidence.share_lower_bound(count, total) < count / total
+
+
+def test_a_share_of_nothing_has_a_lower_bound_of_zero():
+    assert evidence.share_lower_bound(0, 50) == 0.0 and evidence.share_lower_bound(0, 0) == 0.0

@@ -34,6 +34,15 @@ def test_an_open_loop_that_did_not_send_its_rate_is_saturated():
     assert "CPU at 99%" in both and "sent 1000.0" in both
 
 
+def test_a_late_share_of_a_known_count_counts_only_beyond_chance():
+    load = Load(rate=3)
+    one_of_seven = 100.0 / 7
+    assert probe.saturation(0.2, load, delayed_percent=one_of_seven, scheduled=7) == ""  # a 3 s run at 3 req/s
+    assert "14.3% of requests sent late" in probe.saturation(0.2, load, delayed_percent=one_of_seven, scheduled=700)
+    assert "28.6% of requests sent late" in probe.saturation(0.2, load, delayed_percent=200.0 / 7, scheduled=7)
+    assert "14.3%" in probe.saturation(0.2, load, delayed_percent=one_of_seven)  # perf_analyzer's share: no count
+
+
 def test_a_saturated_or_failed_measurement_is_not_usable():
     good = Measurement(5000, 1.0, 3.0, 0.0, "perf_analyzer", 0.4)
     assert good.usable and good.not_usable_reason == ""
