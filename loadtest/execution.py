@@ -22,7 +22,6 @@ from loadtest.measure import evidence, probe, report, slo
 from loadtest.measure.evidence import Verdict
 from loadtest.measure.results import CampaignResult, RunResult, Trial
 from loadtest.measure.run import measure_trial, run_result
-from loadtest.measure.saturation import keeps_up
 from loadtest.tune.tuning import tune
 from tritonkit_errors import ExitStatus
 
@@ -130,9 +129,7 @@ def generator_limit(scenario: Scenario, client: ClientStats, cpu_share: float) -
     rate = float(shape["rate"]) if shape["kind"] == "open" and shape.get("rate") else None
     load = probe.Load(rate=rate) if rate else probe.Load(users=max(1, scenario.peak_users))
     sent = client.requests / client.duration_s if rate and client.duration_s > 0 else None
-    if sent is not None and keeps_up(sent, rate, client.duration_s):
-        sent = None  # within chance of the rate asked for
-    why = probe.saturation(cpu_share, load, sent, client.late_percent, client.scheduled)
+    why = probe.saturation(cpu_share, load, sent, client.late_percent, client.scheduled, client.duration_s)
     if not why:
         return ""
     return (

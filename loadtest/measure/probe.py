@@ -31,6 +31,7 @@ from loadtest.errors import LoadTestError
 from loadtest.measure import evidence, server_metrics
 from loadtest.measure.results import goodput_of
 from loadtest.measure.run import measure_run
+from loadtest.measure.saturation import keeps_up
 
 CPU_LIMIT = 0.9
 """A generator using this share of its CPUs (or more) is taken to be the bottleneck."""
@@ -147,16 +148,21 @@ def saturation(
     sent_rate: float | None = None,
     delayed_percent: float = 0.0,
     scheduled: int | None = None,
+    measured_s: float | None = None,
 ) -> str:
-    """Why a generator run cannot be trusted to rank configs ("" when it kept up). ``scheduled``: the requests
-    ``delayed_percent`` is a share of, where known (Locust's count): the share then counts only when it is above
-    the limit beyond chance (``evidence.share_lower_bound``), so one late request of a 3 s run at 3 req/s is not
-    a generator that fell behind."""
+    """Why a generator run cannot be trusted to rank configs ("" when it kept up). Where the run's counts are
+    known (Locust's), chance is forgiven: ``measured_s``, the seconds ``sent_rate`` was counted over, lets a
+    Poisson count's shortfall pass (``saturation.keeps_up``); ``scheduled``, the requests ``delayed_percent`` is a
+    share of, makes the share count only when it is above the limit beyond chance (``evidence.share_lower_bound``),
+    so one late request of a 3 s run at 3 req/s is not a generator that fell behind."""
     reasons = []
     if not math.isnan(cpu_fraction) and cpu_fraction >= CPU_LIMIT:
         reasons.append(f"its CPU at {cpu_fraction:.0%} of its cores")
     if load.rate is not None:
-        if sent_rate is not None and sent_rate < RATE_SHORTFALL * load.rate:
+        short = sent_rate is not None and sent_rate < RATE_SHORTFALL * load.rate
+        if short and measured_s and keeps_up(sent_rate, load.rate, measured_s):
+            short = False  # within a Poisson count's chance of the rate asked for
+        if short:
             reasons.append(f"sent {sent_rate:.1f} of {load.rate:g} req/s asked")
         late = delayed_percent
         if scheduled:
@@ -357,7 +363,7 @@ def with_locust(
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
-        saturated=saturation(cpu, load, sent, client.late_percent, client.scheduled),
+        saturated=saturation(cpu, load, sent, client.late_percent, client.scheduled, client.duration_s),
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,

@@ -194,3 +194,13 @@ def test_a_record_written_before_the_stream_figures_loads_without_them():
     m = Measurement.from_dict(old)
     assert m.p99_ms == 9.0 and not m.streamed
     assert all(math.isnan(getattr(m, key)) for key in probe.STREAM_FIELDS)
+
+
+def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_seconds_are_known():
+    load = Load(rate=3)
+    # 6 requests where 6.75 were due on average (3 req/s over 2.25 s): a Poisson count falls that short 45% of
+    # the time, so it is no evidence that the generator fell behind.
+    assert probe.saturation(0.2, load, sent_rate=6 / 2.25, measured_s=2.25) == ""
+    assert probe.saturation(0.2, load, sent_rate=6 / 2.25) == "sent 2.7 of 3 req/s asked"  # seconds unknown
+    many = Load(rate=3000)
+    assert probe.saturation(0.2, many, sent_rate=2700.0, measured_s=10) == "sent 2700.0 of 3000 req/s asked"
