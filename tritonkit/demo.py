@@ -200,13 +200,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: error: --campaign-seconds {args.campaign_seconds:g} must be > 0", file=sys.stderr)
         return ExitStatus.USAGE
     models = tuple(dict.fromkeys(args.models or STEPS))
-    # A model of the catalog alone is exported and loaded by name; a pipeline calls models of the whole repository.
-    plain = all(m in catalog.load() for m in models)
     try:
+        # A model of the catalog alone is exported and loaded by name; a pipeline calls models of the whole
+        # repository.
+        plain = all(m in catalog.load() for m in models)
         config = ServerConfig(
             model_repository=args.repository, cpus=args.server_cpus, load_models=models if plain else ("*",)
         )
-    except ValueError as exc:  # a repository that is not a folder, CPUs this machine lacks
+    except ValueError as exc:  # a bad catalog setting, a repository that is not a folder, CPUs this machine lacks
         print(f"demo: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
     try:
