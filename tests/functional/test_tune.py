@@ -16,7 +16,7 @@ from tests.conftest import server_config, start_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2]
 # Generous: this checks the flow on a shared 2-core machine, not its speed.
-TUNE = ["--slo-p99-ms", "1000", "--users", "4", "--budget-s", "20", "--max-instances", "2", "--measurement-ms", "500"]
+TUNE = ["--slo-p99-ms", "1000", "--users", "4", "--budget-s", "12", "--max-instances", "2", "--measurement-ms", "500"]
 # The leaders' confirmation small: the served config and one leader, 3 interleaved trials each (with 2, t(1) =
 # 12.7 leaves a p99 interval too wide for any verdict but inconclusive).
 TUNE += ["--leaders", "1"]
