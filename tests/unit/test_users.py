@@ -155,3 +155,34 @@ def test_the_http_sender_reads_each_event_as_it_comes(seen):
 
 def test_an_error_event_fails_the_http_request_naming_the_error(seen):
     assert seen["http_error"].startswith("HTTP 200: data: ") and "max_tokens must be > 0" in seen["http_error"]
+
+
+WAIT_PROBE = textwrap.dedent(
+    """
+    import json, time
+    import gevent
+    from loadtest.drive import users
+
+    early, answered = [], []
+    for i in range(30):
+        due = time.monotonic() + 0.003 + 0.0007 * (i % 5)
+        if i % 2:  # an answer in flight: the wait must let it in before the due time
+            gevent.spawn(lambda: answered.append(time.monotonic()))
+        users.wait_until(due, busy=bool(i % 2))
+        early.append(due - time.monotonic())
+        if i % 2:
+            assert answered and answered[-1] <= due, (answered, due)
+    print(json.dumps({"early": early, "answered": len(answered)}))
+    """
+)
+
+
+def test_the_open_loop_never_sends_before_a_request_falls_due_and_lets_answers_in_while_it_waits():
+    """gevent's timer alone wakes up to a millisecond late (a late send counts as latency); ``wait_until`` sleeps
+    on it only until just before the due time and waits out the rest, yielding when answers are in flight."""
+    done = subprocess.run(
+        [sys.executable, "-c", WAIT_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["answered"] == 15
+    assert max(seen["early"]) <= 0  # never before it fell due
