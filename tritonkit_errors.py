@@ -38,8 +38,9 @@ EXIT_MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.USAGE: "bad arguments, settings or input, or any other tritonkit error: one line on stderr naming "
     "the bad value",
     ExitStatus.BROKEN: "a tool failed or is missing: the server, Locust, perf_analyzer or Model Analyzer "
-    "(loadtest, tune, capacity, compare, overload, soak, bench-generation, first-request, analyzer); export: a "
-    "format's toolchain is missing here (the other formats were exported)",
+    "(loadtest, tune, capacity, compare, overload, soak, bench-generation, first-request, analyzer), or the load "
+    "generator was the limit of a run (loadtest, capacity); export: a format's toolchain is missing here (the "
+    "other formats were exported)",
     ExitStatus.INCONCLUSIVE: "inconclusive: the interval straddles a limit (loadtest, capacity, overload) or the "
     "minimum effect (compare); a line says how many more trials would likely settle it",
 }

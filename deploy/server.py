@@ -209,6 +209,8 @@ class LocalServer:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="tritonkit-server-"))
         self.log_path = self.workdir / "tritonserver.log"
+        self.trace_file = self.workdir / "trace" / "trace.json"
+        """Where Triton writes request traces, ``trace.json.N`` beside it (none until a trace level is set)."""
         self.process: subprocess.Popen | None = None
         self._shm_seen: set[str] = set()
         self.supervisor = None
@@ -236,6 +238,10 @@ class LocalServer:
             f"--exit-timeout-secs={cfg.exit_timeout_s}",
             f"--log-verbose={cfg.log_verbose}",
             f"--metrics-config=summary_latencies={'true' if cfg.summary_latencies else 'false'}",
+            # Tracing off, its file set: a file can only be named at start, and a measurement samples each
+            # request's server-side times by turning a model's trace level on for its run (loadtest's trace).
+            f"--trace-config=triton,file={self.trace_file}",
+            "--trace-config=level=OFF",
         ]
         if cfg.model_control_mode == "explicit":
             args += [f"--load-model={name}" for name in cfg.load_models]
@@ -265,6 +271,7 @@ class LocalServer:
         if self.process is not None:
             raise ServerError("server already started")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.trace_file.parent.mkdir(exist_ok=True)
         log = open(self.log_path, "wb")
         try:
             self.process = subprocess.Popen(
@@ -338,6 +345,7 @@ class LocalServer:
             Path(region).unlink(missing_ok=True)
         if self._own_workdir:
             shutil.rmtree(self.workdir / "backends", ignore_errors=True)
+            shutil.rmtree(self.trace_file.parent, ignore_errors=True)
         left = [f"process {p.pid}" for p in alive] + [r for r in self._shm_seen if Path(r).exists()]
         self.left_behind = left
         return left

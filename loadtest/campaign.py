@@ -220,6 +220,13 @@ class Scenario:
             raise CampaignError(f"{where}: retry.backoff_ms={backoff!r} must be a number of ms in [0, 60000)")
         object.__setattr__(self, "retry", {"attempts": attempts, "backoff_ms": backoff})
 
+    def expected_requests(self) -> float:
+        """About how many requests the run sends: the open loop's rate over its duration; a closed loop's users at
+        ``CLOSED_LOOP_RPS_PER_USER`` each, a fast model's pace (inf: no rate to go by, a replay)."""
+        if self.shape["kind"] == "open":
+            return float(self.shape.get("rate", math.inf)) * self.duration_s
+        return self.peak_users * CLOSED_LOOP_RPS_PER_USER * self.duration_s
+
     @property
     def peak_users(self) -> int:
         kind = self.shape["kind"]
@@ -231,6 +238,10 @@ class Scenario:
                 "open": self.processes,
             }[kind]
         )
+
+
+CLOSED_LOOP_RPS_PER_USER = 300.0
+"""A closed-loop user of a fast model sends about this many requests a second (digits here: about 300)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,9 +3,11 @@ interval, and a replica plan. A streamed (decoupled) model may be given stream b
 `--slo-ttft-ms T` (p99 time to first token) and `--slo-itl-ms I` (p99 inter-token latency); a rate then holds
 when every budget given holds, and the answer reports p99 TTFT, p99 ITL and output tokens/s.
 
-Open-loop load (Poisson by default, `--arrival` for another pattern) made by Locust, whose latency counts from
-each request's intended send time, or by perf_analyzer (`--generator perf_analyzer`: a constant rate, or the
-`--arrival` pattern as its `--request-intervals` schedule); `loadtest.measure.capacity.find_capacity` brackets
+Open-loop load made by perf_analyzer for a tensor model (C++: a constant rate, or the `--arrival` pattern as its
+`--request-intervals` schedule) and by Locust for pipelines and streams (Poisson by default, latency counted from
+each request's intended send time); `--generator` picks either. The first run measures the generator's own time
+(its floor: the client's p50/p99 minus Triton's own over the run, from Triton's trace API); a budget of which the
+floor's p99 takes over a quarter is refused (exit 2). `loadtest.measure.capacity.find_capacity` brackets
 the knee (rates doubling), narrows it to 5%, then runs `--trials` rounds at 0.9x, 1x and 1.1x the highest
 passing rate: each round's knee gives the interval, the three-way SLO verdict at 1x (else 0.9x, else 10% lower)
 confirms it.
@@ -15,7 +17,8 @@ scales on) at the rate each replica is planned to carry, as a kustomize patch (p
 FILE`). Report: reports/capacity-NAME/ (results.json, summary.md, capacity.png).
 
 Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every step
-down; 2 bad arguments, or a model that is not in the repository or not served; 3 the server or the load
+down; 2 bad arguments, a model that is not in the repository or not served, or a budget within the generator's
+floor; 3 the server or the load
 generator failed; 4 the verdict at the knee stayed inconclusive.
 """
 
@@ -39,7 +42,7 @@ from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_interv
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity, capacity_report, evidence, generators, replica_plan
+from loadtest.measure import capacity, capacity_report, evidence, generators, probe, replica_plan
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.capacity_result import budget_text
 from loadtest.measure.probe import Load, Measurement
@@ -115,9 +118,9 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--generator",
         choices=generators.GENERATORS,
-        default="locust",
-        help="locust (default: latency from the intended send time) or perf_analyzer (tensor models; a constant "
-        "rate, or the --arrival pattern as its --request-intervals schedule)",
+        help="perf_analyzer (the default for a tensor model: C++, a constant rate, or the --arrival pattern as its "
+        "--request-intervals schedule) or locust (the default for pipelines and streams: latency from each "
+        "request's intended send time)",
     )
     parser.add_argument("--processes", type=int, help="Locust processes (default: one per generator CPU)")
     parser.add_argument("--out", type=Path, help="report folder (default reports/capacity-NAME)")
@@ -139,7 +142,7 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
     for flag, value in _stream_budgets(args):
         if not 0 < value < math.inf:
             raise ValueError(f"{flag} {value:g} must be a number of ms > 0")
-        if args.generator != "locust":
+        if args.generator == "perf_analyzer":
             raise ValueError(f"{flag}: streams are measured by Locust (--generator locust), not {args.generator}")
     if args.trials < 2:
         raise ValueError(f"--trials {args.trials}: an interval needs at least 2 trials")
@@ -198,9 +201,8 @@ def run(args: argparse.Namespace) -> int:
     repository = Path(args.repository).resolve()
     models: tuple[str, ...] = ()
     if not args.http_url:
-        if not (repository / args.model / "config.pbtxt").is_file():
-            found = sorted(p.parent.name for p in repository.glob("*/config.pbtxt"))
-            return _usage(f"model {args.model!r} is not in the repository {repository}; models there: {found}")
+        if missing := target.missing_model(repository, args.model):
+            return _usage(missing)
         try:
             config = config_io.parse(repository / args.model / "config.pbtxt")
             check_stream_budgets(args, config)
@@ -296,7 +298,11 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         # on what the runs measure (no stream figures: the budgets are missed, naming them).
         check_stream_budgets(args, apply.served_config(endpoints.http, args.model, decoupled=True))
     budget = Slo(args.slo_p99_ms, args.max_error_rate, ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
+    if args.generator is None:  # the model's own: perf_analyzer for a tensor model, Locust for the rest
+        args.generator = probe.generator_for_config(apply.served_config(endpoints.http, args.model, decoupled=True))
     measure_at, measured_s, arrivals = _measurer(args, arrival, options, endpoints, out)
+    floor: dict = {}
+    measure_at = floor_guard(measure_at, args.slo_p99_ms, args.generator, floor)
     print(
         f"capacity {args.model}: {budget_text(budget)}, errors <= {budget.max_error_rate:.2%}; {arrivals}, "
         f"{args.generator}, {args.duration:g} s runs from {args.start_rate:g} req/s, "
@@ -321,6 +327,7 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         "generator": args.generator,
         "arrivals": arrivals,
         "duration_s": args.duration,
+        "generator_floor_ms": floor,
         "date": datetime.date.today().isoformat(),
         "commit": _commit(),
     }
@@ -339,6 +346,39 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         print(text)
     print(f"report: {summary} (plot {out / 'capacity.png'}, results {out / 'results.json'})")
     return int(result.status)
+
+
+FLOOR_SHARE = 0.25
+"""A p99 budget of which the generator's own p99 (its floor) takes more than this share is the generator's to meet,
+not the server's: capacity refuses to call that tail the server's knee."""
+
+
+class BudgetInFloor(ValueError):
+    """The budget is within the generator's floor (a bad argument for this generator: exit status 2)."""
+
+
+def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
+    """``measure_at`` that reads the generator's floor off the first run with one (the lowest rate: no queue) into
+    ``floor`` and prints it, and raises ``BudgetInFloor`` when its p99 takes more than ``FLOOR_SHARE`` of the
+    budget."""
+
+    def measure(rate: float) -> Measurement:
+        m = measure_at(rate)
+        if floor or not m.floor_ms:
+            return m
+        floor.update(rate=rate, **m.floor_ms)
+        text = " ".join(f"{k} {v:.3f}" for k, v in m.floor_ms.items())
+        print(f"  generator floor at {rate:g} req/s: {text} ms (client minus Triton's own time)", flush=True)
+        p99 = m.floor_ms.get("p99", 0.0)
+        if p99 > FLOOR_SHARE * budget_ms:
+            better = "use --generator perf_analyzer or a larger budget" if generator != "perf_analyzer" else ""
+            raise BudgetInFloor(
+                f"budget within the generator's floor: {generator}'s own p99 is {p99:.2f} ms of the {budget_ms:g} ms "
+                f"budget (over {FLOOR_SHARE:.0%}) at {rate:g} req/s; {better or 'use a larger budget'}"
+            )
+        return m
+
+    return measure
 
 
 def thin_runs_hint(result: CapacityResult, duration_s: float) -> str:

@@ -30,8 +30,9 @@ interleaved (A B, B A, ...), each trial with its own warm-up left out; with N >=
 
 Exit status: 0 the SLO held; 1 the SLO gate failed (each failing scenario is named, with by how much);
 2 the campaign file, an argument, the model, its payloads or the server's address is invalid; 3 the server
-or Locust failed; 4 inconclusive: no scenario failed but one straddles a limit (each is named, with how
-many more trials would likely settle it).
+or Locust failed, or the load generator (not the server) was the limit of a run that did not fail (its requests
+sent late, its rate short, its slots full or its CPU saturated: each such run is named); 4 inconclusive: no
+scenario failed but one straddles a limit (each is named, with how many more trials would likely settle it).
 """
 
 from __future__ import annotations
@@ -253,12 +254,9 @@ def run(args: argparse.Namespace) -> int:
         models = ()
     else:
         models = needed_models(campaign, args.repository)
-        missing = [m for m in models if m != "*" and not (args.repository / m / "config.pbtxt").is_file()]
+        missing = [why for m in models if m != "*" and (why := target.missing_model(args.repository, m))]
         if missing:
-            return _error(
-                f"model {missing[0]!r} is not in the repository {args.repository}; models there: "
-                f"{sorted(p.parent.name for p in args.repository.glob('*/config.pbtxt'))}"
-            )
+            return _error(missing[0])
         try:  # the payloads against the configs the server will load, before starting it
             check_repository_payloads(campaign, args.repository)
         except (PayloadError, CampaignError) as exc:

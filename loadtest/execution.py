@@ -18,7 +18,7 @@ from loadtest.drive import apply, runner
 from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import check_payloads
 from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence, probe, report, slo
+from loadtest.measure import evidence, probe, report, server_trace, slo
 from loadtest.measure.evidence import Verdict
 from loadtest.measure.results import CampaignResult, RunResult, Trial
 from loadtest.measure.run import measure_trial, run_result
@@ -65,6 +65,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
     originals: dict[str, dict] = {}  # model -> its config before the campaign changed it
     trials: dict[tuple[str, str], list[Trial]] = {}
     runs: dict[tuple[str, str], RunResult] = {}
+    limits: dict[tuple[str, str], str] = {}  # the first trial's generator limit, where one fell behind
     order = schedule(pairs)
     started = time.monotonic()
     try:
@@ -94,13 +95,19 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
             measured = measure_trial(scenario, served, endpoints, work, label, campaign.slo, log)
             if limit := generator_limit(scenario, measured.client, _cpu_share(scenario, usage, wall)):
                 log(f"      {limit}")
+                limits.setdefault((variant.name, scenario.name), limit)
             done = trials.setdefault((variant.name, scenario.name), [])
             done.append(measured)
             if len(done) < scenario.trials:
                 log(f"      {trial_line(measured)}")
+            else:
+                run = runs[(variant.name, scenario.name)] = run_result(scenario, variant, served, done, campaign.slo)
+                run.generator_limit = limits.get((variant.name, scenario.name), "")
+                log(f"      {trial_line(measured)}  {_verdict_text(run)}")
+            if floor := floor_line(measured):
+                log(f"      {floor}")
+            if len(done) < scenario.trials:
                 continue
-            run = runs[(variant.name, scenario.name)] = run_result(scenario, variant, served, done, campaign.slo)
-            log(f"      {trial_line(measured)}  {_verdict_text(run)}")
             if many:
                 log(f"      over {len(done)} trials: {interval_line(run)}")
     finally:
@@ -129,7 +136,8 @@ def generator_limit(scenario: Scenario, client: ClientStats, cpu_share: float) -
     rate = float(shape["rate"]) if shape["kind"] == "open" and shape.get("rate") else None
     load = probe.Load(rate=rate) if rate else probe.Load(users=max(1, scenario.peak_users))
     sent = client.requests / client.duration_s if rate and client.duration_s > 0 else None
-    why = probe.saturation(cpu_share, load, sent, client.late_percent, client.scheduled, client.duration_s)
+    late_of = (client.late, client.scheduled)
+    why = probe.saturation(cpu_share, load, sent, client.late_percent, late_of, client.duration_s, client.dropped)
     if not why:
         return ""
     return (
@@ -149,6 +157,14 @@ def trial_line(t: Trial) -> str:
         f"errors {c.error_rate:.2%}  goodput {t.goodput_share:.2%} ({t.goodput_rps:.1f}/s){batch}{late}"
         + (f"  {stream}" if (stream := report.stream_text(c)) else "")
     )
+
+
+def floor_line(t: Trial) -> str:
+    """The generator's own time in the trial's latencies (``server_trace.floor_text``); "" when unknown."""
+    if not t.server:
+        return ""
+    mean = t.server.breakdown_ms.get("client_network", math.nan)
+    return server_trace.floor_text(t.client.latency_ms, t.server.trace, mean)
 
 
 def interval_line(run: RunResult) -> str:
@@ -199,12 +215,21 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
     """The campaign's SLO verdict (``slo.campaign_verdict``) printed, as the exit status: OK when it passed,
     FAILED naming each failing scenario (and by how much), INCONCLUSIVE naming each scenario that straddles
     a limit and how many more trials would likely settle it."""
-    verdict = slo.campaign_verdict(result, budget)
+    limited = [run for run in result.runs if run.generator_limit]
+    # A run whose generator fell behind measured the generator: judged apart from the runs that measured the server.
+    verdict = slo.campaign_verdict(
+        dataclasses.replace(result, runs=[r for r in result.runs if r not in limited]), budget
+    )
     p99 = f"p99 <= {budget.p99_ms:g} ms" if math.isfinite(budget.p99_ms) else "no p99 budget"
     limits = f"{p99}, error rate <= {budget.max_error_rate:.3%}"
     limits += "".join(f", p99 {n} <= {v:g} ms" for n, v in (("TTFT", budget.ttft_ms), ("ITL", budget.itl_ms)) if v)
     if budget.min_goodput is not None:
         limits += f", goodput >= {budget.min_goodput:.2%}"
+    if limited and verdict.verdict is not Verdict.FAIL:
+        print(f"SLO gate not judged ({limits}): the load generator, not the server, was the limit in:", file=sys.stderr)
+        for run in limited:
+            print(f"  {run.scenario} / {run.variant}: {run.generator_limit}", file=sys.stderr)
+        return ExitStatus.BROKEN
     if verdict.verdict is Verdict.PASS:
         print(f"SLO gate passed: {limits} ({budget.gate})")
         return ExitStatus.OK

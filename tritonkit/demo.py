@@ -41,13 +41,12 @@ if TYPE_CHECKING:
     from loadtest.drive.target import Endpoints
 
 
-def _export(repository, names: tuple[str, ...] | None) -> None:
-    """Export the catalog entries ``names`` (every entry when None) into ``repository``."""
+def _export(repository, entries) -> None:
+    """Export the catalog ``entries`` into ``repository``."""
     from export.pipeline import export_entry
 
     print("== export: each variant checked against eager PyTorch FP32 on random and real data")
-    entries = catalog.load()
-    for entry in entries.values() if names is None else (entries[n] for n in names):
+    for entry in entries:
         for done in export_entry(entry, repository):
             state = "up to date" if done.up_to_date else done.result.status
             print(f"  {done.spec.name:<14} {str(done.variant):<17} {state:<10} {done.result.details()}")
@@ -203,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         # A model of the catalog alone is exported and loaded by name; a pipeline calls models of the whole
         # repository.
-        plain = all(m in catalog.load() for m in models)
+        entries = catalog.load()
+        plain = all(m in entries for m in models)
         config = ServerConfig(
             model_repository=args.repository, cpus=args.server_cpus, load_models=models if plain else ("*",)
         )
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"demo: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
     try:
-        _export(config.model_repository, models if plain else None)
+        _export(config.model_repository, [entries[m] for m in models] if plain else entries.values())
         if args.client_cpus:
             os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
         if args.http_url:

@@ -110,7 +110,8 @@ class ClientStats:
     hdr: str = ""
     """The merged HDR histogram (values in µs), base64 as ``HdrHistogram.encode`` writes it."""
     dropped: int = 0
-    """Open-loop shape only: arrivals not sent because every in-flight slot was busy (counted as failures)."""
+    """Open-loop shape only: arrivals not sent because every in-flight slot was busy (in ``failures`` and
+    ``requests``, not in ``error_rate``: the generator's limit, not the server's error)."""
     errors: dict[str, int] = dataclasses.field(default_factory=dict)
     """Error message (first line) -> count."""
     warmup_requests: int = 0
@@ -164,7 +165,10 @@ class ClientStats:
 
     @property
     def error_rate(self) -> float:
-        return self.failures / self.requests if self.requests else 0.0
+        """Failed / sent: an arrival the generator itself dropped (every in-flight slot busy) never reached the
+        server, so it is the generator's limit (``probe.saturation``), not the server's error."""
+        sent = self.requests - self.dropped
+        return (self.failures - self.dropped) / sent if sent > 0 else 0.0
 
     @property
     def accepted(self) -> int:

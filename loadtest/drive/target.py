@@ -40,6 +40,16 @@ def default_repository() -> Path:
     return Path(os.environ.get("MODEL_REPOSITORY") or DEFAULT_REPOSITORY)
 
 
+def missing_model(repository: Path, model: str) -> str:
+    """Why ``model`` cannot be served from ``repository`` (it has no ``config.pbtxt`` there), naming the models
+    there; "" when it can."""
+    repository = Path(repository)
+    if (repository / model / "config.pbtxt").is_file():
+        return ""
+    found = sorted(p.parent.name for p in repository.glob("*/config.pbtxt"))
+    return f"model {model!r} is not in the repository {repository}; models there: {found}"
+
+
 def parse_cpus(text: str) -> frozenset[int]:
     """``"0"``, ``"0,2"``, ``"2-5"`` -> CPU numbers; the bad part is named."""
     cpus: set[int] = set()

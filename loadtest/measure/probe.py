@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Scenario
+from export.model_kind import is_decoupled
+from loadtest.campaign import CLOSED_LOOP_RPS_PER_USER, Scenario
 from loadtest.drive import perf
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, server_metrics
+from loadtest.measure import evidence, server_metrics, server_trace
 from loadtest.measure.results import goodput_of
 from loadtest.measure.run import measure_run
 from loadtest.measure.saturation import keeps_up
@@ -102,6 +103,9 @@ class Measurement:
     """Streams: p99 inter-token latency (ITL), ms; NaN for any other run, or when no request streamed 2 tokens."""
     output_token_throughput: float = math.nan
     """Streams: output tokens per second of the measured window; NaN for any other run."""
+    floor_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The generator's own time in ``p50_ms`` and ``p99_ms`` (``server_trace.floor_ms``: the client's percentile
+    minus Triton's own over the run); empty where the server gave no trace."""
 
     @property
     def streamed(self) -> bool:
@@ -147,14 +151,16 @@ def saturation(
     load: Load,
     sent_rate: float | None = None,
     delayed_percent: float = 0.0,
-    scheduled: int | None = None,
+    late_of: tuple[int, int] | None = None,
     measured_s: float | None = None,
+    dropped: int = 0,
 ) -> str:
     """Why a generator run cannot be trusted to rank configs ("" when it kept up). Where the run's counts are
     known (Locust's), chance is forgiven: ``measured_s``, the seconds ``sent_rate`` was counted over, lets a
-    Poisson count's shortfall pass (``saturation.keeps_up``); ``scheduled``, the requests ``delayed_percent`` is a
-    share of, makes the share count only when it is above the limit beyond chance (``evidence.share_lower_bound``),
-    so one late request of a 3 s run at 3 req/s is not a generator that fell behind."""
+    Poisson count's shortfall pass (``saturation.keeps_up``); ``late_of``, (requests sent late, requests
+    scheduled), makes the late share count only when it is above the limit beyond chance
+    (``evidence.share_lower_bound``), so one late request of a 3 s run at 3 req/s is not a generator that fell
+    behind."""
     reasons = []
     if not math.isnan(cpu_fraction) and cpu_fraction >= CPU_LIMIT:
         reasons.append(f"its CPU at {cpu_fraction:.0%} of its cores")
@@ -164,11 +170,11 @@ def saturation(
             short = False  # within a Poisson count's chance of the rate asked for
         if short:
             reasons.append(f"sent {sent_rate:.1f} of {load.rate:g} req/s asked")
-        late = delayed_percent
-        if scheduled:
-            late = 100.0 * evidence.share_lower_bound(round(delayed_percent * scheduled / 100.0), scheduled)
+        late = delayed_percent if late_of is None else 100.0 * evidence.share_lower_bound(*late_of)
         if late > DELAYED_LIMIT_PERCENT:
             reasons.append(f"{delayed_percent:.1f}% of requests sent late")
+    if dropped:
+        reasons.append(f"{dropped} arrivals dropped unsent, every in-flight slot busy")
     return "; ".join(reasons)
 
 
@@ -177,6 +183,12 @@ def generator_for(platform: str, decoupled: bool, datatypes: list[str]) -> str:
     if platform in TENSOR_PLATFORMS and not decoupled and "BYTES" not in datatypes:
         return "perf_analyzer"
     return "locust"
+
+
+def generator_for_config(config: dict) -> str:
+    """``generator_for`` a served config as Triton's JSON."""
+    datatypes = [str(t.get("data_type", "")).removeprefix("TYPE_") for t in config.get("input", [])]
+    return generator_for(config.get("platform") or config.get("backend", ""), is_decoupled(config), datatypes)
 
 
 def client_cpus() -> frozenset[int]:
@@ -224,32 +236,28 @@ def with_perf_analyzer(
         raise LoadTestError("a request-intervals schedule is an open loop: give the load a rate, not users")
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     # Open loop: asynchronous requests, or each of perf_analyzer's threads waits for its answer and the
-    # schedule slips (it reports the delayed share). A shared CPU is never steady to perf_analyzer's 10 %:
-    # 50 % over its windows, and once more accepting any spread before giving up.
+    # schedule slips (it reports the delayed share).
     extra = ("--async",) if load.rate is not None else ()
+    per_s = load.rate if load.rate is not None else load.users * CLOSED_LOOP_RPS_PER_USER
+    sample = server_trace.TraceSample(
+        endpoints.http, served_model, server_trace.rate_for(per_s * measurement_ms / 1000 * max_trials)
+    )
     try:
-        for stability in (50, 100):
-            try:
-                result = perf.run(
-                    served_model,
-                    endpoints.url(protocol),
-                    protocol,
-                    concurrency=load.users or 1,
-                    request_rate=load.rate if request_intervals is None else None,
-                    request_intervals=request_intervals,
-                    input_data=input_data,
-                    shapes=shapes,
-                    measurement_ms=measurement_ms,
-                    stability_percentage=stability,
-                    max_trials=max_trials,
-                    timeout_s=timeout_s,
-                    extra_args=extra,
-                    profile_export=math.isfinite(budget_ms),
-                )
-                break
-            except perf.PerfAnalyzerError as exc:
-                if stability == 100 or "stable measurement" not in str(exc):
-                    raise
+        with sample:
+            result = _perf_run(
+                endpoints,
+                served_model,
+                load,
+                protocol,
+                request_intervals,
+                input_data,
+                shapes,
+                measurement_ms,
+                max_trials,
+                timeout_s,
+                extra,
+                budget_ms,
+            )
     except perf.PerfAnalyzerError as exc:
         after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
         failed = Measurement.failed("perf_analyzer", _perf_reason(str(exc)))
@@ -268,10 +276,12 @@ def with_perf_analyzer(
     if result.requests:  # the windows perf_analyzer's figures merge; one load level per run here
         measured = result.requests[0]
         share, rate = evidence.goodput(measured.within(budget_ms), len(measured.latencies_ms), measured.duration_s)
+    p50, p99 = _ms(row.p50_ms), _ms(row.p99_ms)
+    trace = sample.times.quantiles() if sample.times is not None else None
     return Measurement(
         throughput=row.throughput,
-        p50_ms=_ms(row.p50_ms),
-        p99_ms=_ms(row.p99_ms),
+        p50_ms=p50,
+        p99_ms=p99,
         error_rate=stats.failures / handled if handled else 0.0,
         generator="perf_analyzer",
         generator_cpu=round(cpu, 3),
@@ -281,7 +291,48 @@ def with_perf_analyzer(
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
+        floor_ms=server_trace.floor_ms({"p50": p50, "p99": p99}, trace),
     )
+
+
+def _perf_run(
+    endpoints,
+    served_model,
+    load,
+    protocol,
+    request_intervals,
+    input_data,
+    shapes,
+    measurement_ms,
+    max_trials,
+    timeout_s,
+    extra,
+    budget_ms,
+) -> perf.PerfResult:
+    """perf_analyzer's run: a shared CPU is never steady to its 10 %, so 50 % over its windows, and once more
+    accepting any spread before giving up."""
+    for stability in (50, 100):
+        try:
+            return perf.run(
+                served_model,
+                endpoints.url(protocol),
+                protocol,
+                concurrency=load.users or 1,
+                request_rate=load.rate if request_intervals is None else None,
+                request_intervals=request_intervals,
+                input_data=input_data,
+                shapes=shapes,
+                measurement_ms=measurement_ms,
+                stability_percentage=stability,
+                max_trials=max_trials,
+                timeout_s=timeout_s,
+                extra_args=extra,
+                profile_export=math.isfinite(budget_ms),
+            )
+        except perf.PerfAnalyzerError as exc:
+            if stability == 100 or "stable measurement" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 def _perf_reason(message: str) -> str:
@@ -363,9 +414,12 @@ def with_locust(
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
-        saturated=saturation(cpu, load, sent, client.late_percent, client.scheduled, client.duration_s),
+        saturated=saturation(
+            cpu, load, sent, client.late_percent, (client.late, client.scheduled), client.duration_s, client.dropped
+        ),
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
+        floor_ms=server_trace.floor_ms(client.latency_ms, stats.trace),
         **streams,
     )

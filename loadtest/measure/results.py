@@ -47,6 +47,9 @@ class ServerStats:
     """Batch size -> executions of that size during the run (statistics extension, ``batch_stats``)."""
     summary_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     """``summary_latencies`` quantiles of request duration at the end of the run, e.g. ``p99`` (ms)."""
+    trace: dict = dataclasses.field(default_factory=dict)
+    """Triton's own p50/p99 per request over the run from its trace API (``server_trace.ServerTimes.quantiles``:
+    ``traced``, ``request``, ``queue``, ``compute``); empty where the server gives no trace here."""
 
     @property
     def avg_batch(self) -> float:
@@ -147,6 +150,9 @@ class RunResult:
     intervals: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     """Figure (``evidence.METRICS``, and ``STREAM_METRICS`` for streams) -> its interval over the trials
     (``Interval.to_dict``); empty for one."""
+    generator_limit: str = ""
+    """Why the load generator, not the server, limited a trial of this run (``execution.generator_limit``): its
+    figures measured the generator, and the SLO gate does not judge them; "" when it kept up."""
 
     @property
     def passed(self) -> bool:

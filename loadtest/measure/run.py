@@ -13,7 +13,7 @@ from loadtest.drive import apply
 from loadtest.drive.client_stats import ClientStats
 from loadtest.drive.runner import check_payloads, run_locust
 from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence, server_metrics, slo
+from loadtest.measure import evidence, server_metrics, server_trace, slo
 from loadtest.measure.results import RunResult, ServerStats, Trial, goodput_of, pooled
 
 
@@ -31,19 +31,23 @@ def measure_run(
     config = apply.served_config(endpoints.http, served_model)
     samples = check_payloads(scenario, served_model, config)
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
-    client = run_locust(
-        scenario,
-        served_model,
-        endpoints.url(scenario.protocol),
-        work / f"{label}.json",
-        work / f"{label}.log",
-        progress=log,
-        extra_settings=extra_settings,
-        config=config,
-        samples=samples,
-    )
+    rate = server_trace.rate_for(scenario.expected_requests())
+    with server_trace.TraceSample(endpoints.http, served_model, rate, scenario.warmup_s) as traced:
+        client = run_locust(
+            scenario,
+            served_model,
+            endpoints.url(scenario.protocol),
+            work / f"{label}.json",
+            work / f"{label}.log",
+            progress=log,
+            extra_settings=extra_settings,
+            config=config,
+            samples=samples,
+        )
     after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
-    return client, server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
+    server = server_metrics.delta(before, after, client.latency_ms.get("mean", float("nan")))
+    server.trace = traced.times.quantiles() if traced.times is not None else {}
+    return client, server
 
 
 def measure_trial(

@@ -31,7 +31,7 @@ import yaml
 from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
-from loadtest.drive import flags
+from loadtest.drive import flags, target
 from loadtest.errors import TuneError
 from tritonkit_errors import ExitStatus, alias_parser
 
@@ -321,11 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    if not (Path(args.repository) / args.model / "config.pbtxt").is_file():
-        found = sorted(p.parent.name for p in Path(args.repository).glob("*/config.pbtxt"))
-        print(
-            f"analyzer: error: model {args.model!r} is not in {args.repository}; models there: {found}", file=sys.stderr
-        )
+    if missing := target.missing_model(args.repository, args.model):
+        print(f"analyzer: error: {missing}", file=sys.stderr)
         return ExitStatus.USAGE
     out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
     started = time.monotonic()

@@ -265,8 +265,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.out or REPORTS / args.model
     try:
         options = options_from(args, out)
-        if not (options.repository / args.model / "config.pbtxt").is_file() and not args.http_url:
-            raise TuneError(f"model {args.model!r} is not in {options.repository} (no {args.model}/config.pbtxt)")
+        if not args.http_url and (missing := target.missing_model(options.repository, args.model)):
+            raise TuneError(missing)
     except (TuneError, LoadTestError, ValueError) as exc:  # PayloadError is a LoadTestError
         print(f"tune: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE

@@ -17,6 +17,7 @@ from export import catalog
 from loadtest import campaign as campaign_io
 from loadtest.drive.target import Endpoints
 from loadtest.execution import execute
+from loadtest.measure import server_trace
 from loadtest.measure.results import CampaignResult
 
 CAMPAIGN = textwrap.dedent("""
@@ -244,3 +245,20 @@ def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol
     (row,) = csv.DictReader((report / "runs.csv").read_text().splitlines())
     assert float(row["ttft_p99_ms"]) == pytest.approx(client["ttft_ms"]["p99"], abs=1e-3)
     assert int(row["output_tokens"]) == client["output_tokens"] and float(row["output_token_throughput"]) > 0
+
+
+def test_each_run_carries_the_generators_floor_from_tritons_own_trace_of_the_same_run(campaign_run):
+    """The server's side of every run comes from Triton's trace API (every request of these short runs after the
+    warm-up): its mean agrees with Triton's metrics over the same run, it is within the client's time, and the
+    generator's floor (client minus server at p50 and p99) is what is left."""
+    _, out, _, _ = campaign_run
+    result = CampaignResult.load(out / "results.json")
+    for run in result.runs:
+        c, s = run.client, run.server
+        trace = s.trace
+        assert 0 < trace["traced"] <= s.requests + s.failures, run.scenario
+        assert trace["request"]["mean"] == pytest.approx(s.breakdown_ms["request"], rel=0.3), run.scenario
+        assert trace["queue"]["p50"] + trace["compute"]["p50"] <= trace["request"]["p99"]
+        floor = server_trace.floor_ms(c.latency_ms, trace)
+        assert 0 <= floor["p50"] < c.latency_ms["p50"], (run.scenario, floor)
+        assert floor["p50"] == pytest.approx(c.latency_ms["p50"] - trace["request"]["p50"], abs=1e-3)

@@ -10,6 +10,7 @@ import pytest
 import tritonkit_cli
 from loadtest import capacity_cli
 from loadtest.drive.arrivals import parse_arrival
+from loadtest.measure.probe import Measurement
 from tritonkit_errors import ExitStatus
 
 
@@ -110,3 +111,27 @@ def test_a_schedule_spans_the_run_at_the_rate_asked_and_each_run_at_a_rate_plays
     assert at(44.0).read_text() != first
     poisson = _intervals_us(capacity_cli.request_schedules(parse_arrival("poisson"), 50.0, tmp_path / "c")(40.0))
     assert poisson.std() / poisson.mean() == pytest.approx(1.0, rel=0.15)
+
+
+def _measurement(p99_floor: float) -> Measurement:
+    return Measurement(20.0, 2.0, 4.0, 0.0, "locust", floor_ms={"p50": 1.0, "p99": p99_floor})
+
+
+def test_a_budget_within_the_generators_floor_is_refused_naming_the_floor_and_the_way_out(capsys):
+    floor: dict = {}
+    measure = capacity_cli.floor_guard(lambda rate: _measurement(3.0), 10.0, "locust", floor)
+    with pytest.raises(
+        capacity_cli.BudgetInFloor,
+        match="budget within the generator's floor: locust's own p99 is "
+        "3.00 ms of the 10 ms budget .over 25%. at 20 req/s; use --generator perf_analyzer",
+    ):
+        measure(20.0)
+    assert floor == {"rate": 20.0, "p50": 1.0, "p99": 3.0}
+
+
+def test_the_floor_is_read_once_from_the_first_run_that_has_one():
+    floor: dict = {}
+    runs = iter([Measurement.failed("locust", "boom"), _measurement(1.0), _measurement(9.0)])
+    measure = capacity_cli.floor_guard(lambda rate: next(runs), 10.0, "perf_analyzer", floor)
+    measure(20.0), measure(40.0), measure(80.0)  # the third run's floor is a loaded one's: not the floor
+    assert floor == {"rate": 40.0, "p50": 1.0, "p99": 1.0}

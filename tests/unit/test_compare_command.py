@@ -17,7 +17,7 @@ from tritonkit_errors import ExitStatus
         (["--b", "version=2", "--http-url", "127.0.0.1:1"], "need a local server"),
         (["--b", "model=no_such_model"], "no model 'no_such_model'"),
         (["--b-repository", "/no/such/folder"], "is not a folder"),
-        (["--aa", "--repository", "/no/such/folder"], "model 'digits' is not in /no/such/folder"),
+        (["--aa", "--repository", "/no/such/folder"], "model 'digits' is not in the repository /no/such/folder"),
     ],
 )
 def test_a_bad_flag_is_one_line_and_exit_status_2(flags, named, capsys):

@@ -47,3 +47,18 @@ def test_a_straddling_run_exits_inconclusive_with_the_trials_that_would_settle_i
     assert "SLO gate INCONCLUSIVE" in err
     (line,) = [x for x in err.splitlines() if x.startswith("  ")]
     assert line.startswith("  b / v: inconclusive:") and "more trials (14 in all) would likely settle p99" in line
+
+
+def test_a_run_whose_generator_was_the_limit_is_not_judged_and_exits_broken_naming_it(capsys):
+    limited = run_of(FAILING, "b")
+    limited.generator_limit = "the generator, not the server, was the limit (40 arrivals dropped unsent)"
+    assert gate_status(campaign_of(run_of(PASSING, "a"), limited), BUDGET) is ExitStatus.BROKEN
+    err = capsys.readouterr().err
+    assert "SLO gate not judged" in err and "FAILED" not in err
+    assert "  b / v: the generator, not the server, was the limit (40 arrivals dropped unsent)" in err
+
+
+def test_a_failing_run_whose_generator_kept_up_still_fails_the_gate_beside_a_limited_one(capsys):
+    limited = run_of(PASSING, "b")
+    limited.generator_limit = "the generator, not the server, was the limit (its CPU at 97% of its cores)"
+    assert gate_status(campaign_of(run_of(FAILING, "a"), limited), BUDGET) is ExitStatus.FAILED

@@ -37,9 +37,10 @@ def test_an_open_loop_that_did_not_send_its_rate_is_saturated():
 def test_a_late_share_of_a_known_count_counts_only_beyond_chance():
     load = Load(rate=3)
     one_of_seven = 100.0 / 7
-    assert probe.saturation(0.2, load, delayed_percent=one_of_seven, scheduled=7) == ""  # a 3 s run at 3 req/s
-    assert "14.3% of requests sent late" in probe.saturation(0.2, load, delayed_percent=one_of_seven, scheduled=700)
-    assert "28.6% of requests sent late" in probe.saturation(0.2, load, delayed_percent=200.0 / 7, scheduled=7)
+    assert probe.saturation(0.2, load, delayed_percent=one_of_seven, late_of=(1, 7)) == ""  # a 3 s run at 3 req/s
+    many = probe.saturation(0.2, load, delayed_percent=one_of_seven, late_of=(100, 700))
+    assert "14.3% of requests sent late" in many
+    assert "28.6% of requests sent late" in probe.saturation(0.2, load, delayed_percent=200.0 / 7, late_of=(2, 7))
     assert "14.3%" in probe.saturation(0.2, load, delayed_percent=one_of_seven)  # perf_analyzer's share: no count
 
 
@@ -163,7 +164,7 @@ def _locust_run(monkeypatch, streams: list) -> None:
         streams=streams,
         **(stream_summary(streams, 2.0) if streams else {}),
     )
-    server = SimpleNamespace(breakdown_ms={}, avg_batch=1.0, requests=10, failures=0)
+    server = SimpleNamespace(breakdown_ms={}, avg_batch=1.0, requests=10, failures=0, trace={})
     monkeypatch.setattr(probe, "measure_run", lambda *args, **kwargs: (client, server))
 
 

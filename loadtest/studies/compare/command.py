@@ -26,7 +26,6 @@ from pathlib import Path
 
 from export import config as config_io
 from export.errors import ExportError
-from export.model_kind import is_decoupled
 from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
@@ -139,11 +138,8 @@ def run(args: argparse.Namespace) -> int:
         return int(ExitStatus.USAGE)
     remote = bool(args.http_url)
     repository = Path(args.repository).resolve()
-    if not remote and not (repository / args.model / "config.pbtxt").is_file():
-        print(
-            f"compare: error: model {args.model!r} is not in {repository} (no {args.model}/config.pbtxt)",
-            file=sys.stderr,
-        )
+    if not remote and (missing := target.missing_model(repository, args.model)):
+        print(f"compare: error: {missing}", file=sys.stderr)
         return int(ExitStatus.USAGE)
     flags.resolve_cpus(args)
     with tempfile.TemporaryDirectory(prefix="tritonkit-compare-") as staged:
@@ -240,11 +236,7 @@ def _changed(endpoints: Endpoints, arm: ServedArm, original: dict) -> dict:
 
 def _generator(configs: list[dict]) -> str:
     """perf_analyzer when every arm is a tensor model it can drive, else Locust for both: one generator."""
-    kinds = set()
-    for config in configs:
-        datatypes = [str(t.get("data_type", "")).removeprefix("TYPE_") for t in config.get("input", [])]
-        platform = config.get("platform") or config.get("backend", "")
-        kinds.add(probe.generator_for(platform, is_decoupled(config), datatypes))
+    kinds = {probe.generator_for_config(config) for config in configs}
     return "locust" if "locust" in kinds else "perf_analyzer"
 
 

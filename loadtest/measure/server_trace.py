@@ -1,0 +1,183 @@
+"""Triton's own time for each request of a run, from its trace API: the server's side of the generator's floor.
+
+A load generator adds its own time to every latency it reports. Triton's metrics give the server's mean time per
+request, which says where the average goes but not the p50 or p99. Its trace API gives each request's timestamps:
+a local server (``deploy.server.LocalServer``) starts with tracing off and its trace file named (Triton names the
+file only at start), and ``TraceSample`` turns ``TIMESTAMPS`` tracing on for one model for the length of a run,
+every ``rate``-th request, then reads what Triton wrote: each request's time in the server (``REQUEST_START`` to
+``REQUEST_END``), in its queue (``QUEUE_START`` to ``COMPUTE_START``) and in compute (``COMPUTE_START`` to
+``COMPUTE_END``). Triton stamps them on the steady clock, the one ``time.monotonic_ns`` reads on this host, so
+the run's warm-up is left out by time.
+
+The generator's floor (``floor_ms``) is the client's percentile minus the server's at the same percentile, both over
+the same run: the time the client, its library and the loopback add. A server given by URL whose trace file is not
+on this host, or that refuses the trace API (a restricted one), gives no sample; the floor then says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from loadtest.drive.client_stats import percentiles
+
+MAX_TRACED = 4000
+"""Requests traced per run at most (a higher ``rate`` beyond): enough for a p99, little for the server to write."""
+FLUSH_WAIT_S = 2.0
+"""How long to wait for Triton to write the last traces after tracing is turned off."""
+QUANTILES = (50.0, 99.0)
+STAGES = {"request": ("REQUEST_START", "REQUEST_END"), "queue": ("QUEUE_START", "COMPUTE_START")}
+STAGES["compute"] = ("COMPUTE_START", "COMPUTE_END")
+
+
+def rate_for(expected_requests: float) -> int:
+    """Trace every N-th request so that about ``MAX_TRACED`` of ``expected_requests`` are traced (1: all)."""
+    if not expected_requests > MAX_TRACED or math.isinf(expected_requests):
+        return 1
+    return max(1, math.ceil(expected_requests / MAX_TRACED))
+
+
+@dataclasses.dataclass
+class ServerTimes:
+    """Per traced request, ms: its time in the server, its queue and its compute."""
+
+    request_ms: np.ndarray
+    queue_ms: np.ndarray
+    compute_ms: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.request_ms.size)
+
+    def quantiles(self) -> dict[str, object]:
+        """``{"traced": N, "request": {"p50": ms, "p99": ms, "mean": ms}, "queue": {...}, "compute": {...}}``."""
+        out: dict[str, object] = {"traced": self.count}
+        for stage, values in (("request", self.request_ms), ("queue", self.queue_ms), ("compute", self.compute_ms)):
+            if values.size:
+                got = percentiles(values, QUANTILES)
+                out[stage] = {f"p{q:g}": round(v, 4) for q, v in zip(QUANTILES, got, strict=True)}
+                out[stage]["mean"] = round(float(values.mean()), 4)
+        return out
+
+
+def parse(files: list[Path], model: str, since_ns: int = 0) -> ServerTimes:
+    """The requests to ``model`` that started at or after ``since_ns`` in Triton's trace files (a JSON list each
+    of entries for trace ids: one naming the model, others carrying timestamps); requests whose trace was cut
+    (no ``REQUEST_END``) are left out."""
+    names: dict[int, str] = {}
+    stamps: dict[int, dict[str, int]] = {}
+    for path in files:
+        try:
+            entries = json.loads(path.read_text() or "[]")
+        except (OSError, ValueError):
+            continue  # a file Triton was still writing when read: its requests are not in the sample
+        for entry in entries:
+            trace = entry.get("id")
+            if "model_name" in entry:
+                names[trace] = entry["model_name"]
+            for stamp in entry.get("timestamps", ()):
+                stamps.setdefault(trace, {})[stamp["name"]] = int(stamp["ns"])
+    rows = {stage: [] for stage in STAGES}
+    for trace, name in names.items():
+        got = stamps.get(trace, {})
+        if name != model or got.get("REQUEST_START", -1) < since_ns:
+            continue
+        if not all(a in got and b in got for a, b in STAGES.values()):
+            continue
+        for stage, (a, b) in STAGES.items():
+            rows[stage].append((got[b] - got[a]) / 1e6)
+    return ServerTimes(*(np.asarray(rows[s], dtype=np.float64) for s in ("request", "queue", "compute")))
+
+
+class TraceSample:
+    """``with TraceSample(http_url, model, rate, skip_s) as sample``: the model's requests traced for the block;
+    after it, ``sample.times`` (None where the server gives no trace here) and ``sample.why_none``."""
+
+    def __init__(self, http_url: str, model: str, rate: int = 1, skip_s: float = 0.0):
+        self.http_url, self.model, self.rate, self.skip_s = http_url, model, max(1, int(rate)), skip_s
+        self.file: Path | None = None
+        self.since_ns = 0
+        self.times: ServerTimes | None = None
+        self.why_none = ""
+
+    def _settings(self, settings: dict | None = None) -> dict:
+        client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
+        try:
+            if settings is None:
+                return client.get_trace_settings(model_name=self.model)
+            return client.update_trace_settings(model_name=self.model, settings=settings)
+        finally:
+            client.close()
+
+    def _written(self) -> list[Path]:
+        assert self.file is not None
+        return sorted(self.file.parent.glob(f"{self.file.name}.*"))
+
+    def __enter__(self) -> TraceSample:
+        try:
+            named = self._settings().get("trace_file", "")
+        except Exception as exc:  # noqa: BLE001 - a server that refuses the trace API: no sample, said why
+            self.why_none = f"the server refused its trace API ({type(exc).__name__})"
+            return self
+        if not named or not Path(named).parent.is_dir():
+            self.why_none = "the server's trace file is not on this host (start it with --trace-config)"
+            return self
+        self.file = Path(named)
+        for left in self._written():  # an earlier sample's, unread after a failure
+            left.unlink(missing_ok=True)
+        settings = {"trace_level": ["TIMESTAMPS"], "trace_rate": str(self.rate), "trace_count": "-1"}
+        self._settings({**settings, "log_frequency": "500"})
+        self.since_ns = time.monotonic_ns() + int(self.skip_s * 1e9)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.file is None:
+            return
+        with contextlib.suppress(Exception):  # the server may be gone (a failed run): nothing to read then
+            self._settings({"trace_level": ["OFF"]})
+        # Triton writes what it holds when tracing goes off; wait until the files stop growing.
+        deadline, last = time.monotonic() + FLUSH_WAIT_S, None
+        while time.monotonic() < deadline:
+            sizes = [(p.name, p.stat().st_size) for p in self._written() if p.exists()]
+            if sizes and sizes == last:
+                break
+            last = sizes
+            time.sleep(0.1)
+        files = self._written()
+        self.times = parse(files, self.model, self.since_ns)
+        for path in files:
+            path.unlink(missing_ok=True)
+        if self.times.count == 0:
+            self.why_none, self.times = "no request of the run was traced", None
+
+
+def floor_ms(client_ms: dict[str, float], trace: dict | None) -> dict[str, float]:
+    """The generator's floor: the client's p50 and p99 minus the server's at the same percentile over the same
+    run (``ServerTimes.quantiles``); empty without a trace."""
+    if not trace or "request" not in trace:
+        return {}
+    server = trace["request"]
+    out = {}
+    for key in ("p50", "p99"):
+        client = client_ms.get(key, math.nan)
+        if key in server and not math.isnan(client):
+            out[key] = round(max(0.0, client - server[key]), 4)
+    return out
+
+
+def floor_text(client_ms: dict[str, float], trace: dict | None, mean_floor_ms: float = math.nan) -> str:
+    """The floor on one line: its p50 and p99 where the run was traced, else the mean of Triton's metrics."""
+    floor = floor_ms(client_ms, trace)
+    if floor:
+        parts = [f"{k} {v:.3f}" for k, v in floor.items()]
+        return f"generator floor {' '.join(parts)} ms ({trace['traced']} traced)"
+    if not math.isnan(mean_floor_ms):
+        return f"generator floor mean {max(0.0, mean_floor_ms):.3f} ms (no trace: Triton's means)"
+    return ""
