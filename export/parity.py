@@ -94,7 +94,7 @@ def check(zoo: ZooModel, run: Callable, precision: str, max_batch_size: int, see
 def _real_data(zoo: ZooModel, run: Callable, minimum: float) -> dict | None:
     if zoo.real_data_check is None:
         return None
-    expected = _eager(zoo, zoo.reference_inputs)[0].float()
+    expected = _eager(zoo, zoo.reference_inputs)[0].float().cpu()  # eager runs where the export runs (cuda)
     actual = _as_tuple(run(*zoo.reference_inputs))[0].float().cpu()
     if zoo.real_data_check == "top1":
         value = float((expected.argmax(-1) == actual.argmax(-1)).float().mean())

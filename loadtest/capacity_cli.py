@@ -51,6 +51,9 @@ from tritonkit_errors import ExitStatus
 
 REPORTS = Path("reports")
 PA_WINDOWS = 5
+PA_STABLE = 3
+"""perf_analyzer's windows are --duration / 3 long: the three stable ones it reports last --duration, as a Locust
+run does (``tritonkit compare`` does the same)."""
 """perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
@@ -229,11 +232,15 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
             endpoints,
             protocol=args.protocol,
             input_data=perf.write_input_data(out / "input_data.json", payloads(config, options), config),
-            measurement_ms=int(args.duration * 1000),
+            measurement_ms=int(args.duration * 1000 / PA_STABLE),
             max_trials=PA_WINDOWS,
         )
         # Without --arrival: perf_analyzer's own constant rate; with one, that pattern as a schedule.
-        schedule = request_schedules(arrival, args.duration * PA_WINDOWS, out / "schedules") if args.arrival else None
+        schedule = (
+            request_schedules(arrival, args.duration / PA_STABLE * PA_WINDOWS, out / "schedules")
+            if args.arrival
+            else None
+        )
 
         def measure_pa(rate: float) -> Measurement:
             settle(endpoints, args.model)

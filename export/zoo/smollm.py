@@ -180,7 +180,8 @@ class Llama(nn.Module):
 
 
 def _mask_bias(allowed: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(allowed.shape, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    # zeros_like: on the mask's device (a trace on CUDA keeps it there; torch.zeros would make it on the CPU)
+    return torch.zeros_like(allowed, dtype=torch.float32).masked_fill(~allowed, torch.finfo(torch.float32).min)
 
 
 class Prefill(nn.Module):

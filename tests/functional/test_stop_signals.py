@@ -210,7 +210,7 @@ LONG_RUNNING = {
         ["tritonkit_cli", "capacity"],
         ["digits", "--slo-p99-ms", "1000", "--duration", "600", *REPO, *OUT],
         INT,
-        "locust_main",
+        "perf_analyzer",  # capacity's generator for a tensor model
     ),
     "tune": (
         ["tritonkit_cli", "tune"],

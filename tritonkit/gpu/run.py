@@ -53,7 +53,9 @@ def _run(check: Check) -> int:
                 check.skip(name, f"skipped: {blocked or 'serve'} failed")
             else:
                 check.step(name, func, check)
-        if blocked == "environment":
+        if not check.generation:
+            check.skip("generation", "skipped: --no-generation")
+        elif blocked == "environment":
             check.skip("generation", "skipped: environment failed")
         else:  # its own exports and server: it does not need the others'
             check.step("generation", generation.generation, check)

@@ -137,10 +137,21 @@ class Run:
 class Check(Run):
     """The run's state, which every step (a function of this object) reads and fills in."""
 
-    def __init__(self, out_dir: Path, dry_run: bool, models: tuple[str, ...], wheel_dir: Path, keep: bool):
+    def __init__(
+        self,
+        out_dir: Path,
+        dry_run: bool,
+        models: tuple[str, ...],
+        wheel_dir: Path,
+        keep: bool,
+        generation: bool = True,
+    ):
         super().__init__(out_dir, dry_run, models)
         self.wheel_dir = wheel_dir
         self.keep = keep
+        self.generation = generation
+        """False with ``--no-generation``: the generation step is recorded as skipped."""
+        self.results["generation"] = generation
         self.workdir = Path(tempfile.mkdtemp(prefix="tritonkit-gpu-check-"))
         self.repository = self.workdir / "model_repository"
         self.zoo: dict = {}

@@ -15,7 +15,7 @@ from tritonkit.gpu.steps_export import optional_toolchains
 
 
 def wheels(check: Check):
-    rows = wheel_list.plan(check.wheel_dir)
+    rows = wheel_list.plan(check.wheel_dir, needs=wheel_list.needs(check.models, check.generation))
     total = wheel_list.summary(rows)
     check.results["details"]["wheels"] = {"directory": str(check.wheel_dir), "rows": rows, "summary": total}
     if total["no_wheel"] and not check.dry_run:
@@ -39,6 +39,8 @@ def environment(check: Check):
         torch=torch.__version__,
         cuda=torch.version.cuda,
         cuda_available=torch.cuda.is_available(),
+        # PyTorch's defaults, which the served runtime and the throughput figures keep (parity runs without TF32).
+        tf32=f"cudnn {torch.backends.cudnn.allow_tf32}, matmul {torch.backends.cuda.matmul.allow_tf32}",
     )
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)

@@ -67,6 +67,7 @@ def answers(check: Check):
     import torch
 
     from deploy.client import connect, infer
+    from tritonkit.gpu.steps_export import exact_fp32
 
     # The first requests go to the first-request step; this one answers the other variants first.
     checked, problems = [], []
@@ -74,7 +75,7 @@ def answers(check: Check):
         model = check.zoo[name]
         seq = check.sizes.seq_len if model.seq_lengths else None
         inputs = model.random_inputs(check.sizes.answer_batch, seq, torch.Generator().manual_seed(1))
-        with torch.no_grad():
+        with torch.no_grad(), exact_fp32(check.device != "cpu"):  # the reference is FP32, not TF32
             expected = model.module(*[x.to(check.device) for x in inputs])
         expected = expected if isinstance(expected, tuple) else (expected,)
         expected = [e.float().cpu().numpy() for e in expected]

