@@ -315,7 +315,7 @@ def _confirm(result: CapacityResult, settings: _Settings, rate: float, max_step_
 
 def _judged(result: CapacityResult, rate: float, arm: ArmResult, log: Log) -> Confirmation:
     """The SLO verdict over ``arm``'s usable trials at ``rate``, said."""
-    confirmation = Confirmation(rate, arm, slo.verdict(arm.samples(), result.budget))
+    confirmation = Confirmation(rate, arm, slo.verdict(arm.samples(), result.budget, arm.error_counts()))
     log(f"  verdict at {rate:g} req/s: {confirmation.verdict.text()}")
     return confirmation
 

@@ -21,10 +21,22 @@ STREAM_LIMITS = {"p99 TTFT": ("ttft_p99_ms", "ttft_ms"), "p99 ITL": ("itl_p99_ms
 """Limits of streams (decoupled models): limit name -> (the trials' figure, the ``Slo`` budget)."""
 
 
-def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
+def error_interval(samples: dict[str, Sequence[float]], errors: tuple[int, int] | None) -> evidence.Interval:
+    """The error rate the limit judges. With ``errors`` (failed, sent: every request of every trial) it is judged on
+    counts: at a limit of 0, any error fails and none passes (what was counted is the whole question); above 0,
+    on the exact binomial interval of the count (``evidence.count_interval``). Without counts (figures recorded
+    without them), on the interval of the trials' rates."""
+    trials = len(samples["error_rate"])
+    if errors is None:
+        return evidence.figure_interval("error_rate", samples["error_rate"])
+    return evidence.count_interval(*errors, trials)
+
+
+def limits(samples: dict[str, Sequence[float]], slo: Slo, errors: tuple[int, int] | None = None) -> list[Limit]:
     """The SLO's limits on the trials' values (``evidence.METRICS`` keys, ``STREAM_METRICS`` for streams): the
     p99 budget (when finite), the p99 TTFT and ITL budgets (when set; a run without the figure fails them),
-    the error-rate limit, and the goodput floor (when set)."""
+    the error-rate limit (on counts where ``errors``, (failed, sent), is given: ``error_interval``), and the
+    goodput floor (when set)."""
     out = []
     if math.isfinite(slo.p99_ms):
         p99 = evidence.interval(samples["p99_ms"], log=True)
@@ -33,14 +45,11 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo) -> list[Limit]:
         if (budget := getattr(slo, field)) is not None:
             values = samples.get(key, [math.nan])
             out.append(Limit(name, evidence.interval(values, log=True), budget, " ms", log=True))
-    out.append(
-        Limit(
-            "error rate",
-            evidence.figure_interval("error_rate", samples["error_rate"]),
-            slo.max_error_rate,
-            fmt="{:.3%}",
-        )
-    )
+    errors_iv = error_interval(samples, errors)
+    if errors is not None and slo.max_error_rate == 0 and not math.isnan(errors_iv.estimate):
+        point = errors_iv.estimate  # "no error" is judged on what was counted, not on an interval around it
+        errors_iv = dataclasses.replace(errors_iv, low=point, high=point)
+    out.append(Limit("error rate", errors_iv, slo.max_error_rate, fmt="{:.3%}"))
     if slo.min_goodput is not None:
         out.append(
             Limit(
@@ -59,10 +68,11 @@ SAMPLE_OF = {"p99": "p99_ms", "error rate": "error_rate", "goodput": "goodput_sh
 }
 
 
-def verdict(samples: dict[str, Sequence[float]], slo: Slo) -> SloVerdict:
-    """Pass, fail or inconclusive for the trials' values, with how many trials would likely settle it."""
+def verdict(samples: dict[str, Sequence[float]], slo: Slo, errors: tuple[int, int] | None = None) -> SloVerdict:
+    """Pass, fail or inconclusive for the trials' values (the error rate on ``errors``, (failed, sent), where
+    the counts are known), with how many trials would likely settle it."""
     return evidence.judge(
-        limits(samples, slo), {name: samples[key] for name, key in SAMPLE_OF.items() if key in samples}
+        limits(samples, slo, errors), {name: samples[key] for name, key in SAMPLE_OF.items() if key in samples}
     )
 
 
@@ -72,8 +82,10 @@ def run_verdict(run: RunResult, slo: Slo) -> tuple[SloVerdict, list[str]]:
     fails whatever the limits say."""
     # Goodput recounted for this budget only when it is a limit (counting a histogram takes a while).
     floor = slo.min_goodput is not None
-    judged = verdict(run.samples(slo.p99_ms if floor else None, slo.ttft_ms, slo.itl_ms), slo)
     c = run.client
+    sent = c.requests - c.dropped  # a drop never reached the server: the generator's limit, not an error
+    errors = (c.failures - c.dropped, sent) if sent > 0 else None
+    judged = verdict(run.samples(slo.p99_ms if floor else None, slo.ttft_ms, slo.itl_ms), slo, errors)
     if c.requests == 0:
         return dataclasses.replace(judged, verdict=Verdict.FAIL, settle=""), ["no request completed"]
     sentences = [_sentence(limit, c) for limit in judged.limits if limit.verdict is not Verdict.PASS]
@@ -95,8 +107,9 @@ def _sentence(limit: Limit, c) -> str:
         over = iv.estimate - limit.bound
         return f"{value} exceeds the {limit.bound:g} ms budget by {over:.3f} ms ({over / limit.bound:.0%})"
     if limit.name == "error rate":
-        span = _span(iv, "{:.3%}")[2:-1] + "; " if iv.has_interval else ""
-        counts = f"{c.failures} of {c.requests}" + (" in all" if iv.has_interval else "")
+        exact = iv.low < iv.high
+        span = f"{iv.confidence:.0%} CI {iv.low:.3%}-{iv.high:.3%}; " if exact else ""
+        counts = f"{c.failures - c.dropped} of {c.requests - c.dropped}" + (" in all" if iv.trials > 1 else "")
         relation = "exceeds" if failed else "straddles"
         return f"error rate {iv.estimate:.3%} ({span}{counts}) {relation} the limit {limit.bound:.3%}"
     value = f"goodput {iv.estimate:.2%}{_span(iv, '{:.2%}')}"

@@ -51,6 +51,14 @@ class ArmResult:
     def intervals(self) -> dict[str, Interval]:
         return summarize(self.usable)
 
+    def error_counts(self) -> tuple[int, int] | None:
+        """(failed, handled) over the usable trials, from Triton's counters; None where a trial lacks them."""
+        views = [m.server for m in self.usable]
+        if not views or any("requests" not in v or "failures" not in v for v in views):
+            return None
+        failed = sum(int(v["failures"]) for v in views)
+        return failed, failed + sum(int(v["requests"]) for v in views)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,

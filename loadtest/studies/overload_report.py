@@ -20,7 +20,6 @@ from typing import Any
 from loadtest.campaign import Slo
 from loadtest.measure import evidence, slo
 from loadtest.measure.evidence import Interval, Verdict
-from loadtest.measure.saturation import OFFER_SHORTFALL
 from loadtest.measure.study_report import ms_text, save_report
 
 WITH_POLICY, WITHOUT_POLICY = "queue-policy", "no-queue-policy"
@@ -266,8 +265,8 @@ def summary_md(data: dict[str, Any]) -> str:
         "Refusal rate = refused / offered (every arrival). Refused = failures with a retryable status (HTTP 503 "
         '/ gRPC UNAVAILABLE: Triton\'s "Exceeds maximum queue size" and "Request timeout expired"). '
         "Dropped = arrivals the client never sent because all its slots were busy. p99 counts accepted "
-        "(successful) requests only, from the moment each was due. (!) = the client offered under "
-        f"{OFFER_SHORTFALL:.0%} of the target rate.",
+        "(successful) requests only, from the moment each was due. (!) = the client did not keep up with the "
+        "target rate (offered under 95% of it, beyond a Poisson count's chance: saturation.keeps_up).",
         "",
     ]
     refusal_lat = [(r["config"], r["factor"], r["refusal_latency_ms"]) for r in rows if r["refusal_latency_ms"]]

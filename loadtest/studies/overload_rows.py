@@ -16,7 +16,7 @@ from typing import Any
 from loadtest.drive.client_stats import DROPPED, is_refusal
 from loadtest.measure import evidence
 from loadtest.measure.results import RunResult, from_dict
-from loadtest.measure.saturation import OFFER_SHORTFALL
+from loadtest.measure.saturation import keeps_up
 
 
 def unfinished_row(config: str, factor: float, target_rps: float, budget_ms: float, why: str) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def row(
         "refusal_statuses": refusal_statuses,
         "other_statuses": other_statuses,
         "refusal_latency_ms": dict(c.refusal_latency_ms),
-        "client_kept_up": offered_rps >= OFFER_SHORTFALL * target_rps,
+        "client_kept_up": keeps_up(offered_rps, target_rps, duration),
         "server_avg_batch": round(run.server.avg_batch, 2) if run.server else None,
         "server_queue_ms": run.server.breakdown_ms.get("queue") if run.server else None,
     }

@@ -39,15 +39,19 @@ class SideBySide:
     min_effect: float = 0.05
 
     def comparison(self) -> Comparison | None:
-        """Our pick's throughput against Model Analyzer's (paired by round); None without two trials each."""
+        """Our pick's throughput against Model Analyzer's over the rounds where both gave a usable trial (the two
+        ran next to each other: a trial left out on one side leaves its round out on both, so later rounds still
+        pair); None without two such rounds."""
         if self.ours is None or self.theirs is None:
             return None
+        rounds = [
+            (theirs, ours)
+            for theirs, ours in zip(self.theirs.evidence, self.ours.evidence, strict=False)
+            if theirs.usable and ours.usable
+        ]
         try:
             return evidence.compare(
-                "throughput",
-                self.theirs.samples()["throughput"],
-                self.ours.samples()["throughput"],
-                self.min_effect,
+                "throughput", [t.throughput for t, _ in rounds], [o.throughput for _, o in rounds], self.min_effect
             )
         except EvidenceError:
             return None

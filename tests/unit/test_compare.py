@@ -62,3 +62,15 @@ def test_the_side_by_side_verdict_holds_the_error_rate_limit_too():
 def test_no_pick_says_why():
     side = compare.SideBySide(None, None, None, error="no config meets p99 <= 5 ms", slo=Slo(5.0))
     assert "no config meets" in side.text() and math.isnan(side.ratio()) and side.to_dict()["ratio"] is None
+
+
+def test_the_side_by_side_pairs_trials_by_round_when_each_side_lost_a_different_round():
+    """Round 2 is unusable on our side and round 3 on theirs: rounds 1 and 4 pair, as they ran (filtering each
+    side apart would pair our round 3 with their round 2, and our round 4 with their round 4 by luck alone)."""
+    hot = Measurement(1.0, 9.0, 20.0, 0.0, "perf_analyzer", 0.99, saturated="its CPU at 99% of its cores")
+    point = Point("torchscript/fp32", 0, (), 2, 64)
+    ours = pick(point, run(1000, 4.0), hot, run(3000, 4.0), run(1100, 4.0))
+    theirs = pick(point, run(900, 4.0), run(2000, 4.0), hot, run(1000, 4.0))
+    found = compare.SideBySide(ours, theirs, None).comparison()
+    assert found is not None and found.a.trials == 2
+    assert math.isclose(found.change.estimate, math.expm1((math.log(1000 / 900) + math.log(1100 / 1000)) / 2))

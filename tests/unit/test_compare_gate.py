@@ -56,7 +56,27 @@ def test_goodput_is_judged_with_a_budget():
     b = [_m(1.0, goodput=450), _m(1.0, goodput=460), _m(1.0, goodput=440)]
     verdict = gate.judge(_results(a, b), 0.05, budget_ms=5.0)
     goodput = next(c for c in verdict.comparisons if c.metric == "goodput_rps")
-    assert goodput.verdict is Difference.WORSE and not verdict.skipped
+    assert goodput.verdict is Difference.WORSE and set(verdict.skipped) == {"error_rate"}  # no counts here
+
+
+def _counted(failures: int, requests: int = 3000) -> Measurement:
+    return _m(1.0, server={"requests": requests - failures, "failures": failures})
+
+
+def test_a_b_with_a_few_percent_errors_is_worse_whatever_its_latency():
+    verdict = gate.judge(_results([_counted(0)] * 3, [_counted(90), _counted(80), _counted(100)]), 0.05)
+    errors = next(c for c in verdict.comparisons if c.metric == "error_rate")
+    assert errors.verdict is Difference.WORSE and not errors.relative
+    assert errors.a.estimate == 0 and errors.b.estimate == 270 / 9000
+    assert verdict.status is ExitStatus.FAILED  # p50 and throughput are the same
+
+
+def test_error_free_arms_have_no_difference_in_errors_and_a_stray_error_is_no_finding():
+    same = gate.judge(_results([_counted(0)] * 3, [_counted(0)] * 3), 0.05, aa=True)
+    assert {c.metric: c.verdict for c in same.comparisons}["error_rate"] is Difference.SAME
+    assert same.status is ExitStatus.OK
+    stray = gate.judge(_results([_counted(0)] * 3, [_counted(1), _counted(0), _counted(0)]), 0.05)
+    assert {c.metric: c.verdict for c in stray.comparisons}["error_rate"] is Difference.SAME
 
 
 def test_only_rounds_where_both_arms_were_usable_pair_up():

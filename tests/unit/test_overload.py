@@ -4,6 +4,7 @@ import argparse
 import os
 
 import pytest
+from scipy.stats import poisson
 
 from export.spec import QueuePolicy
 from loadtest import campaign
@@ -328,6 +329,21 @@ def test_keeping_up_allows_for_poisson_noise_at_low_rates_only():
     # 1,000 req/s over 8 s: 8,000 +- 89, so the 95% bar holds
     assert saturation.keeps_up(951.0, 1000.0, 8.0) and not saturation.keeps_up(940.0, 1000.0, 8.0)
     assert not saturation.keeps_up(5.0, 10.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("done", "expected"),
+    [(0, 9.0), (1, 9.0), (2, 9.0), (4, 9.0), (9, 9.0), (0, 2.0), (60, 86.4), (70, 86.4), (7500, 8000.0)],
+)
+def test_the_one_kept_up_rule_is_the_exact_poisson_tail_below_ten_expected_and_beyond(done, expected):
+    """Short by more than 5% only as often as a Poisson count of the expected mean falls that low by chance
+    (scipy's exact tail, not a normal approximation, which cannot fail below ten expected: 0 of 9 kept up)."""
+    rule = done >= 0.95 * expected or poisson.cdf(done, expected) >= saturation.POISSON_TAIL
+    assert saturation.keeps_up(done / 8.0, expected / 8.0, 8.0) is bool(rule)
+    if (done, expected) == (0, 9.0):
+        assert not saturation.keeps_up(0.0, 9.0 / 8.0, 8.0)  # e^-9 = 0.00012: fell behind
+    if (done, expected) == (0, 2.0):
+        assert saturation.keeps_up(0.0, 2.0 / 8.0, 8.0)  # e^-2 = 0.135: chance
 
 
 def test_the_p99_trend_is_the_fitted_line_not_two_windows():

@@ -1,9 +1,16 @@
 """The SLO verdict of a run over its trials and the campaign gate over its runs, on recorded trial values."""
 
-from loadtest.campaign import Slo
-from loadtest.measure import slo
+import math
+
+from scipy.stats import binomtest
+
+from loadtest.campaign import Candidate, Scenario, Slo
+from loadtest.measure import evidence, slo
 from loadtest.measure.evidence import Verdict
-from tests.trial_samples import BUDGET, FAILING, PASSING, STRADDLING, campaign_of, run_of
+from loadtest.measure.probe import Measurement
+from loadtest.measure.run import run_result
+from loadtest.measure.trials import ArmResult
+from tests.trial_samples import BUDGET, FAILING, PASSING, STRADDLING, campaign_of, run_of, trial
 
 
 def test_a_run_passes_fails_or_straddles_on_its_trials_interval():
@@ -60,3 +67,41 @@ def test_best_variant_gate_needs_a_passing_variant_per_scenario():
     none = campaign_of(run_of(FAILING, "s", "x", best), run_of([20.0, 21.0], "s", "y", best), budget=best)
     (line,) = slo.gate(none, best)
     assert line.startswith("s: no variant met the SLO; closest x: p99 15.495 ms")
+
+
+def _run_with_errors(failures: list[int], limit: float, requests: int = 1000):
+    shaped = Scenario("s", "digits", "grpc", {"kind": "users", "users": 2}, trials=len(failures))
+    trials = [trial(5.0, requests, f) for f in failures]
+    return run_result(shaped, Candidate("v"), "digits", trials, Slo(p99_ms=10.0, max_error_rate=limit))
+
+
+def test_one_error_under_a_limit_of_zero_is_a_certain_fail_and_none_a_certain_pass():
+    assert _run_with_errors([0, 1, 0], 0.0).verdict == "fail"
+    (sentence,) = _run_with_errors([0, 1, 0], 0.0).slo_violations
+    assert sentence == "error rate 0.033% (1 of 3000 in all) exceeds the limit 0.000%"
+    assert _run_with_errors([0, 0, 0], 0.0).verdict == "pass"
+
+
+def test_three_error_free_trials_of_a_thousand_requests_do_not_prove_a_limit_of_half_a_per_mille():
+    run = _run_with_errors([0, 0, 0], 0.0005)
+    assert run.verdict == "inconclusive"  # 0 of 3000: the exact 95% interval reaches 0.123%
+    assert "0 of 3000 in all) straddles the limit 0.050%" in run.slo_violations[0]
+    assert _run_with_errors([0, 0, 0], 0.002).verdict == "pass"
+    assert _run_with_errors([5, 4, 6], 0.002).verdict == "fail"  # 15 of 3000: its lower bound passes 0.2%
+
+
+def test_the_error_rates_interval_is_the_exact_binomial_one_over_every_request():
+    iv = evidence.count_interval(7, 3000, trials=3)
+    exact = binomtest(7, 3000).proportion_ci(0.95, method="exact")
+    assert (iv.estimate, iv.low, iv.high, iv.trials) == (7 / 3000, exact.low, exact.high, 3)
+    assert math.isnan(evidence.count_interval(0, 0, trials=1).estimate)
+
+
+def test_an_arms_error_count_comes_from_tritons_counters_of_its_usable_trials():
+    def measured(requests: int, failures: int, saturated: str = "") -> Measurement:
+        view = {"requests": requests, "failures": failures}
+        return Measurement(100.0, 1.0, 2.0, 0.0, "perf_analyzer", server=view, saturated=saturated)
+
+    arm = ArmResult("a", [measured(990, 10), measured(1000, 0), measured(5, 995, "its CPU at 99%")])
+    assert arm.error_counts() == (10, 2000)
+    assert ArmResult("b", [Measurement.failed("perf_analyzer", "boom")]).error_counts() is None

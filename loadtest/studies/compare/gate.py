@@ -20,8 +20,18 @@ from loadtest.measure.trials import ArmResult
 from tritonkit_errors import ExitStatus
 
 COMPARED = ("throughput", "p50_ms", "p99_ms", "goodput_rps")
-"""The metrics the gate judges (goodput: successes within the budget per second)."""
-LABELS = {"throughput": "throughput", "p50_ms": "p50", "p99_ms": "p99", "goodput_rps": "goodput"}
+"""The metrics the gate judges on the trials' values (goodput: successes within the budget per second); the error
+rate is judged too, on counts (``error_comparison``)."""
+LABELS = {
+    "throughput": "throughput",
+    "p50_ms": "p50",
+    "p99_ms": "p99",
+    "goodput_rps": "goodput",
+    "error_rate": "errors",
+}
+ERROR_MIN_EFFECT = 0.01
+"""The error-rate change that matters: one percentage point, absolute (a relative change of a rate near 0 means
+nothing). B with a few percent more errors than A is worse whatever its latency."""
 
 
 @dataclasses.dataclass
@@ -130,7 +140,29 @@ def judge(
         comparisons.append(comparison)
         if comparison.verdict is Difference.INCONCLUSIVE:
             settle[metric] = trials_to_settle(comparison, a_values, b_values)
+    errors = error_comparison(a_trials, b_trials)
+    if isinstance(errors, str):
+        skipped["error_rate"] = errors
+    else:
+        comparisons.append(errors)
+        if errors.verdict is Difference.INCONCLUSIVE:
+            settle["error_rate"] = None  # counts, not trials: more requests per trial settle it
     return Verdict(comparisons, skipped, len(a_trials), settle, aa=aa)
+
+
+def error_comparison(a_trials, b_trials) -> Comparison | str:
+    """B's error rate against A's over the paired rounds, on Triton's counts of every request
+    (``evidence.compare_counts``); why not, where a trial has no counts."""
+    counts = []
+    for side in (a_trials, b_trials):
+        views = [m.server for m in side]
+        if any("requests" not in v or "failures" not in v for v in views):
+            return "a trial has no counts of Triton's"
+        failed = sum(int(v["failures"]) for v in views)
+        counts.append((failed, failed + sum(int(v["requests"]) for v in views)))
+    if min(n for _, n in counts) <= 0:
+        return "no request was counted"
+    return evidence.compare_counts("error_rate", counts[0], counts[1], ERROR_MIN_EFFECT)
 
 
 def trials_to_settle(comparison: Comparison, a_values: Sequence[float], b_values: Sequence[float]) -> int | None:
