@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     from loadtest import capacity_cli
     from loadtest import cli as loadtest_cli
     from loadtest.measure import first_request, report
-    from loadtest.studies import bench, genai_perf, generation, overload, soak
+    from loadtest.studies import bench, floor, genai_perf, generation, overload, soak
     from loadtest.studies.compare import command as compare_cli
     from loadtest.tune import analyzer
     from loadtest.tune import command as tune_cli
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.register(subparsers)
     overload.register(subparsers)
     soak.register(subparsers)
+    floor.register(subparsers)
     generation.register(subparsers)
     genai_perf.register(subparsers)
     export_bench.register(subparsers)

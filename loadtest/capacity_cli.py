@@ -29,7 +29,6 @@ import dataclasses
 import datetime
 import math
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -42,7 +41,16 @@ from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_interv
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity, capacity_report, evidence, generators, probe, replica_plan
+from loadtest.measure import (
+    capacity,
+    capacity_report,
+    evidence,
+    generators,
+    probe,
+    replica_plan,
+    server_trace,
+    study_report,
+)
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.capacity_result import budget_text
 from loadtest.measure.probe import Load, Measurement
@@ -336,7 +344,7 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         "duration_s": args.duration,
         "generator_floor_ms": floor,
         "date": datetime.date.today().isoformat(),
-        "commit": _commit(),
+        "commit": study_report.commit(),
     }
     lines = plan(result, args) if result.status is ExitStatus.OK else []
     if lines:
@@ -355,19 +363,14 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
     return int(result.status)
 
 
-FLOOR_SHARE = 0.25
-"""A p99 budget of which the generator's own p99 (its floor) takes more than this share is the generator's to meet,
-not the server's: capacity refuses to call that tail the server's knee."""
-
-
 class BudgetInFloor(ValueError):
     """The budget is within the generator's floor (a bad argument for this generator: exit status 2)."""
 
 
 def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
     """``measure_at`` that reads the generator's floor off the first run with one (the lowest rate: no queue) into
-    ``floor`` and prints it, and raises ``BudgetInFloor`` when its p99 takes more than ``FLOOR_SHARE`` of the
-    budget."""
+    ``floor`` and prints it, and raises ``BudgetInFloor`` when its p99 takes more than ``server_trace.FLOOR_SHARE``
+    of the budget (``server_trace.floor_warning``)."""
 
     def measure(rate: float) -> Measurement:
         m = measure_at(rate)
@@ -376,12 +379,12 @@ def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
         floor.update(rate=rate, **m.floor_ms)
         text = " ".join(f"{k} {v:.3f}" for k, v in m.floor_ms.items())
         print(f"  generator floor at {rate:g} req/s: {text} ms (client minus Triton's own time)", flush=True)
-        p99 = m.floor_ms.get("p99", 0.0)
-        if p99 > FLOOR_SHARE * budget_ms:
+        if server_trace.floor_warning(m.floor_ms, budget_ms):
+            p99, share = m.floor_ms["p99"], server_trace.FLOOR_SHARE
             better = "use --generator perf_analyzer or a larger budget" if generator != "perf_analyzer" else ""
             raise BudgetInFloor(
                 f"budget within the generator's floor: {generator}'s own p99 is {p99:.2f} ms of the {budget_ms:g} ms "
-                f"budget (over {FLOOR_SHARE:.0%}) at {rate:g} req/s; {better or 'use a larger budget'}"
+                f"budget (over {share:.0%}) at {rate:g} req/s; {better or 'use a larger budget'}"
             )
         return m
 
@@ -434,11 +437,3 @@ def plan(result: CapacityResult, args) -> list[str]:
     else:
         lines += ["HPA patch (kustomize):", *patch.rstrip().splitlines()]
     return lines
-
-
-def _commit() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
-    except OSError:
-        return ""
-    return done.stdout.strip()

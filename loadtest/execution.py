@@ -106,6 +106,9 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                 log(f"      {trial_line(measured)}  {_verdict_text(run)}")
             if floor := floor_line(measured):
                 log(f"      {floor}")
+                latest = server_trace.floor_ms(measured.client.latency_ms, measured.server.trace)
+                if warning := server_trace.floor_warning(latest, campaign.slo.p99_ms):
+                    log(f"      note: {warning}")
             if len(done) < scenario.trials:
                 continue
             if many:
@@ -232,6 +235,7 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
         return ExitStatus.BROKEN
     if verdict.verdict is Verdict.PASS:
         print(f"SLO gate passed: {limits} ({budget.gate})")
+        _floor_notes(result, budget)
         return ExitStatus.OK
     if verdict.verdict is Verdict.FAIL:
         print(f"SLO gate FAILED ({limits}, gate {budget.gate}):", file=sys.stderr)
@@ -241,4 +245,12 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
         status = ExitStatus.INCONCLUSIVE
     for line in verdict.lines:
         print(f"  {line}", file=sys.stderr)
+    _floor_notes(result, budget)
     return status
+
+
+def _floor_notes(result: CampaignResult, budget: Slo) -> None:
+    """A line per judged run whose generator's own p99 took much of the budget (``server_trace.floor_warning``)."""
+    for run in result.runs:
+        if warning := server_trace.floor_warning(run.generator_floor_ms, budget.p99_ms):
+            print(f"  note: {run.scenario} / {run.variant}: {warning}", file=sys.stderr)

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from jinja2 import Environment
 
 from loadtest.drive import flags
@@ -67,6 +68,7 @@ RUN_FIELDS = (
     + [f"{k}_ms" for k in LATENCY_KEYS]
     + ["server_requests", "server_inferences", "server_executions", "server_avg_batch"]
     + [f"{k}_ms" for k in BREAKDOWN_KEYS]
+    + ["generator_floor_p50_ms", "generator_floor_p99_ms"]
     + ["goodput_share", "goodput_rps", "trials"]
     + [f"{m}_{end}" for m in evidence.METRICS for end in ("low", "high")]
     + ["slo_passed", "slo_verdict", "slo_violations"]
@@ -109,6 +111,7 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
             }
         )
         row.update({f"{k}_ms": _fmt(s.breakdown_ms.get(k)) if s else "" for k in BREAKDOWN_KEYS})
+        row.update({f"generator_floor_{k}_ms": _fmt(run.generator_floor_ms.get(k)) for k in ("p50", "p99")})
         row.update({"goodput_share": _fmt(run.goodput_share, 6), "goodput_rps": _fmt(run.goodput_rps)})
         row["trials"] = len(run.all_trials())
         for metric in evidence.METRICS:
@@ -299,6 +302,36 @@ def _goodput_note(result: CampaignResult) -> str:
     return GOODPUT_NOTE
 
 
+FLOOR_HEADERS = [
+    "run",
+    "client p50 ms",
+    "Triton p50 ms",
+    "floor p50 ms",
+    "client p99 ms",
+    "Triton p99 ms",
+    "floor p99 ms",
+]
+FLOOR_NOTE = (
+    "Triton's own time per request from its trace API over each run (`loadtest/measure/server_trace.py`), and the "
+    "generator's floor: the client's percentile minus Triton's, the time the load generator, its library, the "
+    "loopback and Triton's frontend add (the median over traced trials; a difference of percentiles)."
+)
+
+
+def _floor_table(result: CampaignResult) -> list[list[str]]:
+    rows = []
+    for run in result.runs:
+        traced = [t.server.trace["request"] for t in run.all_trials() if t.server and "request" in t.server.trace]
+        if not traced or not run.generator_floor_ms:
+            continue
+        server = {k: float(np.median([q[k] for q in traced])) for k in ("p50", "p99")}
+        cells = [_label(run)]
+        for k in ("p50", "p99"):
+            cells += [_fmt(_lat(run, k)), _fmt(server[k]), _fmt(run.generator_floor_ms.get(k))]
+        rows.append(cells)
+    return rows
+
+
 def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     lines = [
         f"# Load campaign `{result.campaign}`",
@@ -327,6 +360,9 @@ def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
     ]
     time_rows = _time_table(result)
     lines += _md_table(TIME_HEADERS, time_rows) if time_rows else ["No run has server stats."]
+    floor_rows = _floor_table(result)
+    if floor_rows:
+        lines += ["", "## The load generator's floor", "", FLOOR_NOTE, ""] + _md_table(FLOOR_HEADERS, floor_rows)
     lines += ["", "## SLO verdict", ""]
     for run in result.runs:
         lines.append(f"- **{_label(run)}**: {run.outcome}")

@@ -150,6 +150,9 @@ class RunResult:
     intervals: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     """Figure (``evidence.METRICS``, and ``STREAM_METRICS`` for streams) -> its interval over the trials
     (``Interval.to_dict``); empty for one."""
+    generator_floor_ms: dict[str, float] = dataclasses.field(default_factory=dict)
+    """The generator's own time in the latencies (``server_trace.floor_ms``), the median over the trials that were
+    traced: ``p50``, ``p99``; empty where the server gave no trace."""
     generator_limit: str = ""
     """Why the load generator, not the server, limited a trial of this run (``execution.generator_limit``): its
     figures measured the generator, and the SLO gate does not judge them; "" when it kept up."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from loadtest.campaign import Candidate, Scenario, Slo
 from loadtest.drive import apply
 from loadtest.drive.client_stats import ClientStats
@@ -88,6 +90,11 @@ def run_result(
         run.intervals = {
             metric: evidence.figure_interval(metric, values).to_dict() for metric, values in run.samples().items()
         }
+    floors = [server_trace.floor_ms(t.client.latency_ms, t.server.trace) for t in trials if t.server]
+    floors = [f for f in floors if f]
+    run.generator_floor_ms = (
+        {k: float(np.median([f[k] for f in floors if k in f])) for k in ("p50", "p99")} if floors else {}
+    )
     # The trials' counts added (a share is within / requests), rather than counting the merged histogram again.
     within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)
     run.goodput_share, run.goodput_rps = evidence.goodput(within, client.requests, client.duration_s)

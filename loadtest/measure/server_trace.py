@@ -28,6 +28,9 @@ import tritonclient.http as httpclient
 
 from loadtest.drive.client_stats import percentiles
 
+FLOOR_SHARE = 0.25
+"""A p99 budget of which the generator's own p99 (its floor) takes more than this share is mostly the generator's
+to meet: a run says so, and capacity refuses to call that tail the server's knee."""
 MAX_TRACED = 4000
 """Requests traced per run at most (a higher ``rate`` beyond): enough for a p99, little for the server to write."""
 FLUSH_WAIT_S = 2.0
@@ -181,3 +184,14 @@ def floor_text(client_ms: dict[str, float], trace: dict | None, mean_floor_ms: f
     if not math.isnan(mean_floor_ms):
         return f"generator floor mean {max(0.0, mean_floor_ms):.3f} ms (no trace: Triton's means)"
     return ""
+
+
+def floor_warning(floor: dict[str, float], budget_ms: float, generator: str = "the load generator") -> str:
+    """One sentence when the floor's p99 takes more than ``FLOOR_SHARE`` of a finite ``budget_ms``; "" otherwise."""
+    p99 = floor.get("p99", math.nan)
+    if not math.isfinite(budget_ms) or not p99 > FLOOR_SHARE * budget_ms:
+        return ""
+    return (
+        f"{generator}'s own p99 is {p99:.2f} ms of the {budget_ms:g} ms budget (over {FLOOR_SHARE:.0%}): "
+        "the p99 judged is largely the generator's"
+    )

@@ -55,3 +55,14 @@ def save_report(
         path.write_text(text(data), newline="")
         written.append(path)
     return written + drawn
+
+
+def commit() -> str:
+    """This checkout's short commit, for a report that says what produced its figures ("" outside git)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+    except OSError:
+        return ""
+    return done.stdout.strip()

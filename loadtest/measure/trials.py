@@ -107,7 +107,11 @@ def line(m: Measurement) -> str:
         return m.not_usable_reason
     good = "" if math.isnan(m.goodput_share) else f"  goodput {m.goodput_share:.1%}"
     text = f"{m.throughput:,.1f}/s  p50 {m.p50_ms:.3f} ms  p99 {m.p99_ms:.3f} ms  errors {m.error_rate:.2%}{good}"
-    return f"{text}  {stream_figures(m)}" if m.streamed else text
+    if m.streamed:
+        text = f"{text}  {stream_figures(m)}"
+    if m.floor_ms:  # the generator's own time in those latencies (server_trace.floor_ms)
+        text += "  (generator floor " + " ".join(f"{k} {v:.3f}" for k, v in m.floor_ms.items()) + " ms)"
+    return text
 
 
 def stream_figures(m: Measurement) -> str:

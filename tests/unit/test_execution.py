@@ -62,3 +62,12 @@ def test_a_failing_run_whose_generator_kept_up_still_fails_the_gate_beside_a_lim
     limited = run_of(PASSING, "b")
     limited.generator_limit = "the generator, not the server, was the limit (its CPU at 97% of its cores)"
     assert gate_status(campaign_of(run_of(FAILING, "a"), limited), BUDGET) is ExitStatus.FAILED
+
+
+def test_a_passing_run_whose_generator_took_much_of_the_budget_is_named_in_a_note(capsys):
+    heavy, light = run_of(PASSING, "a"), run_of(PASSING, "b")
+    heavy.generator_floor_ms, light.generator_floor_ms = {"p50": 1.2, "p99": 3.1}, {"p50": 0.4, "p99": 0.9}
+    assert gate_status(campaign_of(heavy, light), BUDGET) is ExitStatus.OK
+    err = capsys.readouterr().err
+    assert "  note: a / v: the load generator's own p99 is 3.10 ms of the 10 ms budget (over 25%)" in err
+    assert "b / v" not in err

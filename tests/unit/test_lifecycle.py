@@ -74,6 +74,7 @@ SERVER_COMMANDS = (
     "capacity",
     "overload",
     "soak",
+    "floor",
     "genai-perf",
     "bench",
     "bench-generation",

@@ -69,3 +69,12 @@ def test_the_floor_line_falls_back_to_the_means_without_a_trace():
 @pytest.mark.parametrize(("expected", "rate"), [(100, 1), (4000, 1), (4001, 2), (40_000, 10), (math.inf, 1)])
 def test_a_long_run_is_traced_every_nth_request_to_keep_the_sample_near_its_size(expected, rate):
     assert server_trace.rate_for(expected) == rate
+
+
+def test_a_floor_over_a_quarter_of_the_budget_is_named_and_one_under_it_is_not():
+    assert server_trace.floor_warning({"p50": 1.0, "p99": 3.0}, 10.0, "locust") == (
+        "locust's own p99 is 3.00 ms of the 10 ms budget (over 25%): the p99 judged is largely the generator's"
+    )
+    assert server_trace.floor_warning({"p50": 1.0, "p99": 2.5}, 10.0) == ""
+    assert server_trace.floor_warning({"p99": 3.0}, math.inf) == ""  # no budget: nothing to take a share of
+    assert server_trace.floor_warning({}, 10.0) == ""
