@@ -142,18 +142,28 @@ class CapacityResult:
 
     @property
     def knee_applies(self) -> bool:
-        """The rounds located the knee: some crossed the budget, and the verdict passed at one of their rates
-        (after a step down below them, the knee lies between that rate and the rounds')."""
+        """The rounds located the knee: some crossed the budget within their rates, or some crossed below them
+        and others not by the top (the budget sits where the p99 wanders across it), and the verdict passed at one
+        of their rates (after a step down below them, the knee lies between that rate and the rounds')."""
         k, confirmed = self.knee, self.confirmed
         if k is None or confirmed is None or not k.interval.trials or confirmed.rate < k.rates[0]:
             return False
-        return k.censored < len(k.rounds)
+        return not self.knee_above
+
+    @property
+    def knee_above(self) -> bool:
+        """The knee's rounds ran and none crossed the budget, and the verdict passed at their rates: the capacity
+        lies above them (a lower bound), whatever the throughput's interval at the rate confirmed."""
+        k, confirmed = self.knee, self.confirmed
+        if k is None or confirmed is None or not k.rounds or confirmed.rate < k.rates[0]:
+            return False
+        return all(r.censored == "above" for r in k.rounds)
 
     def _why_no_knee(self) -> str:
         rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
         if self.confirmed is not None and self.confirmed.rate < self.knee.rates[0]:
             return f"the verdict passed only below the knee's rounds at {rates} req/s"
-        return f"no round at {rates} req/s crossed the budget"
+        return f"no round at {rates} req/s crossed the budget: the knee lies above"
 
     @property
     def plan_rate(self) -> float | None:
@@ -173,18 +183,25 @@ class CapacityResult:
         b = budget_text(self.budget)
         if self.status is ExitStatus.OK and self.capacity is not None:
             iv, confirmed = self.capacity, self.confirmed
-            head = "at least " if self.lower_bound_only else ""
+            head = "at least " if self.lower_bound_only or self.knee_above else ""
             if not self.knee_applies:
                 span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 trial, no interval"
-                where = f"{iv.trials} trials at {confirmed.rate:g} req/s offered"
+                # The interval of the throughput sustained at one offered rate (how steady it was), not of the
+                # capacity: the knee lies above the rounds, so the answer is a lower bound.
+                what = "the throughput of " if self.knee_above else ""
+                where = f"{what}{iv.trials} trials at {confirmed.rate:g} req/s offered"
                 if self.knee is not None:
                     where += f"; {self._why_no_knee()}"
             else:
                 span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 round, no interval"
                 rates = "/".join(f"{r:.0f}" for r in self.knee.rates)
                 where = f"the knee of {iv.trials} rounds at {rates} req/s; verdict pass at {confirmed.rate:g} req/s"
-                if self.knee.censored:
-                    where += f"; {self.knee.censored} rounds did not cross the budget"
+                below = sum(1 for r in self.knee.rounds if r.censored == "below")
+                above = sum(1 for r in self.knee.rounds if r.censored == "above")
+                if below:
+                    where += f"; {_rounds(below)} crossed the budget below {self.knee.rates[0]:g} req/s"
+                if above:
+                    where += f"; {_rounds(above)} did not cross it by {self.knee.rates[-1]:g} req/s"
             holds = f"{b} holds up to {head}{iv.estimate:.1f} req/s"
             streams = self.stream_text()
             at = f"; at {confirmed.rate:g} req/s: {streams}" if streams else ""
@@ -245,3 +262,7 @@ class CapacityResult:
             "notes": list(self.notes),
             **({"streams": streams} if (streams := self.streams()) else {}),  # streamed models only
         }
+
+
+def _rounds(n: int) -> str:
+    return f"{n} round" if n == 1 else f"{n} rounds"

@@ -2,10 +2,13 @@
 counts on, the one sentence, the results.json form, and the capacity when the verdict passed only below the
 knee's rounds."""
 
+import dataclasses
+
 import pytest
 
 from loadtest.campaign import Slo
 from loadtest.measure.capacity import find_capacity
+from loadtest.measure.knee import RoundKnee
 from loadtest.measure.probe import Measurement
 from tests.capacity_samples import BUDGET, Curve, m, quiet
 from tritonkit_errors import ExitStatus
@@ -79,3 +82,32 @@ def test_a_ttft_budget_no_rate_meets_is_named_with_the_lowest_rates_ttft():
     sentence = result.sentence()
     assert sentence.startswith("no rate meets p99 <= 1000 ms, p99 TTFT <= 20 ms: the lowest probed, 20 req/s, had p99")
     assert ", p99 TTFT 80.000 ms (95% CI 80.000-80.000, 2 trials)" in sentence  # its trials' TTFT
+
+
+def test_when_no_round_crossed_the_budget_the_answer_is_a_lower_bound_not_the_throughputs_interval():
+    """Every round passed at every rate: the knee lies above them. The throughput at the confirmed rate is steady
+    to a fraction of a per cent under a constant-rate generator, which says nothing of how far the capacity moves
+    between runs: the answer says "at least" and names that interval for what it is."""
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
+    result.knee = dataclasses.replace(result.knee, rounds=[RoundKnee(r.rate, "above") for r in result.knee.rounds])
+    assert result.knee_above and not result.knee_applies
+    sentence = result.sentence("constant-rate arrivals (perf_analyzer)")
+    assert sentence.startswith(f"p99 <= 50 ms holds up to at least {result.throughput.estimate:.1f} req/s (95% CI ")
+    assert f"the throughput of 3 trials at {result.rate:g} req/s offered; no round at " in sentence
+    assert "crossed the budget: the knee lies above" in sentence
+
+
+def test_rounds_that_cross_below_and_above_the_rates_still_locate_the_knee_and_the_plan_takes_its_lower_bound():
+    """Seen with perf_analyzer on digits under 10 ms: the p99 wandered across the budget between 2,304 and 2,816
+    req/s, three rounds crossing below the lowest rate and two not by the highest. The knee's interval is wide,
+    and it, not the throughput at the confirmed rate (steady to 0.03%), is the answer a plan may count on."""
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
+    low, high = result.knee.rates[0] * 0.9, result.knee.rates[-1] * 1.1
+    rounds = [RoundKnee(low, "below"), RoundKnee(high, "above"), RoundKnee(low, "below")]
+    result.knee = dataclasses.replace(result.knee, rounds=rounds)
+    assert result.knee_applies and not result.knee_above and result.capacity is result.knee.interval
+    assert result.plan_rate == min(result.knee.interval.low, result.confirmed.throughput.estimate)
+    sentence = result.sentence()
+    assert "at least" not in sentence
+    assert f"2 rounds crossed the budget below {result.knee.rates[0]:g} req/s" in sentence
+    assert f"1 round did not cross it by {result.knee.rates[-1]:g} req/s" in sentence
