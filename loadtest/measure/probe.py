@@ -242,22 +242,28 @@ def with_perf_analyzer(
     sample = server_trace.TraceSample(
         endpoints.http, served_model, server_trace.rate_for(per_s * measurement_ms / 1000 * max_trials)
     )
+
+    def run_at(stability: int) -> perf.PerfResult:
+        return perf.run(
+            served_model,
+            endpoints.url(protocol),
+            protocol,
+            concurrency=load.users or 1,
+            request_rate=load.rate if request_intervals is None else None,
+            request_intervals=request_intervals,
+            input_data=input_data,
+            shapes=shapes,
+            measurement_ms=measurement_ms,
+            stability_percentage=stability,
+            max_trials=max_trials,
+            timeout_s=timeout_s,
+            extra_args=extra,
+            profile_export=math.isfinite(budget_ms),
+        )
+
     try:
         with sample:
-            result = _perf_run(
-                endpoints,
-                served_model,
-                load,
-                protocol,
-                request_intervals,
-                input_data,
-                shapes,
-                measurement_ms,
-                max_trials,
-                timeout_s,
-                extra,
-                budget_ms,
-            )
+            result = _steadiest(run_at)
     except perf.PerfAnalyzerError as exc:
         after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
         failed = Measurement.failed("perf_analyzer", _perf_reason(str(exc)))
@@ -295,44 +301,16 @@ def with_perf_analyzer(
     )
 
 
-def _perf_run(
-    endpoints,
-    served_model,
-    load,
-    protocol,
-    request_intervals,
-    input_data,
-    shapes,
-    measurement_ms,
-    max_trials,
-    timeout_s,
-    extra,
-    budget_ms,
-) -> perf.PerfResult:
-    """perf_analyzer's run: a shared CPU is never steady to its 10 %, so 50 % over its windows, and once more
-    accepting any spread before giving up."""
+def _steadiest(run_at) -> perf.PerfResult:
+    """perf_analyzer's run (``run_at(stability)``): a shared CPU is never steady to its 10 %, so 50 % over its
+    windows, and once more accepting any spread before giving up."""
     for stability in (50, 100):
         try:
-            return perf.run(
-                served_model,
-                endpoints.url(protocol),
-                protocol,
-                concurrency=load.users or 1,
-                request_rate=load.rate if request_intervals is None else None,
-                request_intervals=request_intervals,
-                input_data=input_data,
-                shapes=shapes,
-                measurement_ms=measurement_ms,
-                stability_percentage=stability,
-                max_trials=max_trials,
-                timeout_s=timeout_s,
-                extra_args=extra,
-                profile_export=math.isfinite(budget_ms),
-            )
+            return run_at(stability)
         except perf.PerfAnalyzerError as exc:
             if stability == 100 or "stable measurement" not in str(exc):
                 raise
-    raise AssertionError("unreachable")
+    raise AssertionError("unreachable: the last stability raises")
 
 
 def _perf_reason(message: str) -> str:
