@@ -30,8 +30,8 @@ interleaved (A B, B A, ...), each trial with its own warm-up left out; with N >=
 
 Exit status: 0 the SLO held; 1 the SLO gate failed (each failing scenario is named, with by how much);
 2 the campaign file, an argument, the model, its payloads or the server's address is invalid; 3 the server
-or Locust failed, or the load generator (not the server) was the limit of a run that did not fail (its requests
-sent late, its rate short, its slots full or its CPU saturated: each such run is named); 4 inconclusive: no
+or Locust failed, or the SLO was missed only where the load generator, not the server, was the limit (its
+requests sent late, its rate short, its slots full or its CPU saturated: each such run is named); 4 inconclusive: no
 scenario failed but one straddles a limit (each is named, with how many more trials would likely settle it).
 """
 

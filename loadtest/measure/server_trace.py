@@ -123,11 +123,29 @@ class TraceSample:
         assert self.file is not None
         return sorted(self.file.parent.glob(f"{self.file.name}.*"))
 
+    def _untraceable(self) -> str:
+        """Why the model is not traced ("" when it may be): Triton 2.51 was seen to crash (signal 11) after a traced
+        request to a decoupled Python model (text_generator, in the demo's campaign), so streams and the pipelines
+        that call other models are left untraced; their floor falls back to the mean of Triton's metrics."""
+        client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
+        try:
+            config = client.get_model_config(self.model)
+        finally:
+            client.close()
+        if config.get("model_transaction_policy", {}).get("decoupled"):
+            return "a decoupled model is not traced"
+        if config.get("platform") == "ensemble" or config.get("backend") == "python":
+            return "a pipeline (an ensemble or a Python model) is not traced"
+        return ""
+
     def __enter__(self) -> TraceSample:
         try:
-            named = self._settings().get("trace_file", "")
-        except Exception as exc:  # noqa: BLE001 - a server that refuses the trace API: no sample, said why
-            self.why_none = f"the server refused its trace API ({type(exc).__name__})"
+            self.why_none = self._untraceable()
+            named = "" if self.why_none else self._settings().get("trace_file", "")
+        except Exception as exc:  # noqa: BLE001 - a server that refuses the config or trace API: no sample, said why
+            self.why_none = f"the server refused its config or trace API ({type(exc).__name__})"
+            return self
+        if self.why_none:
             return self
         if not named or not Path(named).parent.is_dir():
             self.why_none = "the server's trace file is not on this host (start it with --trace-config)"

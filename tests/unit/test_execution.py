@@ -71,3 +71,10 @@ def test_a_passing_run_whose_generator_took_much_of_the_budget_is_named_in_a_not
     err = capsys.readouterr().err
     assert "  note: a / v: the load generator's own p99 is 3.10 ms of the 10 ms budget (over 25%)" in err
     assert "b / v" not in err
+
+
+def test_a_campaign_that_passes_with_a_limited_generator_passes_and_notes_it(capsys):
+    limited = run_of(PASSING, "b")
+    limited.generator_limit = "the generator, not the server, was the limit (its CPU at 95% of its cores)"
+    assert gate_status(campaign_of(run_of(PASSING, "a"), limited), BUDGET) is ExitStatus.OK
+    assert "  note: b / v: the generator, not the server, was the limit" in capsys.readouterr().err
