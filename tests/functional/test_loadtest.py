@@ -217,7 +217,9 @@ def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol
     done = subprocess.run(
         [
             *(sys.executable, "-m", "tritonkit_cli", "loadtest", "--model", "text_generator"),
-            *("--protocol", protocol, "--users", "2", "--processes", "1", "--duration", "3", "--warmup-s", "0.5"),
+            # 6 s: a 16-token answer of the real SmolLM2 takes 1-3 s here (decode steps of 55-150 ms); a 3 s run
+            # with 0.5 s left out once ended before either user's first answer (CI, 2026-12-04: no request completed)
+            *("--protocol", protocol, "--users", "2", "--processes", "1", "--duration", "6", "--warmup-s", "0.5"),
             *("--slo-ttft-ms", "60000", "--slo-itl-ms", "10000", "--out", str(tmp_path)),
             *("--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url),
         ],
