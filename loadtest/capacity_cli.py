@@ -36,7 +36,7 @@ from export import config as config_io
 from export import model_kind
 from export.errors import ExportError
 from loadtest.campaign import Slo
-from loadtest.drive import apply, flags, perf, target
+from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_intervals
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.drive.target import Endpoints
@@ -59,9 +59,6 @@ from tritonkit_errors import ExitStatus
 
 REPORTS = Path("reports")
 PA_WINDOWS = 5
-PA_STABLE = 3
-"""perf_analyzer's windows are --duration / 3 long: the three stable ones it reports last --duration, as a Locust
-run does (``tritonkit compare`` does the same)."""
 """perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
@@ -240,15 +237,12 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
             endpoints,
             protocol=args.protocol,
             input_data=perf.write_input_data(out / "input_data.json", payloads(config, options), config),
-            measurement_ms=int(args.duration * 1000 / PA_STABLE),
+            measurement_ms=profile_export.stable_window_ms(args.duration),
             max_trials=PA_WINDOWS,
         )
         # Without --arrival: perf_analyzer's own constant rate; with one, that pattern as a schedule.
-        schedule = (
-            request_schedules(arrival, args.duration / PA_STABLE * PA_WINDOWS, out / "schedules")
-            if args.arrival
-            else None
-        )
+        span_s = generator.measured_s * PA_WINDOWS
+        schedule = request_schedules(arrival, span_s, out / "schedules") if args.arrival else None
 
         def measure_pa(rate: float) -> Measurement:
             settle(endpoints, args.model)
@@ -377,8 +371,8 @@ def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
         if floor or not m.floor_ms:
             return m
         floor.update(rate=rate, **m.floor_ms)
-        text = " ".join(f"{k} {v:.3f}" for k, v in m.floor_ms.items())
-        print(f"  generator floor at {rate:g} req/s: {text} ms (client minus Triton's own time)", flush=True)
+        figures = server_trace.floor_figures(m.floor_ms)
+        print(f"  generator floor at {rate:g} req/s: {figures} (client minus Triton's own time)", flush=True)
         if server_trace.floor_warning(m.floor_ms, budget_ms):
             p99, share = m.floor_ms["p99"], server_trace.FLOOR_SHARE
             better = "use --generator perf_analyzer or a larger budget" if generator != "perf_analyzer" else ""

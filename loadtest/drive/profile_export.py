@@ -21,6 +21,12 @@ STABILITY_WINDOWS = 3
 """perf_analyzer reports the merge of its last 3 measurement windows (its fixed stability window)."""
 
 
+def stable_window_ms(duration_s: float) -> int:
+    """perf_analyzer's window for a run of ``duration_s`` measured seconds: its ``STABILITY_WINDOWS`` merged windows
+    last ``duration_s``, as a Locust run of that duration does (100 ms at least)."""
+    return max(100, round(duration_s * 1000 / STABILITY_WINDOWS))
+
+
 @dataclasses.dataclass
 class MeasuredRequests:
     """The requests of one load level whose answer came in the windows perf_analyzer reported (its last

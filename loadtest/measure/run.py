@@ -34,7 +34,7 @@ def measure_run(
     samples = check_payloads(scenario, served_model, config)
     before = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     rate = server_trace.rate_for(scenario.expected_requests())
-    with server_trace.TraceSample(endpoints.http, served_model, rate, scenario.warmup_s) as traced:
+    with server_trace.TraceSample(endpoints.http, served_model, rate, scenario.warmup_s, config) as traced:
         client = run_locust(
             scenario,
             served_model,

@@ -103,8 +103,10 @@ class TraceSample:
     """``with TraceSample(http_url, model, rate, skip_s) as sample``: the model's requests traced for the block;
     after it, ``sample.times`` (None where the server gives no trace here) and ``sample.why_none``."""
 
-    def __init__(self, http_url: str, model: str, rate: int = 1, skip_s: float = 0.0):
+    def __init__(self, http_url: str, model: str, rate: int = 1, skip_s: float = 0.0, config: dict | None = None):
         self.http_url, self.model, self.rate, self.skip_s = http_url, model, max(1, int(rate)), skip_s
+        self.config = config
+        """The served config as Triton's JSON, where the caller read it already (else it is asked for)."""
         self.file: Path | None = None
         self.since_ns = 0
         self.times: ServerTimes | None = None
@@ -124,17 +126,20 @@ class TraceSample:
         return sorted(self.file.parent.glob(f"{self.file.name}.*"))
 
     def _untraceable(self) -> str:
-        """Why the model is not traced ("" when it may be): Triton 2.51 was seen to crash (signal 11) after a traced
-        request to a decoupled Python model (text_generator, in the demo's campaign), so streams and the pipelines
-        that call other models are left untraced; their floor falls back to the mean of Triton's metrics."""
-        client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
-        try:
-            config = client.get_model_config(self.model)
-        finally:
-            client.close()
+        """Why the model is not traced ("" when it may be): Triton 2.51 was seen to crash (signal 11) serving
+        text_generator after the demo's campaign had traced the text_embedder pipeline, so pipelines and streams are
+        left untraced; their floor falls back to the mean of Triton's metrics."""
+        config = self.config
+        if config is None:
+            client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
+            try:
+                config = client.get_model_config(self.model)
+            finally:
+                client.close()
         if config.get("model_transaction_policy", {}).get("decoupled"):
             return "a decoupled model is not traced"
-        if config.get("platform") == "ensemble" or config.get("backend") == "python":
+        # a config made from metadata names the backend as its platform
+        if config.get("platform") in ("ensemble", "python") or config.get("backend") == "python":
             return "a pipeline (an ensemble or a Python model) is not traced"
         return ""
 
@@ -193,12 +198,16 @@ def floor_ms(client_ms: dict[str, float], trace: dict | None) -> dict[str, float
     return out
 
 
+def floor_figures(floor: dict[str, float]) -> str:
+    """``p50 0.593 p99 0.645 ms``: a floor as every line that prints one writes it."""
+    return " ".join(f"{k} {v:.3f}" for k, v in floor.items()) + " ms"
+
+
 def floor_text(client_ms: dict[str, float], trace: dict | None, mean_floor_ms: float = math.nan) -> str:
     """The floor on one line: its p50 and p99 where the run was traced, else the mean of Triton's metrics."""
     floor = floor_ms(client_ms, trace)
     if floor:
-        parts = [f"{k} {v:.3f}" for k, v in floor.items()]
-        return f"generator floor {' '.join(parts)} ms ({trace['traced']} traced)"
+        return f"generator floor {floor_figures(floor)} ({trace['traced']} traced)"
     if not math.isnan(mean_floor_ms):
         return f"generator floor mean {max(0.0, mean_floor_ms):.3f} ms (no trace: Triton's means)"
     return ""

@@ -21,15 +21,19 @@ STREAM_LIMITS = {"p99 TTFT": ("ttft_p99_ms", "ttft_ms"), "p99 ITL": ("itl_p99_ms
 """Limits of streams (decoupled models): limit name -> (the trials' figure, the ``Slo`` budget)."""
 
 
-def error_interval(samples: dict[str, Sequence[float]], errors: tuple[int, int] | None) -> evidence.Interval:
+def error_interval(
+    samples: dict[str, Sequence[float]], errors: tuple[int, int] | None, limit: float
+) -> evidence.Interval:
     """The error rate the limit judges. With ``errors`` (failed, sent: every request of every trial) it is judged on
-    counts: at a limit of 0, any error fails and none passes (what was counted is the whole question); above 0,
-    on the exact binomial interval of the count (``evidence.count_interval``). Without counts (figures recorded
-    without them), on the interval of the trials' rates."""
-    trials = len(samples["error_rate"])
+    counts: at a ``limit`` of 0, on the count itself (any error fails and none passes: what was counted is the
+    whole question); above 0, on the exact binomial interval of the count (``evidence.count_interval``). Without
+    counts (figures recorded without them), on the interval of the trials' rates."""
     if errors is None:
         return evidence.figure_interval("error_rate", samples["error_rate"])
-    return evidence.count_interval(*errors, trials)
+    iv = evidence.count_interval(*errors, len(samples["error_rate"]))
+    if limit == 0 and not math.isnan(iv.estimate):
+        return dataclasses.replace(iv, low=iv.estimate, high=iv.estimate)
+    return iv
 
 
 def limits(samples: dict[str, Sequence[float]], slo: Slo, errors: tuple[int, int] | None = None) -> list[Limit]:
@@ -45,10 +49,7 @@ def limits(samples: dict[str, Sequence[float]], slo: Slo, errors: tuple[int, int
         if (budget := getattr(slo, field)) is not None:
             values = samples.get(key, [math.nan])
             out.append(Limit(name, evidence.interval(values, log=True), budget, " ms", log=True))
-    errors_iv = error_interval(samples, errors)
-    if errors is not None and slo.max_error_rate == 0 and not math.isnan(errors_iv.estimate):
-        point = errors_iv.estimate  # "no error" is judged on what was counted, not on an interval around it
-        errors_iv = dataclasses.replace(errors_iv, low=point, high=point)
+    errors_iv = error_interval(samples, errors, slo.max_error_rate)
     out.append(Limit("error rate", errors_iv, slo.max_error_rate, fmt="{:.3%}"))
     if slo.min_goodput is not None:
         out.append(

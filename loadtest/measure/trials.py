@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.measure import evidence
+from loadtest.measure import evidence, server_trace
 from loadtest.measure.evidence import Interval
 from loadtest.measure.probe import Measurement
 from loadtest.measure.report_streams import STREAM_FIGURES
@@ -52,12 +52,8 @@ class ArmResult:
         return summarize(self.usable)
 
     def error_counts(self) -> tuple[int, int] | None:
-        """(failed, handled) over the usable trials, from Triton's counters; None where a trial lacks them."""
-        views = [m.server for m in self.usable]
-        if not views or any("requests" not in v or "failures" not in v for v in views):
-            return None
-        failed = sum(int(v["failures"]) for v in views)
-        return failed, failed + sum(int(v["requests"]) for v in views)
+        """``error_counts`` of the usable trials."""
+        return error_counts(self.usable)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +70,15 @@ def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
     streamed = any(m.streamed for m in measurements)
     metrics = evidence.METRICS + (STREAM_METRICS if streamed else ())
     return {metric: [float(getattr(m, metric)) for m in measurements] for metric in metrics}
+
+
+def error_counts(measurements: Sequence[Measurement]) -> tuple[int, int] | None:
+    """(failed, handled) over ``measurements``, from Triton's counters; None without any, or where one lacks them."""
+    views = [m.server for m in measurements]
+    if not views or any("requests" not in v or "failures" not in v for v in views):
+        return None
+    failed = sum(int(v["failures"]) for v in views)
+    return failed, failed + sum(int(v["requests"]) for v in views)
 
 
 def summarize(measurements: Sequence[Measurement]) -> dict[str, Interval]:
@@ -110,7 +115,7 @@ def line(m: Measurement) -> str:
     if m.streamed:
         text = f"{text}  {stream_figures(m)}"
     if m.floor_ms:  # the generator's own time in those latencies (server_trace.floor_ms)
-        text += "  (generator floor " + " ".join(f"{k} {v:.3f}" for k, v in m.floor_ms.items()) + " ms)"
+        text += f"  (generator floor {server_trace.floor_figures(m.floor_ms)})"
     return text
 
 

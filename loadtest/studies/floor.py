@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive import apply, flags, perf, target
+from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.errors import LoadTestError
 from loadtest.measure import evidence, generators
@@ -37,15 +37,14 @@ from tritonkit_errors import ExitStatus
 REFERENCE = "perf_analyzer"
 TARGET_MS = 0.3
 """A generator's p50 within this of perf_analyzer's at the same rate and protocol adds next to nothing."""
-PA_STABLE = 3
-"""perf_analyzer's windows are --duration / 3 long: its three stable ones last --duration, as a Locust run does."""
 
 
 def _list(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if allowed is not None and t not in allowed]
     if not items or bad:
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more of {', '.join(allowed or ())}, comma-separated")
+        what = f"one or more of {', '.join(allowed)}" if allowed is not None else "one value or more"
+        raise argparse.ArgumentTypeError(f"{text!r}: give {what}, comma-separated")
     return list(dict.fromkeys(items))
 
 
@@ -74,7 +73,7 @@ def measure(args: argparse.Namespace, endpoints, out: Path, log=print) -> dict[s
         for protocol in args.protocols:
             settings = {"protocol": protocol, "work": out / "runs", "duration_s": args.duration, "processes": 1}
             settings |= {"payload": options.to_table(), "input_data": input_data, "max_trials": 5}
-            settings["measurement_ms"] = int(args.duration * 1000 / PA_STABLE)
+            settings["measurement_ms"] = profile_export.stable_window_ms(args.duration)
             built[(kind, protocol)] = generators.generator(kind, endpoints, **settings)
     arms = [
         Arm(arm_name(kind, protocol, rate), lambda g=gen, r=rate: g.measure(args.model, args.model, Load(rate=r)))

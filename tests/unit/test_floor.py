@@ -58,3 +58,10 @@ def test_the_report_has_a_row_per_arm_and_per_pair():
     assert "| perf_analyzer grpc 20/s | 3 | 0.500 (0.400-0.600) |" in text
     assert "| locust | grpc | 20/s | n/a | inconclusive |" in text
     assert "(2026-12-04, commit abc1234)" in text
+
+
+def test_perf_analyzers_three_stable_windows_last_the_runs_duration_in_every_command():
+    from loadtest.drive import profile_export
+
+    assert profile_export.stable_window_ms(6.0) * profile_export.STABILITY_WINDOWS == 6000
+    assert profile_export.stable_window_ms(0.01) == 100  # perf_analyzer's shortest sensible window

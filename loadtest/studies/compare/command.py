@@ -249,7 +249,7 @@ def _load_generator(args, endpoints, generator, input_data, options, budget, out
         protocol=args.protocol,
         budget_ms=budget,
         input_data=input_data,
-        measurement_ms=max(100, round(args.duration * 1000 / profile_export.STABILITY_WINDOWS)),
+        measurement_ms=profile_export.stable_window_ms(args.duration),
         max_trials=profile_export.STABILITY_WINDOWS,
         work=out / "runs",
         payload=options.to_table(),

@@ -153,16 +153,12 @@ def judge(
 def error_comparison(a_trials, b_trials) -> Comparison | str:
     """B's error rate against A's over the paired rounds, on Triton's counts of every request
     (``evidence.compare_counts``); why not, where a trial has no counts."""
-    counts = []
-    for side in (a_trials, b_trials):
-        views = [m.server for m in side]
-        if any("requests" not in v or "failures" not in v for v in views):
-            return "a trial has no counts of Triton's"
-        failed = sum(int(v["failures"]) for v in views)
-        counts.append((failed, failed + sum(int(v["requests"]) for v in views)))
-    if min(n for _, n in counts) <= 0:
+    a, b = trials.error_counts(a_trials), trials.error_counts(b_trials)
+    if a is None or b is None:
+        return "a trial has no counts of Triton's"
+    if min(a[1], b[1]) <= 0:
         return "no request was counted"
-    return evidence.compare_counts("error_rate", counts[0], counts[1], ERROR_MIN_EFFECT)
+    return evidence.compare_counts("error_rate", a, b, ERROR_MIN_EFFECT)
 
 
 def trials_to_settle(comparison: Comparison, a_values: Sequence[float], b_values: Sequence[float]) -> int | None:
