@@ -68,12 +68,18 @@ class Trial(Measurement):
 
 
 def locust_trial(client, **detail) -> Trial:
-    """A trial from Locust's figures (``ClientStats``)."""
+    """A trial from Locust's figures (``ClientStats``); a failed one when no request succeeded in the measured
+    window (no latency to compare: a 1 s window on a loaded machine can end before the first answer)."""
 
     def ms(key: str) -> float:
         value = client.latency_ms.get(key)
         return math.nan if value is None else float(value)
 
+    if client.requests <= client.failures or math.isnan(ms("p50")):
+        errors = f" ({next(iter(client.errors))})" if client.errors else ""
+        return Trial.failed(
+            "locust", f"no request succeeded in the {client.duration_s:.2f} s window: {client.requests} done{errors}"
+        )
     return Trial(
         client.throughput_rps,
         ms("p50"),

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from loadtest.drive.client_stats import ClientStats
 from loadtest.measure.trials import ArmResult
 from loadtest.studies import bench_report, bench_targets
 from loadtest.studies.bench_report import Trial
@@ -28,6 +29,16 @@ def test_a_row_is_the_mean_of_its_usable_trials_and_says_how_many_failed():
     assert json.loads(json.dumps(row)) == row  # no NaN: bench.json reads back equal
     failed = bench_report.row_summary(ArmResult("fastapi", [Trial.failed("locust", "no server")]))
     assert failed["throughput"] is None and failed["error"] == "failed: no server"
+
+
+def test_a_locust_trial_without_a_successful_request_is_a_failed_trial_not_a_figure():
+    empty = ClientStats(requests=0, failures=0, duration_s=0.75, latency_ms={"p50": math.nan, "p99": math.nan})
+    got = bench_report.locust_trial(empty)
+    assert not got.usable and got.error == "no request succeeded in the 0.75 s window: 0 done"
+    refused = ClientStats(requests=3, failures=3, duration_s=1.0, latency_ms={"p50": math.nan}, errors={"503: busy": 3})
+    assert bench_report.locust_trial(refused).error.endswith("3 done (503: busy)")
+    fine = bench_report.locust_trial(ClientStats(requests=4, failures=0, duration_s=1.0, latency_ms={"p50": 2.0}))
+    assert fine.usable and fine.p50_ms == 2.0 and fine.requests == 4
 
 
 def test_the_tables_print_each_figure_with_its_interval_and_the_targets_three_ways():
