@@ -29,13 +29,12 @@ def test_a_streamed_models_capacity_judges_ttft_and_reports_ttft_itl_and_tokens(
         timeout=240,
     )
     output = done.stdout + done.stderr
-    assert done.returncode in (0, 1, 4), output[-3000:]  # pass, no rate meets it, inconclusive
+    # The budgets are minutes: the rate holds them (0), or two trials' interval reaches past one (4). "No rate
+    # meets" (1) would be a tiny model's p99 over a minute, a failure.
+    assert done.returncode in (0, 4), output[-3000:]
     assert "capacity text_generator: p99 <= 60000 ms, p99 TTFT <= 30000 ms, errors <= 0.00%" in done.stdout
     raw = json.loads((tmp_path / "results.json").read_text())
     assert raw["budget"]["ttft_ms"] == 30000 and raw["budget"]["itl_ms"] is None
-    if done.returncode == 1:  # no rate met it: the sentence names the TTFT budget and the lowest rate's TTFT
-        assert raw["sentence"].startswith("no rate meets p99 <= 60000 ms, p99 TTFT <= 30000 ms"), raw["sentence"]
-        assert ", p99 TTFT " in raw["sentence"]
     runs = raw["probes"] + [t for conf in raw["confirmations"] for t in conf["trials"]]
     usable = [r for r in runs if not r["error"] and not r["saturated"]]
     assert usable, output[-3000:]
