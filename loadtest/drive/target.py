@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import urllib.error
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,23 @@ def server_config(args, models: tuple[str, ...]) -> ServerConfig | None:
     )
 
 
+def lost_server(exc: OSError, endpoints: Endpoints, server=None) -> str:
+    """One line for a server that stopped answering in the middle of the work (refused, reset): where, why, and
+    for a local server that exited, its exit status and log."""
+    reason = str(getattr(exc, "reason", None) or exc).strip().splitlines() or [type(exc).__name__]
+    text = f"the server at {endpoints.http} stopped answering during the run ({reason[0]})"
+    process = getattr(server, "process", None)
+    if process is not None and (code := process.poll()) is not None:
+        text += f": tritonserver exited with status {code}; its log: {server.log_path}"
+    return text
+
+
 def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
     """``work(endpoints, server)`` against the server given by URL or a local one serving ``models`` (stopped
     afterwards): ``(0, result)``, or ``(2, None)`` for a bad argument and ``(3, None)`` when the server or Locust
-    failed, the error printed. SIGTERM or Ctrl-C stops the work and the local server, and the process exits with
-    ``128 + signum`` (``deploy/lifecycle.py``)."""
+    failed (a server that stops answering during the work included: ``lost_server``), the error printed.
+    SIGTERM or Ctrl-C stops the work and the local server, and the process exits with ``128 + signum``
+    (``deploy/lifecycle.py``)."""
     affinity = os.sched_getaffinity(0)
     try:
         config = server_config(args, models)
@@ -114,7 +127,10 @@ def run_with_server(args, models: tuple[str, ...], work) -> tuple[int, Any]:
             )
             if args.client_cpus:
                 os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-            return ExitStatus.OK, work(endpoints, server)
+            try:
+                return ExitStatus.OK, work(endpoints, server)
+            except (urllib.error.URLError, ConnectionError) as exc:  # read before the local server is stopped
+                raise LoadTestError(lost_server(exc, endpoints, server)) from exc
     except (CampaignError, PayloadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE, None

@@ -106,3 +106,27 @@ def test_every_command_that_starts_a_server_holds_it_through_the_one_lifecycle(c
     module = sys.modules[owner.__module__]
     assert "local_server" in _calls(target)  # run_with_server is local_server and the work
     assert _calls(module) & {"run_with_server", "local_server"}, f"{command}: {module.__name__} starts no server"
+
+
+def test_a_server_that_stops_answering_during_the_work_is_one_line_and_exit_3(capsys):
+    import urllib.error
+
+    from loadtest.drive import target
+
+    args = argparse.Namespace(
+        http_url="127.0.0.1:9", grpc_url="127.0.0.1:10", metrics_url="http://127.0.0.1:11/metrics", server_cpus=None
+    )
+    args.client_cpus = None
+
+    def work(endpoints, server):
+        raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+
+    assert target.run_with_server(args, (), work) == (3, None)
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["error: the server at 127.0.0.1:9 stopped answering during the run ([Errno 111] Connection refused)"]
+
+    def reset(endpoints, server):
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    assert target.run_with_server(args, (), reset) == (3, None)
+    assert "stopped answering during the run ([Errno 104] Connection reset by peer)" in capsys.readouterr().err
