@@ -6,11 +6,11 @@ when every budget given holds, and the answer reports p99 TTFT, p99 ITL and outp
 Open-loop load made by perf_analyzer for a tensor model (C++: a constant rate, or the `--arrival` pattern as its
 `--request-intervals` schedule) and by Locust for pipelines and streams (Poisson by default, latency counted from
 each request's intended send time); `--generator` picks either. The first run measures the generator's own time
-(its floor: the client's p50/p99 minus Triton's own over the run, from Triton's trace API); a budget of which the
-floor's p99 takes over a quarter is refused (exit 2). `loadtest.measure.capacity.find_capacity` brackets
-the knee (rates doubling), narrows it to 5%, then runs `--trials` rounds at 0.9x, 1x and 1.1x the highest
-passing rate: each round's knee gives the interval, the three-way SLO verdict at 1x (else 0.9x, else 10% lower)
-confirms it.
+(its floor: the client's p50/p99 minus Triton's own over the run, from Triton's trace API; from Triton 2.57.0, the
+mean from its metrics before); a budget of which the floor's p99 (or mean) takes over a quarter is refused
+(exit 2). `loadtest.measure.capacity.find_capacity` brackets the knee (rates doubling), narrows it to 5%, then
+runs `--trials` rounds at 0.9x, 1x and 1.1x the highest passing rate: each round's knee gives the interval, the
+three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it.
 `--target-rps Q` prints the replicas that serve Q at the interval's lower bound with `--headroom` for bursts,
 plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
 scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
@@ -363,8 +363,8 @@ class BudgetInFloor(ValueError):
 
 def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
     """``measure_at`` that reads the generator's floor off the first run with one (the lowest rate: no queue) into
-    ``floor`` and prints it, and raises ``BudgetInFloor`` when its p99 takes more than ``server_trace.FLOOR_SHARE``
-    of the budget (``server_trace.floor_warning``)."""
+    ``floor`` and prints it, and raises ``BudgetInFloor`` when its p99 (or untraced, its mean) takes more than
+    ``server_trace.FLOOR_SHARE`` of the budget (``server_trace.floor_warning``)."""
 
     def measure(rate: float) -> Measurement:
         m = measure_at(rate)
@@ -372,13 +372,14 @@ def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
             return m
         floor.update(rate=rate, **m.floor_ms)
         figures = server_trace.floor_figures(m.floor_ms)
-        print(f"  generator floor at {rate:g} req/s: {figures} (client minus Triton's own time)", flush=True)
+        how = "no trace: Triton's means" if "mean" in m.floor_ms else "traced"
+        print(f"  generator floor at {rate:g} req/s: {figures} (client minus Triton's own time, {how})", flush=True)
         if server_trace.floor_warning(m.floor_ms, budget_ms):
-            p99, share = m.floor_ms["p99"], server_trace.FLOOR_SHARE
+            (key, value), share = server_trace.floor_limit(m.floor_ms), server_trace.FLOOR_SHARE
             better = "use --generator perf_analyzer or a larger budget" if generator != "perf_analyzer" else ""
             raise BudgetInFloor(
-                f"budget within the generator's floor: {generator}'s own p99 is {p99:.2f} ms of the {budget_ms:g} ms "
-                f"budget (over {share:.0%}) at {rate:g} req/s; {better or 'use a larger budget'}"
+                f"budget within the generator's floor: {generator}'s own {key} is {value:.2f} ms of the "
+                f"{budget_ms:g} ms budget (over {share:.0%}) at {rate:g} req/s; {better or 'use a larger budget'}"
             )
         return m
 

@@ -21,7 +21,7 @@ from loadtest.drive.target import Endpoints
 from loadtest.measure import evidence, probe, report, server_trace, slo
 from loadtest.measure.evidence import Verdict
 from loadtest.measure.results import CampaignResult, RunResult, Trial
-from loadtest.measure.run import measure_trial, run_result
+from loadtest.measure.run import measure_trial, run_result, trial_floor
 from loadtest.tune.tuning import tune
 from tritonkit_errors import ExitStatus
 
@@ -106,8 +106,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                 log(f"      {trial_line(measured)}  {_verdict_text(run)}")
             if floor := floor_line(measured):
                 log(f"      {floor}")
-                latest = server_trace.floor_ms(measured.client.latency_ms, measured.server.trace)
-                if warning := server_trace.floor_warning(latest, campaign.slo.p99_ms):
+                if warning := server_trace.floor_warning(trial_floor(measured), campaign.slo.p99_ms):
                     log(f"      note: {warning}")
             if len(done) < scenario.trials:
                 continue
@@ -166,8 +165,9 @@ def floor_line(t: Trial) -> str:
     """The generator's own time in the trial's latencies (``server_trace.floor_text``); "" when unknown."""
     if not t.server:
         return ""
-    mean = t.server.breakdown_ms.get("client_network", math.nan)
-    return server_trace.floor_text(t.client.latency_ms, t.server.trace, mean)
+    return server_trace.floor_text(
+        t.client.latency_ms, t.server.trace, t.server.breakdown_ms.get("client_network", math.nan)
+    )
 
 
 def interval_line(run: RunResult) -> str:
@@ -256,7 +256,7 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
 
 
 def _floor_notes(result: CampaignResult, budget: Slo) -> None:
-    """A line per judged run whose generator's own p99 took much of the budget (``server_trace.floor_warning``)."""
+    """A line per judged run whose generator's own time took much of the budget (``server_trace.floor_warning``)."""
     for run in result.runs:
         if warning := server_trace.floor_warning(run.generator_floor_ms, budget.p99_ms):
             print(f"  note: {run.scenario} / {run.variant}: {warning}", file=sys.stderr)

@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -55,6 +56,9 @@ _MS_COLUMNS = {
     "Avg latency": "avg_ms",
 }
 
+_MEAN_PARTS = tuple(field for column, field in _MS_COLUMNS.items() if "latency" not in column)
+"""The CSV's parts of each request's time, which add up to its mean latency."""
+
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed (or found no stable measurement); the message ends with its output tail."""
@@ -79,6 +83,15 @@ class PerfRow:
     client_recv_ms: float | None = None
     extra: dict[str, float] = dataclasses.field(default_factory=dict)
     """Any further numeric CSV column (e.g. with ``--verbose-csv``), unconverted."""
+
+    @property
+    def mean_ms(self) -> float:
+        """The mean latency: "Avg latency" where the CSV has it, else the sum of perf_analyzer's parts of it
+        (client send, network and server send/receive, queue, compute, client receive); NaN without them."""
+        if self.avg_ms is not None:
+            return self.avg_ms
+        parts = [getattr(self, name) for name in _MEAN_PARTS]
+        return sum(parts) if all(p is not None for p in parts) else math.nan
 
 
 @dataclasses.dataclass

@@ -105,7 +105,8 @@ class Measurement:
     """Streams: output tokens per second of the measured window; NaN for any other run."""
     floor_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     """The generator's own time in ``p50_ms`` and ``p99_ms`` (``server_trace.floor_ms``: the client's percentile
-    minus Triton's own over the run); empty where the server gave no trace."""
+    minus Triton's own over the run), or without a trace its ``mean`` (the client's mean minus Triton's mean request
+    time, from its metrics); empty when neither is known."""
 
     @property
     def streamed(self) -> bool:
@@ -274,7 +275,7 @@ def with_perf_analyzer(
         return failed
     after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
     row = result.rows[0]
-    stats = server_metrics.delta(before, after, row.avg_ms if row.avg_ms is not None else math.nan)
+    stats = server_metrics.delta(before, after, row.mean_ms)
     handled = stats.requests + stats.failures
     cpu = result.cpu_s / result.wall_s / len(client_cpus()) if result.wall_s > 0 else math.nan
     sent = result.sent_rate
@@ -297,7 +298,9 @@ def with_perf_analyzer(
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
-        floor_ms=server_trace.floor_ms({"p50": p50, "p99": p99}, trace),
+        floor_ms=server_trace.floor_ms(
+            {"p50": p50, "p99": p99}, trace, stats.breakdown_ms.get("client_network", math.nan)
+        ),
     )
 
 
@@ -398,6 +401,8 @@ def with_locust(
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
-        floor_ms=server_trace.floor_ms(client.latency_ms, stats.trace),
+        floor_ms=server_trace.floor_ms(
+            client.latency_ms, stats.trace, stats.breakdown_ms.get("client_network", math.nan)
+        ),
         **streams,
     )

@@ -25,7 +25,7 @@ import numpy as np
 from jinja2 import Environment
 
 from loadtest.drive import flags
-from loadtest.measure import evidence, report_plots, report_streams
+from loadtest.measure import evidence, report_plots, report_streams, server_trace
 from loadtest.measure.report_plots import PCT_KEYS, STACK
 from loadtest.measure.report_plots import label as _label
 from loadtest.measure.report_plots import lat as _lat
@@ -42,6 +42,7 @@ from loadtest.measure.study_report import save_report
 from tritonkit_errors import ExitStatus, alias_parser
 
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
+FLOOR_KEYS = server_trace.FLOOR_KEYS
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
 FIGURES = {
     "throughput": ("req/s", "{:.1f}", ""),
@@ -68,7 +69,7 @@ RUN_FIELDS = (
     + [f"{k}_ms" for k in LATENCY_KEYS]
     + ["server_requests", "server_inferences", "server_executions", "server_avg_batch"]
     + [f"{k}_ms" for k in BREAKDOWN_KEYS]
-    + ["generator_floor_p50_ms", "generator_floor_p99_ms"]
+    + [f"generator_floor_{k}_ms" for k in FLOOR_KEYS]
     + ["goodput_share", "goodput_rps", "trials"]
     + [f"{m}_{end}" for m in evidence.METRICS for end in ("low", "high")]
     + ["slo_passed", "slo_verdict", "slo_violations"]
@@ -111,7 +112,7 @@ def _runs_rows(result: CampaignResult) -> list[dict[str, Any]]:
             }
         )
         row.update({f"{k}_ms": _fmt(s.breakdown_ms.get(k)) if s else "" for k in BREAKDOWN_KEYS})
-        row.update({f"generator_floor_{k}_ms": _fmt(run.generator_floor_ms.get(k)) for k in ("p50", "p99")})
+        row.update({f"generator_floor_{k}_ms": _fmt(run.generator_floor_ms.get(k)) for k in FLOOR_KEYS})
         row.update({"goodput_share": _fmt(run.goodput_share, 6), "goodput_rps": _fmt(run.goodput_rps)})
         row["trials"] = len(run.all_trials())
         for metric in evidence.METRICS:
@@ -310,24 +311,31 @@ FLOOR_HEADERS = [
     "client p99 ms",
     "Triton p99 ms",
     "floor p99 ms",
+    "client mean ms",
+    "Triton mean ms",
+    "floor mean ms",
 ]
 FLOOR_NOTE = (
     "Triton's own time per request from its trace API over each run (`loadtest/measure/server_trace.py`), and the "
     "generator's floor: the client's percentile minus Triton's, the time the load generator, its library, the "
-    "loopback and Triton's frontend add (the median over traced trials; a difference of percentiles)."
+    "loopback and Triton's frontend add (the median over traced trials; a difference of percentiles). A Triton "
+    "older than 2.57.0 is not traced (it can crash while tracing): its runs have the means alone, Triton's from "
+    "its metrics."
 )
 
 
 def _floor_table(result: CampaignResult) -> list[list[str]]:
     rows = []
     for run in result.runs:
-        traced = [t.server.trace["request"] for t in run.all_trials() if t.server and "request" in t.server.trace]
-        if not traced or not run.generator_floor_ms:
+        if not run.server or not run.generator_floor_ms:
             continue
-        server = {k: float(np.median([q[k] for q in traced])) for k in ("p50", "p99")}
+        traced = [t.server.trace["request"] for t in run.all_trials() if t.server and "request" in t.server.trace]
+        server = {k: float(np.median([q[k] for q in traced])) if traced else None for k in ("p50", "p99")}
         cells = [_label(run)]
         for k in ("p50", "p99"):
             cells += [_fmt(_lat(run, k)), _fmt(server[k]), _fmt(run.generator_floor_ms.get(k))]
+        request = run.server.breakdown_ms.get("request")
+        cells += [_fmt(_lat(run, "mean")), _fmt(request), _fmt(run.server.breakdown_ms.get("client_network"))]
         rows.append(cells)
     return rows
 

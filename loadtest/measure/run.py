@@ -5,6 +5,7 @@ pair's ``RunResult`` over its trials with the intervals and the SLO verdict (``r
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -69,6 +70,15 @@ def measure_trial(
     return Trial(client, server, share, rate, budget.p99_ms, budget.ttft_ms, budget.itl_ms)
 
 
+def trial_floor(trial: Trial) -> dict[str, float]:
+    """The generator's own time in one trial's latencies (``server_trace.floor_ms``): traced percentiles, else the
+    mean from Triton's metrics; empty without the server's side."""
+    if not trial.server:
+        return {}
+    mean = trial.server.breakdown_ms.get("client_network", math.nan)
+    return server_trace.floor_ms(trial.client.latency_ms, trial.server.trace, mean)
+
+
 def run_result(
     scenario: Scenario, variant: Candidate, served_model: str, trials: Sequence[Trial], budget: Slo
 ) -> RunResult:
@@ -90,11 +100,11 @@ def run_result(
         run.intervals = {
             metric: evidence.figure_interval(metric, values).to_dict() for metric, values in run.samples().items()
         }
-    floors = [server_trace.floor_ms(t.client.latency_ms, t.server.trace) for t in trials if t.server]
+    floors = [trial_floor(t) for t in trials]
     floors = [f for f in floors if f]
-    run.generator_floor_ms = (
-        {k: float(np.median([f[k] for f in floors if k in f])) for k in ("p50", "p99")} if floors else {}
-    )
+    run.generator_floor_ms = {
+        k: float(np.median(got)) for k in server_trace.FLOOR_KEYS if (got := [f[k] for f in floors if k in f])
+    }
     # The trials' counts added (a share is within / requests), rather than counting the merged histogram again.
     within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)
     run.goodput_share, run.goodput_rps = evidence.goodput(within, client.requests, client.duration_s)

@@ -10,8 +10,9 @@ every ``rate``-th request, then reads what Triton wrote: each request's time in 
 the run's warm-up is left out by time.
 
 The generator's floor (``floor_ms``) is the client's percentile minus the server's at the same percentile, both over
-the same run: the time the client, its library and the loopback add. A server given by URL whose trace file is not
-on this host, or that refuses the trace API (a restricted one), gives no sample; the floor then says so.
+the same run: the time the client, its library and the loopback add. A server that gives no sample (a Triton older
+than 2.57.0, which can crash while tracing; one given by URL whose trace file is not on this host; one that refuses
+the trace API) has a floor of means instead: the client's mean minus Triton's mean request time from its metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -36,8 +38,18 @@ MAX_TRACED = 4000
 FLUSH_WAIT_S = 2.0
 """How long to wait for Triton to write the last traces after tracing is turned off."""
 QUANTILES = (50.0, 99.0)
+FLOOR_KEYS = ("p50", "p99", "mean")
+"""A floor's figures: the percentiles where the run was traced, else the mean."""
 STAGES = {"request": ("REQUEST_START", "REQUEST_END"), "queue": ("QUEUE_START", "COMPUTE_START")}
 STAGES["compute"] = ("COMPUTE_START", "COMPUTE_END")
+TRACE_FIXED_IN = (2, 57, 0)
+"""The first Triton whose trace API is safe under load (server PR #8144, "Fix segfaults in tracing mode")."""
+
+
+def traces_safely(version: str) -> bool:
+    """Whether a Triton of this version (``get_server_metadata``'s, e.g. "2.51.0") may be traced under load."""
+    parts = re.findall(r"\d+", version)[:3]
+    return len(parts) == 3 and tuple(int(p) for p in parts) >= TRACE_FIXED_IN
 
 
 def rate_for(expected_requests: float) -> int:
@@ -126,16 +138,20 @@ class TraceSample:
         return sorted(self.file.parent.glob(f"{self.file.name}.*"))
 
     def _untraceable(self) -> str:
-        """Why the model is not traced ("" when it may be): Triton 2.51 was seen to crash (signal 11) serving
-        text_generator after the demo's campaign had traced the text_embedder pipeline, so pipelines and streams are
-        left untraced; their floor falls back to the mean of Triton's metrics."""
-        config = self.config
-        if config is None:
-            client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
-            try:
-                config = client.get_model_config(self.model)
-            finally:
-                client.close()
+        """Why the model is not traced ("" when it may be). A Triton older than ``TRACE_FIXED_IN`` can crash while
+        tracing (it unlocks a freed mutex in ``TraceManager::TraceRelease`` after every traced request; fixed by
+        the server's PR #8144, first in 2.57.0): such a server is never traced, and the floor is the mean from its
+        metrics. Pipelines and streams are not traced either (2.51 was seen to crash serving text_generator after
+        a traced text_embedder pipeline)."""
+        client = httpclient.InferenceServerClient(self.http_url, network_timeout=10.0)
+        try:
+            version = client.get_server_metadata().get("version", "")
+            config = self.config if self.config is not None else client.get_model_config(self.model)
+        finally:
+            client.close()
+        if not traces_safely(version):
+            fixed = ".".join(map(str, TRACE_FIXED_IN))
+            return f"Triton {version or '(no version)'} is not traced: it can crash while tracing (fixed in {fixed})"
         if config.get("model_transaction_policy", {}).get("decoupled"):
             return "a decoupled model is not traced"
         # a config made from metadata names the backend as its platform
@@ -184,11 +200,12 @@ class TraceSample:
             self.why_none, self.times = "no request of the run was traced", None
 
 
-def floor_ms(client_ms: dict[str, float], trace: dict | None) -> dict[str, float]:
+def floor_ms(client_ms: dict[str, float], trace: dict | None, client_network_ms: float = math.nan) -> dict[str, float]:
     """The generator's floor: the client's p50 and p99 minus the server's at the same percentile over the same
-    run (``ServerTimes.quantiles``); empty without a trace."""
+    run (``ServerTimes.quantiles``); without a trace, its mean: the client's mean minus Triton's mean request
+    time over the run (``client_network_ms``, from its metrics); empty when neither is known."""
     if not trace or "request" not in trace:
-        return {}
+        return {"mean": round(max(0.0, client_network_ms), 4)} if math.isfinite(client_network_ms) else {}
     server = trace["request"]
     out = {}
     for key in ("p50", "p99"):
@@ -199,26 +216,35 @@ def floor_ms(client_ms: dict[str, float], trace: dict | None) -> dict[str, float
 
 
 def floor_figures(floor: dict[str, float]) -> str:
-    """``p50 0.593 p99 0.645 ms``: a floor as every line that prints one writes it."""
+    """``p50 0.593 p99 0.645 ms`` (or ``mean 0.610 ms``): a floor as every line that prints one writes it."""
     return " ".join(f"{k} {v:.3f}" for k, v in floor.items()) + " ms"
 
 
-def floor_text(client_ms: dict[str, float], trace: dict | None, mean_floor_ms: float = math.nan) -> str:
-    """The floor on one line: its p50 and p99 where the run was traced, else the mean of Triton's metrics."""
-    floor = floor_ms(client_ms, trace)
-    if floor:
-        return f"generator floor {floor_figures(floor)} ({trace['traced']} traced)"
-    if not math.isnan(mean_floor_ms):
-        return f"generator floor mean {max(0.0, mean_floor_ms):.3f} ms (no trace: Triton's means)"
-    return ""
+def floor_text(client_ms: dict[str, float], trace: dict | None, client_network_ms: float = math.nan) -> str:
+    """The floor on one line: its p50 and p99 where the run was traced, else its mean from Triton's metrics."""
+    floor = floor_ms(client_ms, trace, client_network_ms)
+    if not floor:
+        return ""
+    how = f"{trace['traced']} traced" if "mean" not in floor else "no trace: Triton's means"
+    return f"generator floor {floor_figures(floor)} ({how})"
+
+
+def floor_limit(floor: dict[str, float]) -> tuple[str, float]:
+    """The figure of a floor judged against a p99 budget: its p99, else (untraced) its mean, which the p99 of
+    the generator's own time is at least as large as in practice; ("", NaN) for an empty floor."""
+    for key in ("p99", "mean"):
+        if key in floor:
+            return key, floor[key]
+    return "", math.nan
 
 
 def floor_warning(floor: dict[str, float], budget_ms: float, generator: str = "the load generator") -> str:
-    """One sentence when the floor's p99 takes more than ``FLOOR_SHARE`` of a finite ``budget_ms``; "" otherwise."""
-    p99 = floor.get("p99", math.nan)
-    if not math.isfinite(budget_ms) or not p99 > FLOOR_SHARE * budget_ms:
+    """One sentence when the floor (``floor_limit``) takes more than ``FLOOR_SHARE`` of a finite ``budget_ms``;
+    "" otherwise."""
+    key, value = floor_limit(floor)
+    if not math.isfinite(budget_ms) or not value > FLOOR_SHARE * budget_ms:
         return ""
     return (
-        f"{generator}'s own p99 is {p99:.2f} ms of the {budget_ms:g} ms budget (over {FLOOR_SHARE:.0%}): "
+        f"{generator}'s own {key} is {value:.2f} ms of the {budget_ms:g} ms budget (over {FLOOR_SHARE:.0%}): "
         "the p99 judged is largely the generator's"
     )

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import pytest
+import tritonclient.http as httpclient
 
+from loadtest.measure import server_trace
 from tests.conftest import server_config, start_or_fail
 from tests.generation_helpers import tiny_generator_repository
 
@@ -23,3 +25,14 @@ def tiny_generator(tiny_generator_repo):
     server = start_or_fail(server_config(tiny_generator_repo))
     yield server
     assert server.stop() == []
+
+
+@pytest.fixture(scope="session")
+def server_traces(server) -> bool:
+    """Whether the session's Triton is traced (``server_trace.traces_safely``: 2.57.0 and later). The local
+    tritonserver is 2.51, which can crash while tracing: its floors are means from its metrics."""
+    client = httpclient.InferenceServerClient(server.config.http_url)
+    try:
+        return server_trace.traces_safely(client.get_server_metadata()["version"])
+    finally:
+        client.close()

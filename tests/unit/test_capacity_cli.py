@@ -135,3 +135,15 @@ def test_the_floor_is_read_once_from_the_first_run_that_has_one():
     measure = capacity_cli.floor_guard(lambda rate: next(runs), 10.0, "perf_analyzer", floor)
     measure(20.0), measure(40.0), measure(80.0)  # the third run's floor is a loaded one's: not the floor
     assert floor == {"rate": 40.0, "p50": 1.0, "p99": 1.0}
+
+
+def test_an_untraced_servers_mean_floor_over_a_quarter_of_the_budget_is_refused_too(capsys):
+    floor: dict = {}
+    untraced = Measurement(20.0, 2.0, 4.0, 0.0, "perf_analyzer", floor_ms={"mean": 0.3})
+    measure = capacity_cli.floor_guard(lambda rate: untraced, 1.0, "perf_analyzer", floor)
+    with pytest.raises(capacity_cli.BudgetInFloor, match="perf_analyzer's own mean is 0.30 ms of the 1 ms budget"):
+        measure(10.0)
+    assert (
+        "generator floor at 10 req/s: mean 0.300 ms (client minus Triton's own time, no trace"
+        in capsys.readouterr().out
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import stat
 from pathlib import Path
 
@@ -159,3 +160,12 @@ def test_perf_analyzers_time_limit_grows_with_its_windows_and_levels():
     assert perf.time_limit_s(200_000, 3) > 3 * 200
     assert perf.time_limit_s(30_000, 10, levels=8) == 60.0 + 2 * 8 * 10 * 30  # a concurrency range, level by level
     assert [perf._levels(c) for c in (4, "4", "1:8", "1:8:1", "1:8:2", "2:32:10")] == [1, 1, 8, 8, 4, 4]
+
+
+def test_a_rows_mean_latency_is_the_sum_of_its_parts_where_the_csv_has_no_average():
+    header = "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+    header += "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p99 latency"
+    (row,) = perf.parse_csv(f"{header}\n20,19.9,10,300,50,20,100,10,5,480,900\n")
+    assert row.mean_ms == pytest.approx(0.495)
+    assert perf.parse_csv(f"{header},Avg latency\n20,19.9,10,300,50,20,100,10,5,480,900,600\n")[0].mean_ms == 0.6
+    assert math.isnan(perf.parse_csv("Request Rate,Inferences/Second,p99 latency\n800,795.5,2500\n")[0].mean_ms)

@@ -78,3 +78,22 @@ def test_a_floor_over_a_quarter_of_the_budget_is_named_and_one_under_it_is_not()
     assert server_trace.floor_warning({"p50": 1.0, "p99": 2.5}, 10.0) == ""
     assert server_trace.floor_warning({"p99": 3.0}, math.inf) == ""  # no budget: nothing to take a share of
     assert server_trace.floor_warning({}, 10.0) == ""
+
+
+@pytest.mark.parametrize(
+    ("version", "safe"),
+    [("2.51.0", False), ("2.56.9", False), ("2.57.0", True), ("2.59.1", True), ("3.0.0dev", True), ("", False)],
+)
+def test_only_a_triton_with_the_trace_release_fix_is_traced(version, safe):
+    # Triton before 2.57.0 unlocks a freed mutex after each traced request (server PR #8144) and can crash
+    assert server_trace.traces_safely(version) is safe
+
+
+def test_an_untraced_floor_is_the_client_mean_less_tritons_and_is_judged_against_the_budget():
+    assert server_trace.floor_ms({"p50": 1.0, "p99": 9.0}, None, 0.75) == {"mean": 0.75}
+    assert server_trace.floor_ms({"p50": 1.0}, {}, -0.2) == {"mean": 0.0}  # clock noise is not a negative floor
+    assert server_trace.floor_ms({"p50": 1.0}, None, math.nan) == {}
+    assert server_trace.floor_limit({"mean": 3.0}) == ("mean", 3.0)
+    assert server_trace.floor_limit({"p50": 1.0, "p99": 2.0}) == ("p99", 2.0)
+    assert server_trace.floor_warning({"mean": 3.0}, 10.0, "locust").startswith("locust's own mean is 3.00 ms of")
+    assert server_trace.floor_warning({"mean": 2.0}, 10.0) == ""
