@@ -8,6 +8,8 @@ Docker, Kubernetes, `timeout` and a person pressing Ctrl-C twice all send more t
 as the test running into its pytest-timeout; the assertions are about behaviour, never about time.
 """
 
+import concurrent.futures
+import dataclasses
 import os
 import random
 import signal
@@ -277,12 +279,29 @@ LONG_RUNNING = {
 }
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("study", LONG_RUNNING)
-def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(study, tmp_path, repository, request):
+@dataclasses.dataclass
+class Stopped:
+    """One long-running command stopped by one signal once its server was ready: what the test judges."""
+
+    failure: str = ""
+    """Why the command could not be brought to the signal (it exited first, or never started its server)."""
+    returncode: int | None = None
+    output: str = ""
+    server_left: list[str] = dataclasses.field(default_factory=list)
+    regions_seen: int = 0
+    regions_left: list[str] = dataclasses.field(default_factory=list)
+    family_left: list[str] = dataclasses.field(default_factory=list)
+
+
+STOP_TIMEOUT_S = 240
+"""A command still running this long after its signal hangs: the failure (and the server start's limit too)."""
+AT_ONCE = 3
+"""Commands run side by side: most of each one's time is its server's start and stop, idle on a 2-core machine."""
+
+
+def _stop_once(study: str, tmp_path: Path, repository: Path, tiny: Path | None) -> Stopped:
     repo = _repository_with_digits(tmp_path, repository)
     how, flags, signum, generator = LONG_RUNNING[study]
-    tiny = request.getfixturevalue("tiny_generator_repo") if "{tiny}" in flags else None
     values = {"repo": repo, "out": tmp_path / "out", "tiny": tiny, "fresh": tmp_path / "fresh"}
     values["fresh"].mkdir()  # an empty repository: the command exports into it
     argv = [sys.executable, "-m", *how, *(a.format(**values) for a in flags)]
@@ -291,28 +310,60 @@ def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(
         proc = subprocess.Popen(argv, cwd=PROJECT_ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     seen: dict[int, psutil.Process] = {}
     try:
-        _wait_for_its_server(proc, seen, output)
-        if generator:
-            _wait_for(proc, seen, output, generator)
+        failure = _wait_for_its_server(proc, seen, output)
+        if not failure and generator:
+            failure = _wait_for(proc, seen, output, generator)
+        if failure:
+            return Stopped(failure=failure)
         time.sleep(0.5)  # the study's own ready poll (every 0.2 s) sees it too: the signal lands in its work
         _note_family(proc.pid, seen)
         server = [p for p in seen.values() if _in_a_tritonserver_family(p)]  # the server and its stubs
         regions = _shm_regions(server)
-        assert regions, "the Python-backend stubs map /dev/shm regions; none were found"
         os.kill(proc.pid, signum)
-        proc.wait()  # no timeout: a hang is the failure, caught by pytest-timeout
-        text = output.read_text()
-        where = f"{study} ({signal.Signals(signum).name}): {text[-4000:]}"
-        assert proc.returncode == 128 + signum, where
-        assert "Traceback" not in text, where
-        assert _alive(server) == [], where
-        assert [r for r in regions if Path(r).exists()] == [], where
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return Stopped(failure=f"still running {STOP_TIMEOUT_S} s after the signal:\n{output.read_text()[-4000:]}")
+        stopped = Stopped(returncode=proc.returncode, output=output.read_text(), regions_seen=len(regions))
+        stopped.server_left = _alive(server)
+        stopped.regions_left = [r for r in regions if Path(r).exists()]
         # The load generator and anything else it started; helpers that end once their parent has (such as
         # multiprocessing's resource tracker) get the time to notice.
         psutil.wait_procs(list(seen.values()), timeout=10)
-        assert _alive(seen.values()) == [], where
+        stopped.family_left = _alive(seen.values())
+        return stopped
     finally:
         _stop_everything(proc, seen)
+
+
+@pytest.fixture(scope="module")
+def stopped_commands(repository, tiny_generator_repo, tmp_path_factory) -> dict[str, Stopped]:
+    """Every long-running command, ``AT_ONCE`` at a time, each stopped once its server is ready; an unexpected
+    error in one is its test's failure, not the others'."""
+
+    def one(study: str) -> Stopped:
+        try:
+            return _stop_once(study, tmp_path_factory.mktemp(study), repository, tiny_generator_repo)
+        except Exception as exc:  # noqa: BLE001 - reported by the study's own test
+            return Stopped(failure=f"{type(exc).__name__}: {exc}")
+
+    with concurrent.futures.ThreadPoolExecutor(AT_ONCE) as pool:
+        return dict(zip(LONG_RUNNING, pool.map(one, LONG_RUNNING), strict=True))
+
+
+@pytest.mark.timeout(900)  # the first of them waits for all (about 13 x 15 s / AT_ONCE on CI)
+@pytest.mark.parametrize("study", LONG_RUNNING)
+def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(study, stopped_commands):
+    got = stopped_commands[study]
+    signum = LONG_RUNNING[study][2]
+    where = f"{study} ({signal.Signals(signum).name}): {got.failure or got.output[-4000:]}"
+    assert not got.failure, where
+    assert got.regions_seen, "the Python-backend stubs map /dev/shm regions; none were found"
+    assert got.returncode == 128 + signum, where
+    assert "Traceback" not in got.output, where
+    assert got.server_left == [], where
+    assert got.regions_left == [], where
+    assert got.family_left == [], where
 
 
 @pytest.mark.timeout(300)
@@ -328,25 +379,33 @@ def test_an_exception_inside_the_lifecycle_passes_through_and_leaves_nothing(tmp
     assert server.left_behind == []
 
 
-def _wait_for_its_server(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path) -> None:
-    """Until a tritonserver under ``proc`` answers ready (``proc``'s descendants noted meanwhile)."""
-    while proc.poll() is None:
+def _wait_for_its_server(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path) -> str:
+    """Until a tritonserver under ``proc`` answers ready (``proc``'s descendants noted meanwhile); why not, else ""."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
         _note_family(proc.pid, seen)
         servers = [p for p in seen.values() if _is_tritonserver(p)]
         if servers and all(_ready(p) for p in servers):
-            return
+            return ""
         time.sleep(0.1)
-    pytest.fail(f"exited with {proc.returncode} before its server was ready:\n{output.read_text()[-4000:]}")
+    return f"{_ended(proc)} before its server was ready:\n{output.read_text()[-4000:]}"
 
 
-def _wait_for(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path, word: str) -> None:
-    """Until a process under ``proc`` whose command line holds ``word`` runs (the command's load generator)."""
-    while proc.poll() is None:
+def _wait_for(proc: subprocess.Popen, seen: dict[int, psutil.Process], output: Path, word: str) -> str:
+    """Until a process under ``proc`` whose command line holds ``word`` runs (the command's load generator); why
+    not, else ""."""
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while proc.poll() is None and time.monotonic() < deadline:
         _note_family(proc.pid, seen)
         if any(word in " ".join(_cmdline(p)) for p in seen.values() if p.is_running()):
-            return
+            return ""
         time.sleep(0.1)
-    pytest.fail(f"exited with {proc.returncode} before {word} ran:\n{output.read_text()[-4000:]}")
+    return f"{_ended(proc)} before {word} ran:\n{output.read_text()[-4000:]}"
+
+
+def _ended(proc: subprocess.Popen) -> str:
+    code = proc.poll()
+    return f"still running after {STOP_TIMEOUT_S} s" if code is None else f"exited with {code}"
 
 
 def _cmdline(p: psutil.Process) -> list[str]:
