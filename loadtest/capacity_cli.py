@@ -10,7 +10,8 @@ each request's intended send time); `--generator` picks either. The first run me
 mean from its metrics before); a budget of which the floor's p99 (or mean) takes over a quarter is refused
 (exit 2). `loadtest.measure.capacity.find_capacity` brackets the knee (rates doubling), narrows it to 5%, then
 runs `--trials` rounds at 0.9x, 1x and 1.1x the highest passing rate: each round's knee gives the interval, the
-three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it.
+three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it; then one more round there (unless
+`--no-late-round`) joins the interval, and the answer says when it shows the server's rate moved during the run.
 `--target-rps Q` prints the replicas that serve Q at the interval's lower bound with `--headroom` for bursts,
 plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
 scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
@@ -98,6 +99,13 @@ def register(subparsers) -> None:
         parser.add_argument(flag, type=float, metavar="MS", help=f"streamed models: budget of the {figure}, ms")
     parser.add_argument(
         "--trials", type=int, default=5, help="rounds of runs around the knee for its interval (>= 2, default 5)"
+    )
+    parser.add_argument(
+        "--no-late-round",
+        dest="late_round",
+        action="store_false",
+        help="skip the knee's round after the verdict, which puts the run's minutes in the interval and says when "
+        "the server's rate moved during the run (one more run per rate of the knee's)",
     )
     parser.add_argument(
         "--arrival",
@@ -328,6 +336,7 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         tolerance=args.tolerance,
         measured_s=measured_s,
         log=lambda text: print(text, flush=True),
+        late_round=args.late_round,
     )
     sentence = result.sentence(arrivals)
     extra = {

@@ -21,6 +21,10 @@ or a recorded curve in the tests). The search:
 4. Confirm: the three-way SLO verdict (``slo.verdict``) over the trials at the highest passing rate; when it
    is not PASS, over the trials one spread below (already measured), then ``step_down`` of that rate with
    new trials, at most ``max_step_downs`` steps in all, each step said.
+5. Late round (``late_round``, the capacity command's): once the verdict passed at the knee's rates, one more
+   round there. Its knee joins the interval, which so covers the run's minutes; when it falls outside the
+   earlier rounds' 95% prediction interval (``knee.moved``), the answer says the server's rate moved from
+   one to the other during the run. A drift slower than one run is in no interval: only a second run shows it.
 
 A replica plan counts on the lower of the knee interval's lower bound and the throughput sustained where the
 verdict passed (``plan_rate``). When the search ended at the generator's limit, not the server's, there is no
@@ -34,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -162,6 +166,7 @@ class _Settings:
     log: Log
     step_down: float
     measured_s: float | None
+    late_round: bool = False
 
     def trials_at(self, rate: float) -> ArmResult:
         """``trials`` runs at one rate (one arm of ``run_trials``)."""
@@ -184,10 +189,12 @@ def find_capacity(
     max_step_downs: int = MAX_STEP_DOWNS,
     measured_s: float | None = None,
     warmup_runs: int = 1,
+    late_round: bool = False,
 ) -> CapacityResult:
     """The highest rate at which ``measure_at(rate)`` meets ``budget``, confirmed by ``trials`` runs (module
     docstring). ``measured_s``: the seconds each run measures (for the Poisson-aware keep-up checks);
-    ``warmup_runs``: runs at ``start_rate`` first, left out.
+    ``warmup_runs``: runs at ``start_rate`` first, left out. ``late_round``: one more round of the knee after
+    the verdict (``_late_round``), so the interval covers the run's minutes, and a rate that moved is said.
     ``status``: OK found; FAILED no rate met it (or the trials failed at every step down); INCONCLUSIVE the
     verdict stayed inconclusive; BROKEN a run failed, or the generator could not offer the lowest rate."""
     evidence.require_trials(trials)
@@ -197,7 +204,7 @@ def find_capacity(
         raise CapacityError(f"growth {growth} must be > 1, tolerance {tolerance} in (0, growth - 1), step down < 1")
     result = CapacityResult(budget, ExitStatus.OK)
     measure_at = _rejudged(measure_at, measured_s)
-    settings = _Settings(measure_at, trials, log, step_down, measured_s)
+    settings = _Settings(measure_at, trials, log, step_down, measured_s, late_round)
 
     def run(rate: float, phase: str) -> Probe:
         m = measure_at(rate)
@@ -281,6 +288,8 @@ def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float,
             result.confirmations.append(_judged(result, r, by_rate[r], log))
     if result.confirmed is not None and result.confirmed.rate >= rates[0]:
         result.status = ExitStatus.OK
+        if settings.late_round:
+            _late_round(result, settings, rates)
         return result
     if max_step_downs < 2:
         return _unconfirmed(result)
@@ -288,6 +297,33 @@ def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float,
     result.notes.append(f"no verdict passed at {rates[0]:g}-{rates[1]:g} req/s: stepped down to {lower:g}")
     log(f"  {result.notes[-1]}")
     return _confirm(result, settings, lower, max_step_downs - 2)
+
+
+def _late_round(result: CapacityResult, settings: _Settings, rates: Sequence[float]) -> None:
+    """One more round at the knee's rates after the verdict, minutes after the first rounds began: its knee joins
+    the interval (which so covers the run's minutes, not only the rounds' own spread), and when it falls outside
+    the earlier rounds' prediction interval (``knee.moved``) the answer says the server's rate moved."""
+    settings.log(f"  the knee again, after the verdict: {', '.join(f'{r:g}' for r in rates)} req/s")
+    points = []
+    for r in rates:
+        m = settings.measure_at(r)
+        outcome = judge_run(m, r, result.budget, settings.measured_s)
+        result.probes.append(Probe(r, m, "late", outcome))
+        settings.log(f"  late     {r:10.1f} req/s offered: {describe(m, settings.measured_s)}  -> {outcome}")
+        if outcome not in (FAILED, GENERATOR):
+            share = worst_share(m, result.budget) if outcome != ERRORS else math.nan
+            points.append(knee.Point(r, share, outcome == PASS))
+    if not points:
+        result.notes.append("the round after the verdict had no usable run: the interval is the rounds' before it")
+        settings.log(f"  {result.notes[-1]}")
+        return
+    late = knee.round_knee(points, 1.0, knee.SPREAD)
+    result.moved = knee.moved(result.knee.rounds, late)
+    result.knee = knee.over_rounds(result.knee.rates, [*result.knee.rounds, late])
+    settings.log(f"  the knee over every round: {result.knee.interval.text('{:.1f}', ' req/s')}")
+    if result.moved is not None:
+        result.notes.append(result.moved.text())
+        settings.log(f"  {result.notes[-1]}")
 
 
 def _confirm(result: CapacityResult, settings: _Settings, rate: float, max_step_downs: int) -> CapacityResult:

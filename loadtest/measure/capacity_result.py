@@ -18,7 +18,7 @@ from typing import Any
 
 from loadtest.campaign import Slo
 from loadtest.measure.evidence import Interval, SloVerdict, Verdict
-from loadtest.measure.knee import KneeEstimate
+from loadtest.measure.knee import KneeEstimate, Moved
 from loadtest.measure.probe import Measurement
 from loadtest.measure.report_streams import STREAM_FIGURES
 from loadtest.measure.trials import ArmResult
@@ -74,7 +74,7 @@ class Probe:
     rate: float
     measurement: Measurement
     phase: str
-    """``bracket``, ``narrow`` or ``trial``."""
+    """``bracket``, ``narrow``, ``trial`` or ``late`` (the knee's round after the verdict)."""
     outcome: str
 
     @property
@@ -108,7 +108,7 @@ class CapacityResult:
     budget: Slo
     status: ExitStatus
     probes: list[Probe] = dataclasses.field(default_factory=list)
-    """The search's runs in order (bracket, then narrow)."""
+    """The search's runs in order (bracket, then narrow), then the round after the verdict's (late)."""
     confirmations: list[Confirmation] = dataclasses.field(default_factory=list)
     """The trials with their verdicts, highest rate first (the knee's rounds, then each step down)."""
     first_fail: Probe | None = None
@@ -117,6 +117,8 @@ class CapacityResult:
     """The lowest rate probed failed its trials too: the capacity, if any, lies below the start rate."""
     knee: KneeEstimate | None = None
     """The rate at which p99 (the tightest of the budgets set) reaches its budget, per round, with its interval."""
+    moved: Moved | None = None
+    """The round after the verdict put the knee outside where the rounds before it predicted."""
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -202,6 +204,10 @@ class CapacityResult:
                     where += f"; {_rounds(below)} crossed the budget below {self.knee.rates[0]:g} req/s"
                 if above:
                     where += f"; {_rounds(above)} did not cross it by {self.knee.rates[-1]:g} req/s"
+                if self.moved is not None:
+                    where += (
+                        f"; the rate moved from {self.moved.before:.1f} to {self.moved.after:.1f} req/s during the run"
+                    )
             holds = f"{b} holds up to {head}{iv.estimate:.1f} req/s"
             streams = self.stream_text()
             at = f"; at {confirmed.rate:g} req/s: {streams}" if streams else ""
@@ -255,6 +261,7 @@ class CapacityResult:
             "plan_rate": self.plan_rate,
             "throughput": iv.to_dict() if iv else None,
             "knee": self.knee.to_dict() if self.knee else None,
+            "rate_moved": self.moved.to_dict() if self.moved else None,
             "lower_bound_only": self.lower_bound_only,
             "first_fail": self.first_fail.to_dict() if self.first_fail else None,
             "probes": [p.to_dict() for p in self.probes],

@@ -143,6 +143,21 @@ def interval(
     return Interval(mean, low, high, n, confidence)
 
 
+def prediction_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """Where one more value from the trials' distribution falls with ``confidence``: the mean ± t s √(1 + 1/n),
+    Student's prediction interval (NaNs left out). It is wider than the mean's interval by √(n + 1): with 3
+    trials, a new value falls outside the mean's 95% interval about one time in six by chance alone, outside
+    this one in twenty. Fewer than 2 values: unbounded (any value is consistent with them)."""
+    array = _finite(values)
+    n = len(array)
+    if n < 2:
+        mean = float(array.mean()) if n else math.nan
+        return Interval(mean, -math.inf, math.inf, n, confidence)
+    mean = float(array.mean())
+    half = _t_ppf((1 + confidence) / 2, n - 1) * float(array.std(ddof=1)) * math.sqrt(1 + 1 / n)
+    return Interval(mean, mean - half, mean + half, n, confidence)
+
+
 def figure_interval(metric: str, values: Sequence[float]) -> Interval:
     """The interval a report shows for one figure over trials, on the scale the SLO verdict judges it: latencies
     (``*_ms``) on the log scale, shares within [0, 1], every other figure (rates) at least 0."""

@@ -118,5 +118,51 @@ def estimate(
 ) -> KneeEstimate:
     """The knee of each round (a round with no usable run left out) and the t interval over them; ``spread``:
     the one ``sweep_rates`` spaced the rounds' rates by."""
-    knees = [round_knee(points, budget_ms, spread) for points in rounds if points]
-    return KneeEstimate(list(rates), knees, evidence.interval([k.rate for k in knees], lower_bound=0.0))
+    return over_rounds(rates, [round_knee(points, budget_ms, spread) for points in rounds if points])
+
+
+def over_rounds(rates: Sequence[float], knees: Sequence[RoundKnee]) -> KneeEstimate:
+    """The rounds' knees and the t interval over them."""
+    return KneeEstimate(list(rates), list(knees), evidence.interval([k.rate for k in knees], lower_bound=0.0))
+
+
+@dataclasses.dataclass(frozen=True)
+class Moved:
+    """The round after the verdict put the knee where the rounds before it did not predict: the server's rate
+    moved during the run."""
+
+    before: float
+    """The mean of the earlier rounds' knees, req/s."""
+    expected: Interval
+    """Where one more round's knee was to fall (``evidence.prediction_interval`` of the earlier rounds')."""
+    after: float
+    """The knee of the round after the verdict, req/s."""
+    censored: str = ""
+    """The late round's own censoring ("above": the knee is at least ``after``; "below": at most)."""
+
+    def text(self) -> str:
+        bound = {"above": "at least ", "below": "at most "}.get(self.censored, "")
+        return (
+            f"the server's rate moved during the run: the rounds' knee {self.before:.1f} req/s, then "
+            f"{bound}{self.after:.1f} req/s after the verdict (one more round was expected within "
+            f"{self.expected.low:.1f}-{self.expected.high:.1f}): the interval is over every round"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "before": self.before,
+            "expected": self.expected.to_dict(),
+            "after": self.after,
+            "censored": self.censored,
+        }
+
+
+def moved(earlier: Sequence[RoundKnee], late: RoundKnee) -> Moved | None:
+    """``Moved`` when the late round's knee falls outside the prediction interval of the earlier rounds' knees
+    that crossed the budget within their rates (a censored knee is a bound, not a value); None otherwise, or
+    with fewer than 2 such rounds."""
+    values = [k.rate for k in earlier if not k.censored]
+    expected = evidence.prediction_interval(values)
+    if len(values) < 2 or expected.low <= late.rate <= expected.high:
+        return None
+    return Moved(expected.estimate, expected, late.rate, late.censored)

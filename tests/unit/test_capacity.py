@@ -288,3 +288,50 @@ def test_an_inconclusive_answer_from_thin_runs_hints_at_the_duration_that_fills_
     assert thin_runs_hint(result, 10.0) == ""  # 6,480 requests a run: the p99 has 64 above it
     passed = find_capacity(straddling(600.0, 800.0), Slo(500.0), 100.0, trials=4, log=quiet)
     assert passed.status is ExitStatus.OK and thin_runs_hint(passed, 1.0) == ""
+
+
+# --- the round after the verdict -------------------------------------------------------------------
+
+
+class Drifting(Curve):
+    """The recorded curve, whose p99 is ``factor`` times higher from the ``after``-th run on: a server that
+    slowed down (another tenant arrived) during the run."""
+
+    def __init__(self, after: int, factor: float, **kwargs):
+        super().__init__(**kwargs)
+        self.after, self.factor = after, factor
+
+    def p99(self, rate: float) -> float:
+        return super().p99(rate) * (self.factor if len(self.rates) > self.after else 1.0)
+
+
+def test_a_late_round_on_a_steady_server_joins_the_interval_and_rarely_says_the_rate_moved():
+    results = [find_capacity(Curve(seed=s), BUDGET, 20.0, trials=3, log=quiet, late_round=True) for s in range(40)]
+    assert all(r.status is ExitStatus.OK and len(r.knee.rounds) == 4 for r in results)
+    assert sum(r.capacity.low <= TRUE_KNEE <= r.capacity.high for r in results) >= 34
+    # a 95% prediction interval: about 2 of 40 by chance; the mean's own interval would say so about 7 times
+    assert sum(r.moved is not None for r in results) <= 5
+
+
+def test_a_server_that_slowed_during_the_run_is_said_to_have_moved_and_the_interval_covers_both_rates():
+    plain = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
+    runs = 1 + len(plain.probes) + 3 * 3  # the warm-up, the search, the rounds: then the late round slows down
+    lines: list[str] = []
+    result = find_capacity(Drifting(runs, 1.6), BUDGET, 20.0, trials=3, log=lines.append, late_round=True)
+    assert result.status is ExitStatus.OK and result.moved is not None
+    assert result.moved.after < result.moved.expected.low < result.moved.before
+    assert result.capacity.low <= result.moved.after and result.capacity.high >= plain.capacity.estimate
+    assert result.plan_rate <= result.capacity.low
+    assert "the rate moved from" in result.sentence() and "the server's rate moved during the run" in "\n".join(lines)
+    assert result.to_dict()["rate_moved"]["after"] == pytest.approx(result.moved.after)
+
+
+def test_without_a_late_round_the_knee_has_the_rounds_alone():
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet)
+    assert len(result.knee.rounds) == 3 and result.moved is None and result.to_dict()["rate_moved"] is None
+
+
+def test_the_late_rounds_runs_are_kept_with_the_searchs():
+    result = find_capacity(Curve(), BUDGET, 20.0, trials=3, log=quiet, late_round=True)
+    late = [p for p in result.probes if p.phase == "late"]
+    assert [p.rate for p in late] == result.knee.rates and all(p.to_dict()["phase"] == "late" for p in late)

@@ -147,3 +147,8 @@ def test_an_untraced_servers_mean_floor_over_a_quarter_of_the_budget_is_refused_
         "generator floor at 10 req/s: mean 0.300 ms (client minus Triton's own time, no trace"
         in capsys.readouterr().out
     )
+
+
+def test_the_round_after_the_verdict_is_on_unless_the_user_skips_it():
+    assert _parsed().late_round is True
+    assert _parsed("--no-late-round").late_round is False

@@ -244,3 +244,13 @@ def test_a_shares_lower_bound_is_wilsons_one_sided_bound(count, total):
 
 def test_a_share_of_nothing_has_a_lower_bound_of_zero():
     assert evidence.share_lower_bound(0, 50) == 0.0 and evidence.share_lower_bound(0, 0) == 0.0
+
+
+def test_the_prediction_interval_is_the_t_interval_for_one_more_value():
+    from scipy import stats
+
+    iv = evidence.prediction_interval([1.0, 2.0, 3.0])
+    half = stats.t.ppf(0.975, 2) * 1.0 * math.sqrt(1 + 1 / 3)
+    assert (iv.estimate, iv.low, iv.high, iv.trials) == pytest.approx((2.0, 2.0 - half, 2.0 + half, 3))
+    assert evidence.prediction_interval([5.0]).low == -math.inf  # one value predicts nothing
+    assert math.isnan(evidence.prediction_interval([]).estimate)
