@@ -17,6 +17,7 @@ served config).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import io
@@ -24,6 +25,7 @@ import json
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -62,6 +64,23 @@ _MEAN_PARTS = tuple(field for column, field in _MS_COLUMNS.items() if "latency" 
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed (or found no stable measurement); the message ends with its output tail."""
+
+
+class PerfAnalyzerOutOfMemory(PerfAnalyzerError):
+    """perf_analyzer used up the memory it may use (``MEMORY_SHARE``): at an open-loop rate it cannot keep up
+    with, it queues requests without bound. The generator's limit, not the server's."""
+
+
+MEMORY_SHARE = 0.5
+"""perf_analyzer's address space is capped at this share of the machine's memory. Past its limit an open loop
+queues requests in it without bound (seen: 14 GiB at 16,000 req/s on a 23 GiB machine, ended by the kernel's
+OOM killer, which could as well have picked the server); capped, it fails alone."""
+OUT_OF_MEMORY_SHARE = 0.75
+"""A perf_analyzer ended by a signal whose peak resident memory reached this share of its cap ran out of it."""
+
+
+def memory_cap_bytes() -> int:
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * MEMORY_SHARE)
 
 
 @dataclasses.dataclass
@@ -295,8 +314,18 @@ def run(
             cmd += ["--profile-export-file", str(export_path)]
         cmd += list(extra_args)
         log_path = Path(tmp) / "perf.log"
-        returncode, cpu_s, wall_s = _run_measured(cmd, log_path, timeout_s, binary)
+        returncode, cpu_s, wall_s, peak_bytes = _run_measured(cmd, log_path, timeout_s, binary)
         output = log_path.read_text(errors="replace")
+        cap = memory_cap_bytes()
+        if (
+            returncode is not None
+            and returncode < 0
+            and (peak_bytes >= OUT_OF_MEMORY_SHARE * cap or "bad_alloc" in output)
+        ):
+            raise PerfAnalyzerOutOfMemory(
+                f"perf_analyzer ran out of memory (peak {peak_bytes / 2**30:.1f} GiB of the {cap / 2**30:.1f} GiB it "
+                f"may use, exit {returncode}): it queued requests faster than they were answered"
+            )
         if returncode is None:
             raise PerfAnalyzerError(f"perf_analyzer ran past {timeout_s:.0f} s: {' '.join(cmd)}\n{output_tail(output)}")
         if returncode != 0 or not csv_path.exists():
@@ -314,26 +343,34 @@ def run(
     return PerfResult(model, protocol, batch_size, rows, cmd, text, output, cpu_s, wall_s, request_rate, measured)
 
 
-def _run_measured(cmd: list[str], log_path: Path, timeout_s: float, binary: Path) -> tuple[int | None, float, float]:
-    """(exit status or None after a timeout, CPU seconds, wall seconds) of ``cmd``; reaped with ``wait4`` so
-    the kernel's accounting of the child (every thread) comes back with its status."""
+def _run_measured(
+    cmd: list[str], log_path: Path, timeout_s: float, binary: Path
+) -> tuple[int | None, float, float, int]:
+    """(exit status or None after a timeout, CPU seconds, wall seconds, peak resident bytes) of ``cmd``, its
+    address space capped at ``memory_cap_bytes``; reaped with ``wait4`` so the kernel's accounting of the child
+    (every thread) comes back with its status."""
     started = time.monotonic()
     with open(log_path, "wb") as sink:
         try:
             proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise PerfAnalyzerError(f"no perf_analyzer at {binary}: run `make setup`") from None
+    cap = memory_cap_bytes()
+    with contextlib.suppress(OSError):  # set before it has queued anything (not preexec_fn: unsafe with threads)
+        resource.prlimit(proc.pid, resource.RLIMIT_AS, (cap, cap))
     try:
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-                return proc.returncode, usage.ru_utime + usage.ru_stime, time.monotonic() - started
+                cpu = usage.ru_utime + usage.ru_stime
+                return proc.returncode, cpu, time.monotonic() - started, usage.ru_maxrss * 1024
             if time.monotonic() - started > timeout_s:
                 proc.kill()
                 _, _, usage = os.wait4(proc.pid, 0)
                 proc.returncode = -9
-                return None, usage.ru_utime + usage.ru_stime, time.monotonic() - started
+                cpu = usage.ru_utime + usage.ru_stime
+                return None, cpu, time.monotonic() - started, usage.ru_maxrss * 1024
             time.sleep(0.02)
     except BaseException:
         if proc.returncode is None:

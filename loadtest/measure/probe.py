@@ -265,6 +265,10 @@ def with_perf_analyzer(
     try:
         with sample:
             result = _steadiest(run_at)
+    except perf.PerfAnalyzerOutOfMemory as exc:  # the generator's limit: the run says so, it did not fail
+        behind = Measurement(math.nan, math.nan, math.nan, 0.0, "perf_analyzer", offered_rate=load.rate)
+        behind.saturated = str(exc)
+        return behind
     except perf.PerfAnalyzerError as exc:
         after = server_metrics.snapshot(endpoints.http, endpoints.metrics, served_model)
         failed = Measurement.failed("perf_analyzer", _perf_reason(str(exc)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,28 @@ def test_a_rows_mean_latency_is_the_sum_of_its_parts_where_the_csv_has_no_averag
     assert row.mean_ms == pytest.approx(0.495)
     assert perf.parse_csv(f"{header},Avg latency\n20,19.9,10,300,50,20,100,10,5,480,900,600\n")[0].mean_ms == 0.6
     assert math.isnan(perf.parse_csv("Request Rate,Inferences/Second,p99 latency\n800,795.5,2500\n")[0].mean_ms)
+
+
+def test_perf_analyzers_memory_is_capped_and_running_out_of_it_is_its_own_error(tmp_path):
+    # perf_analyzer aborts on std::bad_alloc when its open loop queues more than its cap allows
+    binary = _fake_binary(
+        tmp_path,
+        f"sleep 0.5\nulimit -v > {tmp_path}/cap\n"
+        "echo \"terminate called after throwing an instance of 'std::bad_alloc'\"\nkill -ABRT $$\n",
+    )
+    with pytest.raises(perf.PerfAnalyzerOutOfMemory, match="ran out of memory .* it queued requests faster"):
+        perf.run("digits", "127.0.0.1:1", request_rate=16000, binary=binary)
+    assert int((tmp_path / "cap").read_text()) == perf.memory_cap_bytes() // 1024  # ulimit -v: KiB
+
+
+def test_a_perf_analyzer_ended_by_a_signal_at_its_memory_cap_ran_out_of_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(perf, "memory_cap_bytes", lambda: 2**30)
+    grow = "x = bytearray(800 * 2**20); x[::4096] = b'1' * len(x[::4096]); os.kill(os.getpid(), signal.SIGKILL)"
+    binary = _fake_binary(tmp_path, f'exec {sys.executable} -c "import os, signal; {grow}"\n')
+    with pytest.raises(perf.PerfAnalyzerOutOfMemory, match=r"peak 0\.[0-9] GiB of the 1\.0 GiB"):
+        perf.run("digits", "127.0.0.1:1", request_rate=16000, binary=binary)
+    # a signal far below the cap is a failure, not the generator's limit
+    binary = _fake_binary(tmp_path, "kill -TERM $$\n")
+    with pytest.raises(perf.PerfAnalyzerError) as info:
+        perf.run("digits", "127.0.0.1:1", request_rate=20, binary=binary)
+    assert not isinstance(info.value, perf.PerfAnalyzerOutOfMemory) and "exited with code -15" in str(info.value)

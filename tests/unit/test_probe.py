@@ -205,3 +205,20 @@ def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_secon
     assert probe.saturation(0.2, load, sent_rate=6 / 2.25) == "sent 2.7 of 3 req/s asked"  # seconds unknown
     many = Load(rate=3000)
     assert probe.saturation(0.2, many, sent_rate=2700.0, measured_s=10) == "sent 2700.0 of 3000 req/s asked"
+
+
+def test_perf_analyzer_out_of_memory_is_the_generators_limit_not_a_failed_run(monkeypatch):
+    from loadtest.campaign import Slo
+    from loadtest.measure.capacity import GENERATOR, judge_run
+
+    snapshots = iter([_snapshot(0), _snapshot(0)])
+    monkeypatch.setattr(probe.server_metrics, "snapshot", lambda *_: next(snapshots))
+
+    def out_of_memory(*_args, **_kwargs):
+        raise perf.PerfAnalyzerOutOfMemory("perf_analyzer ran out of memory (peak 11.2 GiB of the 11.5 GiB it may use)")
+
+    monkeypatch.setattr(probe.perf, "run", out_of_memory)
+    endpoints = Endpoints("127.0.0.1:8000", "127.0.0.1:8001", "http://127.0.0.1:8002/metrics")
+    m = probe.with_perf_analyzer(endpoints, "digits", Load(rate=16000.0))
+    assert not m.error and m.saturated.startswith("perf_analyzer ran out of memory") and not m.usable
+    assert judge_run(m, 16000.0, Slo(25.0)) == GENERATOR
