@@ -40,7 +40,7 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
         "--slo-p99-ms",
         "250",
         "--trials",
-        "4",
+        "3",
         *SHORT,
         # one doubling (20, then 40 req/s) before the knee's rounds at 40
         "--start-rate",
@@ -55,7 +55,7 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     line = re.search(
         r"p99 <= 250 ms holds up to (at least )?([0-9.]+) req/s \(95% CI ([0-9.]+)-([0-9.]+), "
-        r"(the throughput of 4 trials at|4 trials at|the knee of [45] rounds at)",
+        r"(the throughput of 3 trials at|3 trials at|the knee of [34] rounds at)",
         done.stdout,
     )
     assert line, done.stdout
@@ -63,7 +63,7 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
     assert low <= estimate <= high
     assert "for constant-rate arrivals (perf_analyzer)" in done.stdout and "replicas for 100 req/s:" in done.stdout
     results = json.loads((out / "results.json").read_text())
-    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 4
+    assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 3
     assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()
     hpa = yaml.safe_load(patch.read_text())
     assert hpa["kind"] == "HorizontalPodAutoscaler" and hpa["spec"]["maxReplicas"] >= 2
