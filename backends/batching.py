@@ -15,6 +15,8 @@ from collections import defaultdict
 
 import triton_python_backend_utils as pb_utils
 
+from backends.messages import client_message
+
 
 class RequestError(ValueError):
     """Something wrong with one request; answered as INVALID_ARG for that request alone."""
@@ -24,9 +26,10 @@ def flag(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def invalid(exc: Exception):
-    """A response carrying ``exc`` as this request's INVALID_ARG error."""
-    return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc), pb_utils.TritonError.INVALID_ARG))
+def invalid(exc: Exception, model: str = ""):
+    """A response carrying ``exc`` as this request's INVALID_ARG error, in one short line (``client_message``)."""
+    message = client_message(exc, model)
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, pb_utils.TritonError.INVALID_ARG))
 
 
 def gather(requests, name: str, parse, errors: tuple[type[Exception], ...]):
@@ -150,4 +153,4 @@ class BatchingModel:
             start += size or 0
 
     def error(self, exc: Exception):
-        return invalid(exc)
+        return invalid(exc, self.name)
