@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import stat
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -185,13 +184,22 @@ def test_perf_analyzers_memory_is_capped_and_running_out_of_it_is_its_own_error(
 
 
 def test_a_perf_analyzer_ended_by_a_signal_at_its_memory_cap_ran_out_of_memory(tmp_path, monkeypatch):
-    monkeypatch.setattr(perf, "memory_cap_bytes", lambda: 2**30)
-    grow = "x = bytearray(800 * 2**20); x[::4096] = b'1' * len(x[::4096]); os.kill(os.getpid(), signal.SIGKILL)"
-    binary = _fake_binary(tmp_path, f'exec {sys.executable} -c "import os, signal; {grow}"\n')
-    with pytest.raises(perf.PerfAnalyzerOutOfMemory, match=r"peak 0\.[0-9] GiB of the 1\.0 GiB"):
+    # The exit and the peak resident memory as wait4 reports them (a real run's: the test above).
+    cap = perf.memory_cap_bytes()
+    binary = _fake_binary(tmp_path, "exit 0\n")
+
+    def ended(code: int, peak: float):
+        def run(_cmd, log_path, *_):
+            log_path.write_text("")
+            return code, 1.0, 2.0, int(peak * cap)
+
+        return run
+
+    monkeypatch.setattr(perf, "_run_measured", ended(-9, 0.8))
+    with pytest.raises(perf.PerfAnalyzerOutOfMemory, match=r"peak [0-9.]+ GiB of the [0-9.]+ GiB it may use, exit -9"):
         perf.run("digits", "127.0.0.1:1", request_rate=16000, binary=binary)
     # a signal far below the cap is a failure, not the generator's limit
-    binary = _fake_binary(tmp_path, "kill -TERM $$\n")
+    monkeypatch.setattr(perf, "_run_measured", ended(-15, 0.1))
     with pytest.raises(perf.PerfAnalyzerError) as info:
         perf.run("digits", "127.0.0.1:1", request_rate=20, binary=binary)
     assert not isinstance(info.value, perf.PerfAnalyzerOutOfMemory) and "exited with code -15" in str(info.value)
