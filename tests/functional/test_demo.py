@@ -19,8 +19,13 @@ def test_the_demo_runs_every_step_and_its_campaign_passes_against_a_running_serv
     c = server.config
     urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
     status = demo("--repository", str(c.model_repository), *urls, "--campaign-seconds", "3", "--reports", str(tmp_path))
-    out = capsys.readouterr().out
-    assert status == 0, out[-3000:]
+    captured = capsys.readouterr()
+    out = captured.out
+    # A stall of the shared machine in a 3 s window can make the generator, not the server, the limit of a run:
+    # the gate then does not judge (seen once on CI: 16% of digits-http-open's requests sent late). That is
+    # the gate's right answer, not the demo failing; anything else must pass.
+    unjudged = "SLO gate not judged" in captured.err and "the generator, not the server, was the limit" in out
+    assert status == 0 or (status == 1 and unjudged), out[-3000:] + captured.err[-2000:]
     for step in ("export", "digits", "image_classifier", "text_embedder", "text_generator", "load campaign 'smoke'"):
         assert f"== {step}" in out, step
     accuracy = float(re.search(r"accuracy (\d\.\d+)", out).group(1))
