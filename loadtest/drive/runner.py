@@ -38,6 +38,11 @@ LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 PROGRESS_PREFIX = "  ... "
 MARGIN_S = 90.0
 """How long past its duration a run may take (start-up, stopping users) before it is killed."""
+OPEN_LOOP_STOP_S = 1.0
+"""How long after its duration Locust stops an open-loop run. Locust's clock starts before the run's (its users'
+set-up comes between, about 0.4 s here): stopped at the duration, it cut the schedule's last moments off and its
+stop's work landed on the requests in flight. The open loop's users stop themselves once the schedule's answers
+are in."""
 
 
 USER_CLASS = "TritonUser"
@@ -96,7 +101,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
         "-r",
         str(users),
         "-t",
-        f"{scenario.duration_s:g}s",
+        f"{scenario.duration_s + (OPEN_LOOP_STOP_S if scenario.shape['kind'] == 'open' else 0):g}s",
         "--only-summary",
         "--loglevel",
         "WARNING",

@@ -33,6 +33,7 @@ latency and tokens (``loadtest.drive.streams``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -48,6 +49,7 @@ import gevent.monkey
 import gevent.pool
 import numpy as np
 from locust import User, constant, task
+from locust.exception import StopUser
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
@@ -65,21 +67,20 @@ SETTINGS_READY = gevent.event.Event()
 """Set once this process's target is resolved (the locustfile's init: a remote worker's settings come from its
 master, and its users may be spawned before they do)."""
 SETTINGS_WAIT_S = 150.0
-TIMER_SLACK_S = 0.0015
-"""gevent's timers (libev, epoll) wake in whole milliseconds, up to about 1.3 ms after they fell due (seen: 0.7 ms
-at the median at 20 req/s): an open-loop request timed from when it fell due carried that as latency. The loop
-sleeps on gevent's timer until this long before the due time, then waits out the rest precisely
-(``wait_until``)."""
+TIMER_SLACK_S = 0.002
+"""How early the open loop wakes on gevent's timer before a request falls due. gevent's timers (libev, epoll) wake
+in whole milliseconds, up to about 1.3 ms after they fell due (seen: 0.7 ms at the median at 20 req/s), and a
+greenlet spawned then starts one turn of gevent's hub later (0.13-0.18 ms at the median at 20 req/s, measured in
+the run's Locust process, 2026-12-05): a request timed from when it fell due carried both as latency. So the loop
+spawns each request's greenlet this long before it falls due, and the greenlet waits out the rest precisely
+(``wait_until``) and sends at once."""
 _blocking_sleep = gevent.monkey.get_original("time", "sleep")
 
 
 def wait_until(due: float, busy: bool) -> None:
-    """Return at ``due`` (``time.monotonic()``), within tens of microseconds rather than gevent's millisecond.
-    The last ``TIMER_SLACK_S`` is a kernel sleep that blocks the process when it has nothing in flight
-    (``busy`` False: no answer to read meanwhile), else a loop that yields to the answers in flight."""
-    delay = due - time.monotonic()
-    if delay > TIMER_SLACK_S:
-        gevent.sleep(delay - TIMER_SLACK_S)
+    """Return at ``due`` (``time.monotonic()``), within tens of microseconds rather than gevent's millisecond:
+    called at most ``TIMER_SLACK_S`` before it, a kernel sleep that blocks the process when it has nothing else
+    in flight (``busy`` False: no answer to read meanwhile), else a loop that yields to the others."""
     while (left := due - time.monotonic()) > 0:
         if busy:
             gevent.sleep(0)
@@ -100,6 +101,9 @@ class Sender:
 
     def send(self, index: int) -> list[float] | None:
         raise NotImplementedError
+
+    def connect(self) -> None:
+        """Open the connection before the run: its set-up (6-7 ms for gRPC here) is not the server's latency."""
 
     def close(self) -> None:
         pass
@@ -129,6 +133,11 @@ class TritonSender(Sender):
 
     def send(self, index: int) -> None:
         self.client.infer(self.model, self.requests[index % len(self.requests)])
+
+    def connect(self) -> None:
+        # A server that does not answer now fails the run's requests, each counted; not the user's start.
+        with contextlib.suppress(Exception):
+            self.client.is_server_live()
 
     def close(self) -> None:
         self.client.close()
@@ -340,6 +349,7 @@ class TritonUser(User):
         target = process_target(self.settings, self.host or "")
         self.model, self.protocol = target.model, target.protocol
         self.sender = make_sender(target, pool)
+        self.sender.connect()
         self.index = random.randrange(len(self.sender.payloads))
         self.inflight = gevent.pool.Group()
         if self.open_loop:
@@ -412,16 +422,25 @@ class TritonUser(User):
             due = RUN_START[0] + offset
             if due < ready:
                 continue
-            if due >= end:  # the run is over: let the answers in, then idle until Locust stops the user
+            if due >= end:
+                # The schedule is over: let the answers in, then this user is done. Locust's own stop comes
+                # later (``runner.OPEN_LOOP_STOP_S``): its work would be the latency of a request still in
+                # flight (seen: 20-33 ms on the last request of a 20 req/s run).
                 self.inflight.join(timeout=30)
-                gevent.sleep(max(0.0, end - time.monotonic()) + 1.0)
-                return
-            wait_until(due, busy=len(self.inflight) > 0)
+                raise StopUser()
+            early = due - TIMER_SLACK_S - time.monotonic()
+            if early > 0:
+                gevent.sleep(early)
             if len(self.inflight) >= self.sender.pool:
                 RECORDER.drop(_second())
                 continue
-            self.inflight.spawn(self._timed, due, payload)
+            self.inflight.spawn(self._send_when_due, due, payload)
         self.inflight.join(timeout=10)
+
+    def _send_when_due(self, due: float, payload: int) -> None:
+        # This greenlet is in flight itself: the process is busy if any other is.
+        wait_until(due, busy=len(self.inflight) > 1)
+        self._timed(due, payload)
 
 
 def open_loop_dues(arrival: Arrival, settings: dict[str, Any], generator: int) -> Iterator[Due]:

@@ -109,7 +109,10 @@ def test_locust_command_follows_the_shape():
     cmd = locust_command(scenario, "127.0.0.1:8001")
     assert cmd[1:3] == ["-m", "loadtest.drive.locust_main"]  # gRPC readied for gevent before Locust imports
     assert "TritonUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
-    assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "10s"
+    # The open loop's users stop themselves at the schedule's end; Locust's stop comes a second later.
+    assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "11s"
+    closed = campaign.Scenario("c", "digits", "grpc", {"kind": "users", "users": 4}, duration_s=10)
+    assert locust_command(closed, "127.0.0.1:8001")[cmd.index("-t") + 1] == "10s"
 
 
 def test_trials_default_to_one_and_the_top_level_key_reaches_every_scenario():

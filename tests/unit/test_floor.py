@@ -66,3 +66,15 @@ def test_perf_analyzers_three_stable_windows_last_the_runs_duration_in_every_com
 
     assert profile_export.stable_window_ms(6.0) * profile_export.STABILITY_WINDOWS == 6000
     assert profile_export.stable_window_ms(0.01) == 100  # perf_analyzer's shortest sensible window
+
+
+def test_the_printed_floor_is_the_traced_p50_and_p99_or_untraced_the_mean():
+    nan = Interval(math.nan, math.nan, math.nan, 0).to_dict()
+    traced = {
+        "floor_p50_ms": Interval(0.5, 0.4, 0.6, 3).to_dict(),
+        "floor_p99_ms": Interval(0.9, 0.8, 1.0, 3).to_dict(),
+        "floor_mean_ms": Interval(0.55, 0.5, 0.6, 3).to_dict(),
+    }
+    assert floor.floor_text(traced) == "floor p50 0.500 (0.400-0.600) ms, p99 0.900 (0.800-1.000) ms"
+    untraced = traced | {"floor_p50_ms": nan, "floor_p99_ms": nan}
+    assert floor.floor_text(untraced) == "floor mean 0.550 (0.500-0.600) ms (no trace: Triton's means)"

@@ -178,8 +178,8 @@ WAIT_PROBE = textwrap.dedent(
 
 
 def test_the_open_loop_never_sends_before_a_request_falls_due_and_lets_answers_in_while_it_waits():
-    """gevent's timer alone wakes up to a millisecond late (a late send counts as latency); ``wait_until`` sleeps
-    on it only until just before the due time and waits out the rest, yielding when answers are in flight."""
+    """gevent's timer alone wakes up to a millisecond late (a late send counts as latency): the loop wakes on it
+    ``TIMER_SLACK_S`` early and ``wait_until`` waits out the rest, yielding when answers are in flight."""
     done = subprocess.run(
         [sys.executable, "-c", WAIT_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
     )
