@@ -115,8 +115,9 @@ class ClientStats:
     errors: dict[str, int] = dataclasses.field(default_factory=dict)
     """Error message (first line) -> count."""
     warmup_requests: int = 0
-    """Requests completed in the warm-up window at the start (new connections, first batches): not in the
-    figures above, but the server counted them."""
+    """Requests completed outside the measured window: in the warm-up at the start (new connections, first
+    batches), or after Locust's stop began (``Recorder.outside``): not in the figures above, but the server
+    counted them."""
     retries: int = 0
     """Attempts sent again after a retryable failure (opt-in client retry, ``settings["retry"]``). A request
     that succeeded after retries is one success, its latency counted from its first send."""

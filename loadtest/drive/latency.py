@@ -150,9 +150,10 @@ class Recorder:
         with self._lock:
             self.counts[(second, "retries")] += 1
 
-    def warmup(self, second: int, latency_s: float) -> None:
-        """A request that completed in the warm-up window: counted apart, its latency only in the run's sum
-        (the server's counters hold it too)."""
+    def outside(self, second: int, latency_s: float) -> None:
+        """A request that completed outside the measured window: in the warm-up at the start, or after Locust's
+        stop began (the stop's own work, 20-30 ms here, would be its latency). Counted apart, its latency only
+        in the run's sum (the server's counters hold it too)."""
         with self._lock:
             self.counts[(second, "warmup")] += 1
             self.counts[(second, "warmup_us")] += to_us(latency_s)

@@ -393,8 +393,8 @@ class TritonUser(User):
             )
             return
         elapsed = time.monotonic() - started
-        if warming:
-            RECORDER.warmup(second, elapsed)
+        if warming or self._state == LOCUST_STATE_STOPPING:
+            RECORDER.outside(second, elapsed)
         else:
             # A stream's TTFT counts from the same moment as its latency (open loop: when it fell due).
             RECORDER.success(second, elapsed, stream_figures(started, token_times or ()))

@@ -91,7 +91,7 @@ def test_merging_processes_equals_recording_in_one():
 def test_drain_hands_over_once_and_counts_failures_warmup_and_drops():
     recorder = Recorder()
     recorder.success(0, 0.001)
-    recorder.warmup(0, 0.004)
+    recorder.outside(0, 0.004)
     recorder.failure(1, "InferenceServerException: [request id: 7] unexpected shape\nmore")
     recorder.failure(1, "InferenceServerException: [request id: 8] unexpected shape")
     recorder.drop(2)

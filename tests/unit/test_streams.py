@@ -66,7 +66,7 @@ def test_streamed_successes_travel_raw_from_each_process_to_the_runs_figures():
         recorder.success(0, 0.2, StreamFigures(ttft_s, 0.0061234, 8))
         recorder.success(0, 0.05, StreamFigures(ttft_s, None, 1))
         recorder.success(0, 0.001)  # a plain request (not streamed) has no row
-        recorder.warmup(0, 0.5)
+        recorder.outside(0, 0.5)
         merger.add(recorder.drain())
     stats = merger.stats(duration_s=2.0)
     assert sorted(stats.streams) == [
