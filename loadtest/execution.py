@@ -162,12 +162,8 @@ def trial_line(t: Trial) -> str:
 
 
 def floor_line(t: Trial) -> str:
-    """The generator's own time in the trial's latencies (``server_trace.floor_text``); "" when unknown."""
-    if not t.server:
-        return ""
-    return server_trace.floor_text(
-        t.client.latency_ms, t.server.trace, t.server.breakdown_ms.get("client_network", math.nan)
-    )
+    """The generator's own time in the trial's latencies (``run.trial_floor``) on one line; "" when unknown."""
+    return server_trace.floor_text(trial_floor(t), t.server.trace if t.server else None)
 
 
 def interval_line(run: RunResult) -> str:

@@ -220,9 +220,9 @@ def floor_figures(floor: dict[str, float]) -> str:
     return " ".join(f"{k} {v:.3f}" for k, v in floor.items()) + " ms"
 
 
-def floor_text(client_ms: dict[str, float], trace: dict | None, client_network_ms: float = math.nan) -> str:
-    """The floor on one line: its p50 and p99 where the run was traced, else its mean from Triton's metrics."""
-    floor = floor_ms(client_ms, trace, client_network_ms)
+def floor_text(floor: dict[str, float], trace: dict | None) -> str:
+    """A floor (``floor_ms``) on one line: its p50 and p99 where the run was traced (``trace``: the run's
+    ``ServerTimes.quantiles``), else its mean from Triton's metrics; "" for an empty floor."""
     if not floor:
         return ""
     how = f"{trace['traced']} traced" if "mean" not in floor else "no trace: Triton's means"

@@ -171,7 +171,7 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join([*head, *rows, *tail, ""])
 
 
-def floor_text(intervals: dict) -> str:
+def arm_floor_text(intervals: dict) -> str:
     """The traced floor's p50 and p99, or untraced (a Triton older than 2.57.0) its mean."""
     if not math.isnan(evidence.Interval.from_dict(intervals["floor_p50_ms"]).estimate):
         return f"floor p50 {_cell(intervals['floor_p50_ms'])} ms, p99 {_cell(intervals['floor_p99_ms'])} ms"
@@ -233,7 +233,7 @@ class Floor(Study):
         paths = save_report(data, Path(data["out"]), markdown)
         print()
         for name, arm in data["arms"].items():
-            print(f"  {name:26s} {floor_text(arm['intervals'])}")
+            print(f"  {name:26s} {arm_floor_text(arm['intervals'])}")
         for p in data["pairs"]:
             print(
                 f"  {p['generator']} {p['protocol']} at {p['rate']:g}/s: p50 minus {REFERENCE}'s "

@@ -75,6 +75,6 @@ def test_the_printed_floor_is_the_traced_p50_and_p99_or_untraced_the_mean():
         "floor_p99_ms": Interval(0.9, 0.8, 1.0, 3).to_dict(),
         "floor_mean_ms": Interval(0.55, 0.5, 0.6, 3).to_dict(),
     }
-    assert floor.floor_text(traced) == "floor p50 0.500 (0.400-0.600) ms, p99 0.900 (0.800-1.000) ms"
+    assert floor.arm_floor_text(traced) == "floor p50 0.500 (0.400-0.600) ms, p99 0.900 (0.800-1.000) ms"
     untraced = traced | {"floor_p50_ms": nan, "floor_p99_ms": nan}
-    assert floor.floor_text(untraced) == "floor mean 0.550 (0.500-0.600) ms (no trace: Triton's means)"
+    assert floor.arm_floor_text(untraced) == "floor mean 0.550 (0.500-0.600) ms (no trace: Triton's means)"

@@ -59,11 +59,11 @@ def test_the_floor_is_the_clients_percentile_minus_the_servers_never_negative():
 
 def test_the_floor_line_falls_back_to_the_means_without_a_trace():
     trace = server_trace.ServerTimes(np.full(10, 1.0), np.zeros(10), np.ones(10)).quantiles()
-    assert (
-        server_trace.floor_text({"p50": 1.5, "p99": 3.0}, trace) == "generator floor p50 0.500 p99 2.000 ms (10 traced)"
-    )
-    assert "mean 0.700 ms (no trace" in server_trace.floor_text({"p50": 1.5}, None, 0.7)
-    assert server_trace.floor_text({"p50": 1.5}, None) == ""
+    traced = server_trace.floor_ms({"p50": 1.5, "p99": 3.0}, trace)
+    assert server_trace.floor_text(traced, trace) == "generator floor p50 0.500 p99 2.000 ms (10 traced)"
+    untraced = server_trace.floor_ms({"p50": 1.5}, None, 0.7)
+    assert "mean 0.700 ms (no trace" in server_trace.floor_text(untraced, None)
+    assert server_trace.floor_text(server_trace.floor_ms({"p50": 1.5}, None), None) == ""
 
 
 @pytest.mark.parametrize(("expected", "rate"), [(100, 1), (4000, 1), (4001, 2), (40_000, 10), (math.inf, 1)])
