@@ -381,7 +381,7 @@ def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
             return m
         floor.update(rate=rate, **m.floor_ms)
         figures = server_trace.floor_figures(m.floor_ms)
-        how = "no trace: Triton's means" if "mean" in m.floor_ms else "traced"
+        how = server_trace.UNTRACED if "mean" in m.floor_ms else "traced"
         print(f"  generator floor at {rate:g} req/s: {figures} (client minus Triton's own time, {how})", flush=True)
         if server_trace.floor_warning(m.floor_ms, budget_ms):
             (key, value), share = server_trace.floor_limit(m.floor_ms), server_trace.FLOOR_SHARE

@@ -85,7 +85,8 @@ def generators(scenario: Scenario) -> int:
 
 def locust_command(scenario: Scenario, url: str) -> list[str]:
     # The open loop runs one user per generating process (each sends its share of the one schedule).
-    users = generators(scenario) if scenario.shape["kind"] == "open" else scenario.peak_users
+    open_loop = scenario.shape["kind"] == "open"
+    users = generators(scenario) if open_loop else scenario.peak_users
     cmd = [
         sys.executable,
         "-m",
@@ -101,7 +102,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
         "-r",
         str(users),
         "-t",
-        f"{scenario.duration_s + (OPEN_LOOP_STOP_S if scenario.shape['kind'] == 'open' else 0):g}s",
+        f"{scenario.duration_s + (OPEN_LOOP_STOP_S if open_loop else 0):g}s",
         "--only-summary",
         "--loglevel",
         "WARNING",

@@ -215,6 +215,10 @@ def floor_ms(client_ms: dict[str, float], trace: dict | None, client_network_ms:
     return out
 
 
+UNTRACED = "no trace: Triton's means"
+"""How every line says a floor is the mean from Triton's metrics rather than traced percentiles."""
+
+
 def floor_figures(floor: dict[str, float]) -> str:
     """``p50 0.593 p99 0.645 ms`` (or ``mean 0.610 ms``): a floor as every line that prints one writes it."""
     return " ".join(f"{k} {v:.3f}" for k, v in floor.items()) + " ms"
@@ -225,7 +229,7 @@ def floor_text(floor: dict[str, float], trace: dict | None) -> str:
     ``ServerTimes.quantiles``), else its mean from Triton's metrics; "" for an empty floor."""
     if not floor:
         return ""
-    how = f"{trace['traced']} traced" if "mean" not in floor else "no trace: Triton's means"
+    how = f"{trace['traced']} traced" if "mean" not in floor else UNTRACED
     return f"generator floor {floor_figures(floor)} ({how})"
 
 

@@ -29,7 +29,7 @@ from typing import Any
 from loadtest.drive import apply, flags, perf, profile_export, target
 from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, generators
+from loadtest.measure import evidence, generators, server_trace
 from loadtest.measure.probe import Load
 from loadtest.measure.study_report import commit, save_report
 from loadtest.measure.trials import Arm, run_trials
@@ -175,7 +175,7 @@ def arm_floor_text(intervals: dict) -> str:
     """The traced floor's p50 and p99, or untraced (a Triton older than 2.57.0) its mean."""
     if not math.isnan(evidence.Interval.from_dict(intervals["floor_p50_ms"]).estimate):
         return f"floor p50 {_cell(intervals['floor_p50_ms'])} ms, p99 {_cell(intervals['floor_p99_ms'])} ms"
-    return f"floor mean {_cell(intervals['floor_mean_ms'])} ms (no trace: Triton's means)"
+    return f"floor mean {_cell(intervals['floor_mean_ms'])} ms ({server_trace.UNTRACED})"
 
 
 class Floor(Study):

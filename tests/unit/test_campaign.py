@@ -112,7 +112,8 @@ def test_locust_command_follows_the_shape():
     # The open loop's users stop themselves at the schedule's end; Locust's stop comes a second later.
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "11s"
     closed = campaign.Scenario("c", "digits", "grpc", {"kind": "users", "users": 4}, duration_s=10)
-    assert locust_command(closed, "127.0.0.1:8001")[cmd.index("-t") + 1] == "10s"
+    closed_cmd = locust_command(closed, "127.0.0.1:8001")
+    assert closed_cmd[closed_cmd.index("-t") + 1] == "10s"
 
 
 def test_trials_default_to_one_and_the_top_level_key_reaches_every_scenario():
