@@ -45,7 +45,6 @@ from typing import Any
 
 import gevent
 import gevent.event
-import gevent.monkey
 import gevent.pool
 import numpy as np
 from locust import User, constant, task
@@ -53,7 +52,7 @@ from locust.exception import StopUser
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
-from loadtest.drive import apply
+from loadtest.drive import apply, wake
 from loadtest.drive.arrivals import Arrival, Due, from_shape
 from loadtest.drive.latency import Recorder
 from loadtest.drive.payloads import PayloadOptions, default_options, payloads, served_model
@@ -72,20 +71,8 @@ TIMER_SLACK_S = 0.002
 in whole milliseconds, up to about 1.3 ms after they fell due (seen: 0.7 ms at the median at 20 req/s), and a
 greenlet spawned then starts one turn of gevent's hub later (0.13-0.18 ms at the median at 20 req/s, measured in
 the run's Locust process, 2026-12-05): a request timed from when it fell due carried both as latency. So the loop
-spawns each request's greenlet this long before it falls due, and the greenlet waits out the rest precisely
-(``wait_until``) and sends at once."""
-_blocking_sleep = gevent.monkey.get_original("time", "sleep")
-
-
-def wait_until(due: float, busy: bool) -> None:
-    """Return at ``due`` (``time.monotonic()``), within tens of microseconds rather than gevent's millisecond:
-    called at most ``TIMER_SLACK_S`` before it, a kernel sleep that blocks the process when it has nothing else
-    in flight (``busy`` False: no answer to read meanwhile), else a loop that yields to the others."""
-    while (left := due - time.monotonic()) > 0:
-        if busy:
-            gevent.sleep(0)
-        else:
-            _blocking_sleep(left)
+spawns each request's greenlet this long before it falls due, and the greenlet waits out the rest on a kernel
+timer (``wake.wait_until``) and sends at once."""
 
 
 def _second() -> int:
@@ -438,8 +425,7 @@ class TritonUser(User):
         self.inflight.join(timeout=10)
 
     def _send_when_due(self, due: float, payload: int) -> None:
-        # This greenlet is in flight itself: the process is busy if any other is.
-        wait_until(due, busy=len(self.inflight) > 1)
+        wake.wait_until(due)
         self._timed(due, payload)
 
 
