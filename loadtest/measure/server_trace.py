@@ -200,12 +200,21 @@ class TraceSample:
             self.why_none, self.times = "no request of the run was traced", None
 
 
+_WINDOW_EDGE_MS = 0.5
+"""How far a client's mean may fall below Triton's over one run and still be read as a floor of 0."""
+
+
 def floor_ms(client_ms: dict[str, float], trace: dict | None, client_network_ms: float = math.nan) -> dict[str, float]:
     """The generator's floor: the client's p50 and p99 minus the server's at the same percentile over the same
     run (``ServerTimes.quantiles``); without a trace, its mean: the client's mean minus Triton's mean request
-    time over the run (``client_network_ms``, from its metrics); empty when neither is known."""
+    time over the run (``client_network_ms``, from its metrics); empty when neither is known. Every request's
+    client time holds its server time: a client mean a little below the server's is the windows' edges (0), one
+    far below it means the two windows held different requests (a backlog drained after the client's window, as
+    in an overloaded run): no floor, rather than 0."""
     if not trace or "request" not in trace:
-        return {"mean": round(max(0.0, client_network_ms), 4)} if math.isfinite(client_network_ms) else {}
+        if not client_network_ms >= -_WINDOW_EDGE_MS:  # NaN too
+            return {}
+        return {"mean": round(max(0.0, client_network_ms), 4)}
     server = trace["request"]
     out = {}
     for key in ("p50", "p99"):

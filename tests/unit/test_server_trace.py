@@ -66,6 +66,11 @@ def test_the_floor_line_falls_back_to_the_means_without_a_trace():
     assert server_trace.floor_text(server_trace.floor_ms({"p50": 1.5}, None), None) == ""
 
 
+def test_an_untraced_floor_is_unknown_when_the_clients_mean_is_below_the_servers_not_zero():
+    assert server_trace.floor_ms({"p50": 800.0}, None, -35.2) == {}
+    assert server_trace.floor_ms({"p50": 1.0}, None, -0.6) == {}
+
+
 @pytest.mark.parametrize(("expected", "rate"), [(100, 1), (4000, 1), (4001, 2), (40_000, 10), (math.inf, 1)])
 def test_a_long_run_is_traced_every_nth_request_to_keep_the_sample_near_its_size(expected, rate):
     assert server_trace.rate_for(expected) == rate
