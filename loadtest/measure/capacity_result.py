@@ -194,6 +194,9 @@ class CapacityResult:
                 where = f"{what}{iv.trials} trials at {confirmed.rate:g} req/s offered"
                 if self.knee is not None:
                     where += f"; {self._why_no_knee()}"
+                if self.first_fail is not None and self.first_fail.outcome == GENERATOR:
+                    # Said in the answer itself: "at least" alone reads as the server's limit.
+                    where += f"; the generator could not offer {self.first_fail.rate:g} req/s, the server may hold more"
             else:
                 span = f"95% CI {iv.low:.1f}-{iv.high:.1f}" if iv.has_interval else "1 round, no interval"
                 rates = "/".join(f"{r:.0f}" for r in self.knee.rates)

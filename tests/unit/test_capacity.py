@@ -136,6 +136,9 @@ def test_a_generator_that_cannot_offer_the_rate_makes_the_capacity_a_lower_bound
     assert result.status is ExitStatus.OK
     assert result.first_fail.outcome == GENERATOR and result.lower_bound_only
     assert "holds up to at least" in result.sentence()
+    assert f"the generator could not offer {result.first_fail.rate:g} req/s, the server may hold more" in (
+        result.sentence()
+    )
 
 
 def test_a_generator_that_cannot_offer_the_first_rate_is_status_3():
