@@ -26,7 +26,6 @@ generator failed; 4 the verdict at the knee stayed inconclusive.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import math
 import shlex
@@ -72,16 +71,6 @@ examples:
   tritonkit capacity text_embedder --slo-p99-ms 400 --arrival gamma:0.5 --start-rate 5 --trials 5
   tritonkit capacity text_generator --slo-p99-ms 5000 --slo-ttft-ms 500 --slo-itl-ms 60 --start-rate 1
 """
-
-
-@dataclasses.dataclass(frozen=True)
-class OpenLoad(Load):
-    """An open-loop load whose shape carries an arrival pattern's keys (``Arrival.shape_keys``)."""
-
-    arrival_keys: tuple[tuple[str, object], ...] = ()
-
-    def shape(self) -> dict:
-        return {**super().shape(), **dict(self.arrival_keys)}
 
 
 def register(subparsers) -> None:
@@ -278,7 +267,7 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
 
     def measure_locust(rate: float) -> Measurement:
         settle(endpoints, args.model)  # an overloaded run leaves a backlog: let it drain first
-        load = OpenLoad(rate=rate, arrival_keys=keys)
+        load = Load(rate=rate, shape_keys=keys)
         return generator.measure(args.model, args.model, load, label=f"run{next(count):03d}-{rate:.0f}rps")
 
     return measure_locust, generator.measured_s, arrival.describe()

@@ -47,17 +47,6 @@ def _silent(*_: object) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ShapedLoad(Load):
-    """A load whose Locust shape carries further keys (open-loop client slots ``max_inflight``, an arrival
-    pattern's keys); perf_analyzer takes its users or rate alone."""
-
-    keys: tuple[tuple[str, object], ...] = ()
-
-    def shape(self) -> dict:
-        return {**super().shape(), **dict(self.keys)}
-
-
-@dataclasses.dataclass(frozen=True)
 class RunRecord:
     """One run's client record (``LoadGenerator.run``)."""
 

@@ -46,10 +46,13 @@ TENSOR_PLATFORMS = ("pytorch_libtorch", "onnxruntime_onnx", "tensorrt_plan", "te
 
 @dataclasses.dataclass(frozen=True)
 class Load:
-    """The load a config is measured at: a closed loop of ``users`` or an open loop of ``rate`` req/s."""
+    """The load a config is measured at: a closed loop of ``users`` or an open loop of ``rate`` req/s, and the
+    further keys of its Locust shape (open-loop client slots ``max_inflight``, an arrival pattern's
+    ``Arrival.shape_keys``); perf_analyzer takes its users or rate alone."""
 
     users: int | None = None
     rate: float | None = None
+    shape_keys: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.users is None) == (self.rate is None):
@@ -66,7 +69,8 @@ class Load:
 
     def shape(self) -> dict[str, Any]:
         """The campaign shape of this load (for Locust)."""
-        return {"kind": "users", "users": self.users} if self.users else {"kind": "open", "rate": self.rate}
+        kind = {"kind": "users", "users": self.users} if self.users else {"kind": "open", "rate": self.rate}
+        return {**kind, **dict(self.shape_keys)}
 
 
 @dataclasses.dataclass

@@ -51,7 +51,7 @@ from loadtest.drive import flags, target
 from loadtest.drive.payloads import PayloadOptions, payload_options
 from loadtest.errors import PayloadError
 from loadtest.measure import generators
-from loadtest.measure.generators import ShapedLoad
+from loadtest.measure.probe import Load
 from loadtest.measure.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
 from loadtest.studies.soak_checks import check_errors, check_memory, check_p99, full_windows
 from loadtest.studies.soak_report import write_outputs
@@ -182,7 +182,7 @@ def soak(
         processes=1,
         log=log,
     )
-    load = ShapedLoad(rate=rate, keys=(("max_inflight", max_inflight),))
+    load = Load(rate=rate, shape_keys=(("max_inflight", max_inflight),))
     settle(endpoints, served)
     sampler = MemorySampler(server_pid, sample_s).start()
     try:

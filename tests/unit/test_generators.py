@@ -185,7 +185,7 @@ def test_the_locust_run_keeps_the_whole_client_record_with_its_windows_warm_up_a
         window_s=20.0,
         processes=1,
     )
-    load = generators.ShapedLoad(rate=70.0, keys=(("max_inflight", 64),))
+    load = Load(rate=70.0, shape_keys=(("max_inflight", 64),))
     record = generator.run("digits", "digits", load, label="soak-digits")
     [(scenario, served, endpoints, folder, label, extra)] = calls
     assert (served, endpoints, folder, label, extra) == ("digits", ENDPOINTS, work, "soak-digits", {"window_s": 20.0})
