@@ -124,7 +124,7 @@ def worst_share(m: Measurement, budget: Slo) -> float:
     return math.nan if any(math.isnan(v) for v in shares) else max(shares)
 
 
-def judge_run(m: Measurement, rate: float, budget: Slo, measured_s: float | None = None) -> str:
+def run_outcome(m: Measurement, rate: float, budget: Slo, measured_s: float | None = None) -> str:
     """One run's outcome against the budget (``PASS`` or why not; ``over`` names the latency budgets missed)."""
     if m.error:
         return FAILED
@@ -208,7 +208,7 @@ def find_capacity(
 
     def run(rate: float, phase: str) -> Probe:
         m = measure_at(rate)
-        p = Probe(rate, m, phase, judge_run(m, rate, budget, measured_s))
+        p = Probe(rate, m, phase, run_outcome(m, rate, budget, measured_s))
         result.probes.append(p)
         log(f"  {phase:8s} {rate:10.1f} req/s offered: {describe(m, measured_s)}  -> {p.outcome}")
         return p
@@ -276,7 +276,7 @@ def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float,
         points = []
         for r in rates:
             m = by_rate[r].trials[i]
-            outcome = judge_run(m, r, result.budget, settings.measured_s)
+            outcome = run_outcome(m, r, result.budget, settings.measured_s)
             if outcome not in (FAILED, GENERATOR):
                 share = worst_share(m, result.budget) if outcome != ERRORS else math.nan
                 points.append(knee.Point(r, share, outcome == PASS))
@@ -307,7 +307,7 @@ def _late_round(result: CapacityResult, settings: _Settings, rates: Sequence[flo
     points = []
     for r in rates:
         m = settings.measure_at(r)
-        outcome = judge_run(m, r, result.budget, settings.measured_s)
+        outcome = run_outcome(m, r, result.budget, settings.measured_s)
         result.probes.append(Probe(r, m, "late", outcome))
         settings.log(f"  late     {r:10.1f} req/s offered: {describe(m, settings.measured_s)}  -> {outcome}")
         if outcome not in (FAILED, GENERATOR):

@@ -31,7 +31,7 @@ PASS, ERRORS, BEHIND, GENERATOR, FAILED = (
     "generator could not offer the rate",
     "measurement failed",
 )
-"""The outcomes of one run against the budget (``capacity.judge_run``), besides ``over``."""
+"""The outcomes of one run against the budget (``capacity.run_outcome``), besides ``over``."""
 OVER_BUDGET = " over budget"
 
 

@@ -108,7 +108,7 @@ def run_result(
     # The trials' counts added (a share is within / requests), rather than counting the merged histogram again.
     within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)
     run.goodput_share, run.goodput_rps = evidence.goodput(within, client.requests, client.duration_s)
-    return slo.judge_run(run, budget)
+    return slo.record_verdict(run, budget)
 
 
 def run_scenario(

@@ -129,7 +129,7 @@ def violations(run: RunResult, slo: Slo) -> list[str]:
     return run_verdict(run, slo)[1]
 
 
-def judge_run(run: RunResult, slo: Slo) -> RunResult:
+def record_verdict(run: RunResult, slo: Slo) -> RunResult:
     """Record the run's verdict, its sentences and what would settle it on the run; returns it."""
     judged, sentences = run_verdict(run, slo)
     run.verdict, run.slo_violations, run.settle = judged.verdict.value, sentences, judged.settle

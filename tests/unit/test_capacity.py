@@ -18,8 +18,8 @@ from loadtest.measure.capacity import (
     CapacityError,
     Probe,
     find_capacity,
-    judge_run,
     next_rate,
+    run_outcome,
 )
 from loadtest.measure.evidence import EvidenceError
 from loadtest.measure.probe import Measurement
@@ -205,7 +205,7 @@ def test_a_ttft_budget_tighter_than_the_p99_one_lowers_the_capacity_to_where_ttf
 )
 def test_the_outcome_names_the_latency_budgets_a_run_missed(figures, budget, outcome):
     run = dataclasses.replace(m(100.0, 10.0), **figures)
-    assert judge_run(run, 100.0, budget) == (outcome or "p99 and p99 ITL over budget")
+    assert run_outcome(run, 100.0, budget) == (outcome or "p99 and p99 ITL over budget")
 
 
 def test_the_narrowing_follows_the_tightest_budget():
@@ -230,7 +230,7 @@ def test_the_narrowing_follows_the_tightest_budget():
     ],
 )
 def test_one_run_is_judged_against_the_budget(measurement, outcome):
-    assert judge_run(measurement, 100.0, BUDGET) == outcome
+    assert run_outcome(measurement, 100.0, BUDGET) == outcome
 
 
 def test_a_send_shortfall_within_poisson_noise_is_not_the_generators_limit():
@@ -238,7 +238,7 @@ def test_a_send_shortfall_within_poisson_noise_is_not_the_generators_limit():
     close = m(16.0, 10.0, offered_rate=20.0, sent_rate=16.0, saturated="sent 16.0 of 20 req/s asked")
     far = m(6.7, 10.0, offered_rate=20.0, sent_rate=6.7, saturated="sent 6.7 of 20 req/s asked")
     assert capacity.generator_behind(close, 1.5) == ""
-    assert judge_run(close, 20.0, BUDGET, 1.5) == PASS
+    assert run_outcome(close, 20.0, BUDGET, 1.5) == PASS
     assert capacity.generator_behind(far, 1.5) == "sent 6.7 of 20 req/s asked"
     assert capacity.generator_behind(close) == "sent 16.0 of 20 req/s asked"  # unknown run length: no forgiveness
 

@@ -209,7 +209,7 @@ def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_secon
 
 def test_perf_analyzer_out_of_memory_is_the_generators_limit_not_a_failed_run(monkeypatch):
     from loadtest.campaign import Slo
-    from loadtest.measure.capacity import GENERATOR, judge_run
+    from loadtest.measure.capacity import GENERATOR, run_outcome
 
     snapshots = iter([_snapshot(0), _snapshot(0)])
     monkeypatch.setattr(probe.server_metrics, "snapshot", lambda *_: next(snapshots))
@@ -221,4 +221,4 @@ def test_perf_analyzer_out_of_memory_is_the_generators_limit_not_a_failed_run(mo
     endpoints = Endpoints("127.0.0.1:8000", "127.0.0.1:8001", "http://127.0.0.1:8002/metrics")
     m = probe.with_perf_analyzer(endpoints, "digits", Load(rate=16000.0))
     assert not m.error and m.saturated.startswith("perf_analyzer ran out of memory") and not m.usable
-    assert judge_run(m, 16000.0, Slo(25.0)) == GENERATOR
+    assert run_outcome(m, 16000.0, Slo(25.0)) == GENERATOR
