@@ -53,7 +53,7 @@ def schedule(pairs: list[Pair]) -> list[tuple[Candidate, Scenario, int]]:
 
 
 def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=print) -> CampaignResult:
-    """Every trial of every pair (``schedule``); the served configs are restored after."""
+    """Every trial of every pair (``schedule``); the served configs are restored after (``apply.ServedConfigs``)."""
     work = out_dir / "runs"
     work.mkdir(parents=True, exist_ok=True)
     pairs = pairs_of(campaign)
@@ -62,24 +62,21 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
     )
     check_campaign_payloads(pairs, endpoints, log)
     serving: dict[str, str] = {}  # model -> the variant whose config it serves now (absent: the original)
-    originals: dict[str, dict] = {}  # model -> its config before the campaign changed it
     trials: dict[tuple[str, str], list[Trial]] = {}
     runs: dict[tuple[str, str], RunResult] = {}
     limits: dict[tuple[str, str], str] = {}  # the first trial's generator limit, where one fell behind
     order = schedule(pairs)
     started = time.monotonic()
-    try:
+    with apply.ServedConfigs(endpoints.http) as configs:
         for index, (variant, scenario, trial) in enumerate(order, 1):
             served = variant.served_model(scenario.model)
             wanted = variant.name if variant.changes_config and variant.applies_to(scenario.model) else None
             if serving.get(served) != wanted:
                 if wanted is None:
-                    apply.restore(endpoints.http, {served: originals[served]})
+                    configs.reset(served)
                     serving.pop(served)
                 else:
-                    if served not in originals:
-                        originals[served] = apply.served_config(endpoints.http, served)
-                    apply.apply(endpoints.http, variant, scenario.model, originals[served])
+                    configs.apply(variant, scenario.model)
                     serving[served] = wanted
             else:
                 apply.served_config(endpoints.http, served)  # fails early, naming the model, if it is not served
@@ -112,8 +109,6 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
                 continue
             if many:
                 log(f"      over {len(done)} trials: {interval_line(run)}")
-    finally:
-        apply.restore(endpoints.http, {model: originals[model] for model in serving})
     result.runs = [runs[(v.name, s.name)] for v, s in pairs]
     return result
 

@@ -5,9 +5,10 @@ goes through the one config model: the served config is read back into a ``Model
 (``export.config.from_json``), the candidate's ``ServingChanges`` are applied to it, and the result is
 written as JSON again (``export.config.to_json``); a config a ``ModelSpec`` cannot hold (a hand-written
 ensemble) is refused by name rather than changed blindly. Loading again without a config does not bring the
-file's settings back while the files are unchanged (Triton sees nothing new), so ``restore`` loads the
-config captured before the first change. The served model keeps its weights; only batching (the queue
-policy included), instances and warmup change. Loading blocks until the new config is ready.
+file's settings back while the files are unchanged (Triton sees nothing new), so ``ServedConfigs`` loads
+the config captured before the first change: the one place a command's changes are given back. The served
+model keeps its weights; only batching (the queue policy included), instances and warmup change. Loading
+blocks until the new config is ready.
 
 A server that restricts its model-config API (the production stacks, ``deploy/security.py``) refuses the
 config to a client without the admin key; :func:`served_config` then reads the model's metadata, open to
@@ -204,7 +205,53 @@ def load(http_url: str, model: str, config: ModelSpec | dict[str, Any] | None = 
         raise VariantError(f"loading {model!r} with {what} failed: {exc.message}") from None
 
 
-def restore(http_url: str, originals: dict[str, dict[str, Any]]) -> None:
-    """Back to the configs served before: ``originals`` maps model -> its config captured then."""
-    for model, config in sorted(originals.items()):
-        load(http_url, model, config)
+class ServedConfigs:
+    """The configs a command serves in place of the repository's, given back when it ends (``with``, or
+    ``restore``). A model's config is captured the first time it is read (``original``) or changed (``load``,
+    ``apply``); on exit every model loaded with another config is loaded with its captured config again.
+    ``restore=False`` leaves them as they are: a local server that stops with the command."""
+
+    def __init__(self, http_url: str, *, restore: bool = True):
+        self.http_url, self.restore_on_exit = http_url, restore
+        self.originals: dict[str, dict[str, Any]] = {}
+        """Model -> its config before this command changed it."""
+        self.changed: set[str] = set()
+        """Models loaded with another config, until given theirs back."""
+
+    def __enter__(self) -> ServedConfigs:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self.restore_on_exit:
+            self.restore()
+
+    def original(self, model: str) -> dict[str, Any]:
+        """``model``'s config before this command changed it (read from the server the first time)."""
+        if model not in self.originals:
+            self.originals[model] = served_config(self.http_url, model)
+        return self.originals[model]
+
+    def load(self, model: str, config: ModelSpec | dict[str, Any]) -> None:
+        """Serve ``config`` for ``model`` (``load``), its original captured first."""
+        self.original(model)
+        self.changed.add(model)  # before loading: a load that fails half way may leave it changed
+        load(self.http_url, model, config)
+
+    def apply(self, candidate: Candidate, model: str) -> str:
+        """Serve ``candidate`` of ``model``, its changes made to the original config; returns the name clients
+        must call (``apply``)."""
+        served = candidate.served_model(model)
+        if candidate.applies_to(model) and candidate.changes_config:
+            self.load(served, override(self.original(served), candidate))
+        return served
+
+    def reset(self, model: str) -> None:
+        """``model``'s original config served again, where this command changed it."""
+        if model in self.changed:
+            load(self.http_url, model, self.originals[model])
+            self.changed.discard(model)
+
+    def restore(self) -> None:
+        """Every changed model's original config served again."""
+        for model in sorted(self.changed):
+            self.reset(model)

@@ -138,11 +138,9 @@ def saturation_without_policy(
 ) -> Saturation:
     """``find_saturation`` with the queue policy removed, then ``original`` served again."""
     _, without = variants(model, policy_of(original), fmt)
-    apply.apply(endpoints.http, without, model, original)
-    try:
+    with apply.ServedConfigs(endpoints.http) as configs:
+        configs.apply(without, model)
         return find_saturation(model, served, protocol, endpoints, work, log=log, payload=payload, **search)
-    finally:
-        apply.restore(endpoints.http, {served: original})
 
 
 # --- the whole measurement -----------------------------------------------------------------------
@@ -201,6 +199,7 @@ def measure(
     budget = Slo(budget_ms, max_error_rate=0.999999)
     rows, runs, current = [], [], None
     by_name = {v.name: v for v in (with_policy, without_policy)}
+    configs = apply.ServedConfigs(endpoints.http)
     try:
         for factor in factors:
             rate = round(sat.rps * factor, 1)
@@ -209,7 +208,7 @@ def measure(
                 variant, trial = by_name[name], round_ + 1
                 settle(endpoints, served)  # a run without a policy can leave a backlog behind
                 if current != name:
-                    apply.apply(endpoints.http, variant, model, original)
+                    configs.apply(variant, model)
                     current = name
                 scenario = open_scenario(
                     model,
@@ -240,8 +239,8 @@ def measure(
                     f"  p99 {ms_text(r['p99_ms'])} ms {'ok' if r['meets_budget'] else 'OVER'}"
                 )
     finally:
-        settle(endpoints, served)
-        apply.restore(endpoints.http, {served: original})
+        settle(endpoints, served)  # a backlog drained before the config goes back
+        configs.restore()
     return {
         "model": model,
         "served_model": served,

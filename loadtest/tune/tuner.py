@@ -113,12 +113,11 @@ class Runner:
 
     def __init__(self, options: TuneOptions, endpoints: Endpoints, log: Callable[[str], None] = print):
         self.options, self.endpoints, self.log = options, endpoints, log
-        self.originals: dict[str, dict] = {}
+        self.configs = apply.ServedConfigs(endpoints.http)
+        """The served configs it changed, restored by ``restore``."""
         self.specs: dict[str, ModelSpec] = {}
         self.serving: dict[str, Point] = {}
         """Served model -> the point it serves now (its original config's point until one is loaded)."""
-        self.changed: set[str] = set()
-        """Served models loaded with another config: restored at the end."""
         self.refused: dict[Point, str] = {}
         """Points the server would not load, with why."""
         # Both built once: which one a point gets depends on its served model (``generator``).
@@ -142,7 +141,7 @@ class Runner:
 
     def spec_of(self, served: str, fmt: str = "torchscript/fp32") -> ModelSpec:
         if served not in self.specs:
-            self.originals[served] = apply.served_config(self.endpoints.http, served)
+            self.configs.original(served)
             self.specs[served] = served_spec(self.endpoints, served)
             self.serving[served] = served_point(self.specs[served], fmt)
         return self.specs[served]
@@ -168,8 +167,7 @@ class Runner:
         try:
             changed = point.changes().apply(spec)
             self.serving.pop(served, None)
-            self.changed.add(served)
-            apply.load(self.endpoints.http, served, changed)
+            self.configs.load(served, changed)
             self.serving[served] = point
         except (ExportError, VariantError) as exc:
             self.refused[point] = f"config not served: {exc}"
@@ -211,8 +209,7 @@ class Runner:
 
     def restore(self) -> None:
         """The configs served before the search, for every model it changed (a reload restarts instances)."""
-        apply.restore(self.endpoints.http, {m: c for m, c in self.originals.items() if m in self.changed})
-        self.changed.clear()
+        self.configs.restore()
 
 
 def formats_served(endpoints: Endpoints, repository: Path, model: str) -> list[str]:
@@ -345,7 +342,7 @@ def tune(
         result.best = outcome.decision.pick
     finally:
         runner.restore()
-    outcome.served = dict(runner.originals)
+    outcome.served = dict(runner.configs.originals)
     return outcome
 
 

@@ -36,7 +36,7 @@ def test_recorded_pick_loads_into_the_served_model(server):
         out = infer(client, "digits", {"PIXELS": np.zeros((pick.max_batch_size, 64), np.float32)})
         assert out["PROBABILITIES"].shape == (pick.max_batch_size, 10)
     finally:
-        apply.restore(server.config.http_url, {"digits": original})
+        apply.load(server.config.http_url, "digits", original)
     try:
         assert client.get_model_config("digits") == original
     finally:

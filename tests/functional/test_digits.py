@@ -52,13 +52,21 @@ def batching_window(server):
     """digits served with a 2 ms batching window for one test, then back to its served config. The
     repository's digits config is the tuner's pick (export/tuned.toml), which may batch only what queues while
     the instances are busy; what is checked here is Triton's batcher, so the test sets the window it needs."""
-    http = server.config.http_url
-    served = apply.served_config(http, "digits")
-    apply.load(http, "digits", {**served, "dynamic_batching": {"max_queue_delay_microseconds": 2000}})
-    try:
+    with apply.ServedConfigs(server.config.http_url) as configs:
+        window = {"dynamic_batching": {"max_queue_delay_microseconds": 2000}}
+        configs.load("digits", {**configs.original("digits"), **window})
         yield
-    finally:
-        apply.load(http, "digits", served)
+
+
+def test_a_changed_config_is_served_back_when_the_command_changing_it_fails(server):
+    http = server.config.http_url
+    before = apply.served_config(http, "digits")
+    with pytest.raises(RuntimeError, match="the command failed"), apply.ServedConfigs(http) as configs:
+        configs.load("digits", {**before, "dynamic_batching": {"max_queue_delay_microseconds": 3000}})
+        assert int(apply.served_config(http, "digits")["dynamic_batching"]["max_queue_delay_microseconds"]) == 3000
+        raise RuntimeError("the command failed")
+    assert apply.served_config(http, "digits") == before
+    assert configs.changed == set() and configs.originals == {"digits": before}
 
 
 def test_dynamic_batching_merges_concurrent_requests(server, batching_window):

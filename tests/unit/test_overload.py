@@ -381,8 +381,7 @@ def test_the_soak_splits_the_cpus_unless_told_otherwise():
 def test_each_load_runs_its_trials_interleaved_across_the_two_configs(monkeypatch, tmp_path):
     applied, ran = [], []
     monkeypatch.setattr(apply, "served_config", lambda url, model: CONFIG)
-    monkeypatch.setattr(apply, "apply", lambda url, variant, model, original: applied.append(variant.name))
-    monkeypatch.setattr(apply, "restore", lambda url, configs: None)
+    monkeypatch.setattr(apply.ServedConfigs, "apply", lambda self, variant, model: applied.append(variant.name))
     monkeypatch.setattr(overload, "settle", lambda endpoints, served: None)
 
     def run_scenario(scenario, variant, served, endpoints, work, budget, log):

@@ -161,14 +161,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoints: Endpoints, out: Path) -> int:
     load = Load(users=args.users, rate=args.rate)
-    originals = {arm.served: apply.served_config(endpoints.http, arm.served) for arm in arms}
-    configs = {arm.name: _changed(endpoints, arm, originals[arm.served]) for arm in arms}
+    # A running server gets its configs back; a local one stops with the run.
+    serving = apply.ServedConfigs(endpoints.http, restore=bool(args.http_url))
+    configs = {arm.name: _changed(endpoints, arm, serving.original(arm.served)) for arm in arms}
     shared = arms[0].served == arms[1].served and configs["A"] != configs["B"]
-    try:
+    with serving:
         if not shared:  # each arm has its own name: its config is loaded once
             for arm in arms:
                 if arm.spec.changes:
-                    apply.load(endpoints.http, arm.served, configs[arm.name])
+                    serving.load(arm.served, configs[arm.name])
         generator = _generator([apply.served_config(endpoints.http, arm.served) for arm in arms])
         options = default_options(args.model, payload_options(args))
         config = apply.served_config(endpoints.http, arms[0].served)
@@ -188,14 +189,11 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
             trials.Arm(
                 arm.name,
                 _measurer(args, driver, arm, load),
-                (lambda arm=arm: apply.load(endpoints.http, arm.served, configs[arm.name])) if shared else None,
+                (lambda arm=arm: serving.load(arm.served, configs[arm.name])) if shared else None,
             )
             for arm in arms
         ]
         results = trials.run_trials(measured, args.trials, warmup_rounds=args.warmup_rounds)
-    finally:
-        if args.http_url:  # a running server gets its configs back; a local one stops with the run
-            apply.restore(endpoints.http, {a.served: originals[a.served] for a in arms if a.spec.changes})
     verdict = gate.judge(results, args.min_effect, budget, args.min_effect_p99, aa=aa)
     data = {
         "model": args.model,
