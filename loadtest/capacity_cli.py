@@ -119,7 +119,7 @@ def register(subparsers) -> None:
         "--headroom", type=float, default=replica_plan.HEADROOM, help="burst headroom over --target-rps (default 0.2)"
     )
     parser.add_argument("--write-patch", type=Path, metavar="FILE", help="write the HPA patch here (default: print)")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    flags.add_protocol_flag(parser)
     parser.add_argument(
         "--generator",
         choices=generators.GENERATORS,

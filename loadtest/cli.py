@@ -48,7 +48,6 @@ from pathlib import Path
 from export import config as config_io
 from export import model_kind
 from export.model_kind import ModelKind
-from loadtest import campaign as campaign_io
 from loadtest.campaign import Campaign
 from loadtest.drive import apply, flags, runner, target
 from loadtest.drive.campaign_args import DEFAULT_USERS, default_processes, file_campaign, model_campaign
@@ -91,7 +90,7 @@ def register(subparsers) -> None:
     )
     one = parser.add_argument_group("one model without a campaign file (--model)")
     one.add_argument("--model", help="the model to load (a name in the repository or on the server)")
-    one.add_argument("--protocol", choices=campaign_io.PROTOCOLS, default="grpc", help="default grpc")
+    flags.add_protocol_flag(one)
     load = one.add_mutually_exclusive_group()
     load.add_argument(
         "--users", type=int, help=f"closed loop: this many users, each waiting for its answer (default {DEFAULT_USERS})"

@@ -13,12 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from loadtest.campaign import PROTOCOLS
 from loadtest.drive.payloads import add_payload_arguments
 from loadtest.drive.target import default_repository, parse_cpus, split_cpus
 
 __all__ = [
     "add_out_flag",
     "add_payload_flags",
+    "add_protocol_flag",
     "add_server_flags",
     "add_trial_flags",
     "add_warmup_seconds",
@@ -114,6 +116,11 @@ def resolve_cpus(args: argparse.Namespace) -> tuple[frozenset[int], frozenset[in
     if args.split_cpus and not (args.server_cpus or args.client_cpus or getattr(args, "http_url", None)):
         args.client_cpus, args.server_cpus = split_cpus()
     return args.client_cpus, args.server_cpus
+
+
+def add_protocol_flag(group) -> None:
+    """``--protocol grpc|http``: how the load reaches Triton (``args.protocol``, gRPC by default)."""
+    group.add_argument("--protocol", choices=PROTOCOLS, default="grpc", help="grpc (default) or http")
 
 
 def add_out_flag(parser: argparse.ArgumentParser, default: Path | None, what: str) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from deploy.server import PROJECT_ROOT
-from loadtest.drive import apply
+from loadtest.drive import apply, flags
 from loadtest.drive.payloads import add_payload_arguments, default_options, input_data_json, payload_options, payloads
 from loadtest.drive.profile_export import MeasuredRequests, read_profile_export
 from loadtest.errors import LoadTestError
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.drive.perf", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
-    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    flags.add_protocol_flag(parser)
     parser.add_argument("--concurrency", default="1", help="a level or a range a:b:step")
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--measurement-ms", type=int, default=3000)

@@ -231,7 +231,7 @@ def register(subparsers) -> None:
     )
     flags.deprecated_alias(parser, "--warmup", "--model-warmup", "model_warmup", choices=modes)
     parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    flags.add_protocol_flag(parser)
     flags.add_payload_flags(parser)  # the first sample is the request
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=run_command)

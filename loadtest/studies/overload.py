@@ -282,7 +282,7 @@ class Overload(Study):
             choices=("torchscript", "onnx"),
             help="served variant (onnx: <model>_onnx)",
         )
-        parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+        flags.add_protocol_flag(parser)
         parser.add_argument(
             "--budget-ms", type=float, help="p99 budget (default: the SLO of loadtest/campaigns/<model>.toml)"
         )

@@ -232,7 +232,7 @@ class Soak(Study):
     def arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--model", default="digits", help="public model name (default digits)")
         parser.add_argument("--format", default="torchscript", choices=("torchscript", "onnx"))
-        parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+        flags.add_protocol_flag(parser)
         parser.add_argument(
             "--generator",
             default="locust",

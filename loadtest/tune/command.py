@@ -147,7 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"candidates measured again beside the served config (default {decide.LEADERS})",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the config diff of the pick; write no config")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    flags.add_protocol_flag(parser)
     parser.add_argument(
         "--strategy",
         choices=search.STRATEGIES,

@@ -90,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the same for p99 (default 0.2): a tail moves more between trials than a rate or a median",
     )
     parser.add_argument("--budget-ms", type=_number(float, 0, True), help="latency budget that goodput counts")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    flags.add_protocol_flag(parser)
     parser.add_argument("--out", type=Path, help="report folder (default reports/compare-MODEL)")
     add_payload_arguments(parser)
     flags.add_server_flags(parser, split=True)
