@@ -82,7 +82,7 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
-    parser.add_argument("--slo-p99-ms", type=float, required=True, help="client-side p99 budget (ms)")
+    flags.add_p99_budget_flag(parser, required=True)
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
     for flag, figure in STREAM_BUDGETS.items():
         parser.add_argument(flag, type=float, metavar="MS", help=f"streamed models: budget of the {figure}, ms")
@@ -142,8 +142,6 @@ def _usage(message: str) -> int:
 def check_arguments(args: argparse.Namespace) -> Arrival:
     """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value. Whether the
     model streams, which the stream budgets need, is checked on its config (``check_stream_budgets``)."""
-    if not args.slo_p99_ms > 0:
-        raise ValueError(f"--slo-p99-ms {args.slo_p99_ms:g} must be > 0 ms")
     for flag, value in _stream_budgets(args):
         if not 0 < value < math.inf:
             raise ValueError(f"{flag} {value:g} must be a number of ms > 0")

@@ -111,7 +111,7 @@ def register(subparsers) -> None:
         help="Locust processes on this host (default: one per client core, see --client-cpus; a campaign file: "
         "overrides its scenarios' processes)",
     )
-    one.add_argument("--slo-p99-ms", type=float, help="p99 budget in ms (default: none, the gate checks errors only)")
+    flags.add_p99_budget_flag(one, required=False, what="p99 budget in ms (default: none, the gate checks errors only)")
     one.add_argument("--max-error-rate", type=float, default=0.0, help="largest failures/requests (default 0)")
     one.add_argument(
         "--slo-goodput",

@@ -20,11 +20,13 @@ from loadtest.drive.target import default_repository, parse_cpus, split_cpus
 __all__ = [
     "add_out_flag",
     "add_payload_flags",
+    "add_p99_budget_flag",
     "add_protocol_flag",
     "add_server_flags",
     "add_trial_flags",
     "add_warmup_seconds",
     "deprecated_alias",
+    "positive",
     "resolve_cpus",
 ]
 
@@ -116,6 +118,26 @@ def resolve_cpus(args: argparse.Namespace) -> tuple[frozenset[int], frozenset[in
     if args.split_cpus and not (args.server_cpus or args.client_cpus or getattr(args, "http_url", None)):
         args.client_cpus, args.server_cpus = split_cpus()
     return args.client_cpus, args.server_cpus
+
+
+def positive(kind: type = float):
+    """An argparse type: a number of ``kind`` above 0, else one line naming the text given."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+
+    return parse
+
+
+def add_p99_budget_flag(group, *, required: bool, what: str = "client-side p99 budget (ms)") -> None:
+    """``--slo-p99-ms MS``: the p99 latency budget (``args.slo_p99_ms``; None when optional and not given)."""
+    group.add_argument("--slo-p99-ms", type=positive(float), required=required, metavar="MS", help=what)
 
 
 def add_protocol_flag(group) -> None:

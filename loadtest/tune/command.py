@@ -63,19 +63,6 @@ examples:
 """
 
 
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-        return value
-
-    return parse
-
-
 def _ints(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(","))
@@ -113,13 +100,15 @@ def _preferred(text: str) -> tuple[tuple[int, ...], ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
-    parser.add_argument("--slo-p99-ms", type=_positive(float), required=True, help="client-side p99 budget (ms)")
+    flags.add_p99_budget_flag(parser, required=True)
     load = parser.add_mutually_exclusive_group(required=True)
-    load.add_argument("--users", type=_positive(int), help="closed loop: this many clients, each waits for its answer")
-    load.add_argument("--rate", type=_positive(float), help="open loop: this many requests per second")
+    load.add_argument(
+        "--users", type=flags.positive(int), help="closed loop: this many clients, each waits for its answer"
+    )
+    load.add_argument("--rate", type=flags.positive(float), help="open loop: this many requests per second")
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
     parser.add_argument(
-        "--budget-s", type=_positive(float), default=300.0, help="wall-clock budget of the search (default 300)"
+        "--budget-s", type=flags.positive(float), default=300.0, help="wall-clock budget of the search (default 300)"
     )
     parser.add_argument(
         "--analyzer",
@@ -142,7 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--leaders",
-        type=_positive(int),
+        type=flags.positive(int),
         default=decide.LEADERS,
         help=f"candidates measured again beside the served config (default {decide.LEADERS})",
     )
@@ -154,14 +143,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="descent",
         help="descent: one setting at a time (default); grid: every combination",
     )
-    parser.add_argument("--max-instances", type=_positive(int), default=4, help="instance counts 1..N (default 4)")
+    parser.add_argument("--max-instances", type=flags.positive(int), default=4, help="instance counts 1..N (default 4)")
     parser.add_argument(
         "--instances",
         type=_counts,
         metavar="LIST",
         help="instance counts to search, e.g. 2 or 1,2 (in place of 1..--max-instances)",
     )
-    parser.add_argument("--measurement-ms", type=_positive(int), default=2000, help="perf_analyzer window (ms)")
+    parser.add_argument("--measurement-ms", type=flags.positive(int), default=2000, help="perf_analyzer window (ms)")
     parser.add_argument(
         "--delays-us",
         type=_delays,

@@ -17,8 +17,6 @@ from tritonkit_errors import ExitStatus
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (["--slo-p99-ms", "0"], "--slo-p99-ms 0 must be > 0 ms"),
-        (["--slo-p99-ms", "-5"], "--slo-p99-ms -5 must be > 0 ms"),
         (["--slo-p99-ms", "50", "--trials", "1"], "--trials 1: an interval needs at least 2 trials"),
         (["--slo-p99-ms", "50", "--start-rate", "0"], "--start-rate 0 must be > 0"),
         (["--slo-p99-ms", "50", "--target-rps", "-1"], "--target-rps -1 must be > 0"),
@@ -36,6 +34,15 @@ def test_bad_arguments_exit_2_with_one_line(extra, named, capsys):
     assert tritonkit_cli.main(["capacity", "digits", *extra]) == ExitStatus.USAGE
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and named in err and err.startswith("capacity: error: ")
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_p99_budget_that_is_not_a_number_above_0_exits_2_in_one_line_naming_it(value, capsys):
+    with pytest.raises(SystemExit) as done:
+        tritonkit_cli.main(["capacity", "digits", "--slo-p99-ms", value])
+    assert done.value.code == ExitStatus.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument --slo-p99-ms: '{value}' " in err
 
 
 @pytest.mark.parametrize("flag", ["--slo-ttft-ms", "--slo-itl-ms"])
