@@ -10,6 +10,7 @@ that says its new name on stderr.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -26,6 +27,7 @@ __all__ = [
     "add_trial_flags",
     "add_warmup_seconds",
     "deprecated_alias",
+    "number",
     "positive",
     "resolve_cpus",
 ]
@@ -120,19 +122,25 @@ def resolve_cpus(args: argparse.Namespace) -> tuple[frozenset[int], frozenset[in
     return args.client_cpus, args.server_cpus
 
 
-def positive(kind: type = float):
-    """An argparse type: a number of ``kind`` above 0, else one line naming the text given."""
+def number(kind: type = float, low: float = 0.0, *, strict: bool = True):
+    """An argparse type: a finite number of ``kind`` above ``low`` (``strict``) or at least ``low``, else one
+    line naming the text given."""
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        if not (value > low if strict else value >= low) or (kind is float and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {'>' if strict else '>='} {low:g}")
         return value
 
     return parse
+
+
+def positive(kind: type = float):
+    """An argparse type: a finite number of ``kind`` above 0 (``number``)."""
+    return number(kind, 0.0, strict=True)
 
 
 def add_p99_budget_flag(group, *, required: bool, what: str = "client-side p99 budget (ms)") -> None:

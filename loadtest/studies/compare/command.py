@@ -47,19 +47,6 @@ examples:
 """
 
 
-def _number(kind, low: float, strict: bool):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not (value > low if strict else value >= low) or (kind is float and not math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"{text!r} must be {'>' if strict else '>='} {low:g}")
-        return value
-
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="the model compared (a model of the repository)")
     parser.add_argument("--a", default="", metavar="SPEC", help="arm A (default: the model as served)")
@@ -68,28 +55,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--a-repository", type=Path, metavar="DIR", help="arm A's model folder from this repository")
     parser.add_argument("--b-repository", type=Path, metavar="DIR", help="arm B's model folder from this repository")
     load = parser.add_mutually_exclusive_group(required=True)
-    load.add_argument("--users", type=_number(int, 0, True), help="closed loop: this many clients")
-    load.add_argument("--rate", type=_number(float, 0, True), help="open loop: this many requests per second")
+    load.add_argument("--users", type=flags.positive(int), help="closed loop: this many clients")
+    load.add_argument("--rate", type=flags.positive(float), help="open loop: this many requests per second")
     parser.add_argument("--trials", type=int, default=10, help="trials of each arm (default 10, at least 2)")
     parser.add_argument(
-        "--duration", type=_number(float, 0, True), default=3.0, help="seconds measured per trial (default 3)"
+        "--duration", type=flags.positive(float), default=3.0, help="seconds measured per trial (default 3)"
     )
     parser.add_argument(
-        "--warmup-rounds", type=_number(int, 0, False), default=1, help="rounds run first and left out (default 1)"
+        "--warmup-rounds",
+        type=flags.number(int, 0, strict=False),
+        default=1,
+        help="rounds run first and left out (default 1)",
     )
     parser.add_argument(
         "--min-effect",
-        type=_number(float, 0, False),
+        type=flags.number(float, 0, strict=False),
         default=0.1,
         help="relative change that matters (default 0.1): smaller is 'no difference'",
     )
     parser.add_argument(
         "--min-effect-p99",
-        type=_number(float, 0, False),
+        type=flags.number(float, 0, strict=False),
         default=0.2,
         help="the same for p99 (default 0.2): a tail moves more between trials than a rate or a median",
     )
-    parser.add_argument("--budget-ms", type=_number(float, 0, True), help="latency budget that goodput counts")
+    parser.add_argument("--budget-ms", type=flags.positive(float), help="latency budget that goodput counts")
     flags.add_protocol_flag(parser)
     parser.add_argument("--out", type=Path, help="report folder (default reports/compare-MODEL)")
     add_payload_arguments(parser)
