@@ -15,7 +15,8 @@ three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it; then one mo
 `--target-rps Q` prints the replicas that serve Q at the interval's lower bound with `--headroom` for bursts,
 plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
 scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
-FILE`). Report: reports/capacity-NAME/ (results.json, summary.md, capacity.png).
+FILE`), and KServe's scaleTarget and Ray Serve's target_ongoing_requests there (requests in flight by Little's
+law). Report: reports/capacity-NAME/ (results.json, summary.md, capacity.png).
 
 Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every step
 down; 2 bad arguments, a model that is not in the repository or not served, or a budget within the generator's
@@ -410,6 +411,8 @@ def plan(result: CapacityResult, args) -> list[str]:
             f"{args.headroom:.0%} burst headroom, N+1)"
         )
     per_pod = lower / (1 + args.headroom)
+    if targets := capacity_report.concurrency_targets(result, per_pod):
+        lines.append(targets)
     seconds = capacity_report.hpa_target(result, per_pod)
     if math.isnan(seconds):
         return [*lines, "HPA target: no queue time was measured (Triton's metrics gave none)"]

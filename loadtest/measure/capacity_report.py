@@ -20,7 +20,7 @@ import yaml
 from loadtest.errors import LoadTestError
 from loadtest.measure.capacity import CapacityResult
 from loadtest.measure.probe import Measurement
-from loadtest.measure.replica_plan import metric_at
+from loadtest.measure.replica_plan import in_flight, metric_at
 from loadtest.measure.report_streams import STREAM_FIGURES
 from loadtest.measure.study_report import SUMMARY, save_report
 
@@ -54,6 +54,25 @@ def quantity(seconds: float) -> str:
 def queue_points(result: CapacityResult) -> list[tuple[float, float]]:
     """(offered rate, Triton's queue ms per request) of every usable run, probes and trials."""
     return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in _runs(result) if m.usable]
+
+
+def mean_points(result: CapacityResult) -> list[tuple[float, float]]:
+    """(offered rate, the client's mean latency in ms) of every usable run, probes and trials."""
+    return [(rate, m.mean_ms) for rate, m in _runs(result) if m.usable]
+
+
+def concurrency_targets(result: CapacityResult, per_pod_rps: float) -> str:
+    """KServe's ``scaleTarget`` and Ray Serve's ``target_ongoing_requests`` that hold ``per_pod_rps`` per replica,
+    on one line: the requests in flight there by Little's law (``replica_plan.in_flight``), rounded down for
+    KServe's whole number (at least 1: scaling out a little early, never late); "" without mean latencies."""
+    inflight = in_flight(mean_points(result), per_pod_rps)
+    if not inflight > 0:
+        return ""
+    return (
+        f"KServe scaleTarget: {max(1, math.floor(inflight))} (scaleMetric: concurrency) or {math.floor(per_pod_rps)} "
+        f"(scaleMetric: rps); Ray Serve target_ongoing_requests: {inflight:.2f} "
+        f"({per_pod_rps:.1f} req/s x a mean latency of {inflight / per_pod_rps * 1000:.3f} ms per replica)"
+    )
 
 
 def hpa_patch(

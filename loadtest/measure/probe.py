@@ -107,6 +107,8 @@ class Measurement:
     """Streams: p99 inter-token latency (ITL), ms; NaN for any other run, or when no request streamed 2 tokens."""
     output_token_throughput: float = math.nan
     """Streams: output tokens per second of the measured window; NaN for any other run."""
+    mean_ms: float = math.nan
+    """The mean latency of successful requests, ms: Little's law's (requests in flight = rate x mean latency)."""
     floor_ms: dict[str, float] = dataclasses.field(default_factory=dict)
     """The generator's own time in ``p50_ms`` and ``p99_ms`` (``server_trace.floor_ms``: the client's percentile
     minus Triton's own over the run), or without a trace its ``mean`` (the client's mean minus Triton's mean request
@@ -299,6 +301,7 @@ def with_perf_analyzer(
         p99_ms=p99,
         error_rate=stats.failures / handled if handled else 0.0,
         generator="perf_analyzer",
+        mean_ms=_ms(row.mean_ms),
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
@@ -400,6 +403,7 @@ def with_locust(
         p99_ms=client.latency_ms.get("p99", math.nan),
         error_rate=client.error_rate,
         generator="locust",
+        mean_ms=client.latency_ms.get("mean", math.nan),
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,

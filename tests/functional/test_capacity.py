@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -62,6 +63,15 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
     estimate, low, high = (float(line.group(i)) for i in (2, 3, 4))
     assert low <= estimate <= high
     assert "for constant-rate arrivals (perf_analyzer)" in done.stdout and "replicas for 100 req/s:" in done.stdout
+    targets = re.search(
+        r"KServe scaleTarget: ([0-9]+) \(scaleMetric: concurrency\) or ([0-9]+) \(scaleMetric: rps\); Ray Serve "
+        r"target_ongoing_requests: ([0-9.]+) \(([0-9.]+) req/s x a mean latency of ([0-9.]+) ms per replica\)",
+        done.stdout,
+    )
+    assert targets, done.stdout
+    concurrency, rps, ongoing, per_pod, mean_ms = (float(targets.group(i)) for i in range(1, 6))
+    assert ongoing == pytest.approx(per_pod * mean_ms / 1000, abs=0.01) and abs(concurrency - max(1.0, ongoing)) < 1
+    assert rps == int(per_pod) and per_pod <= low
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 3
     assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()

@@ -18,9 +18,10 @@ from tests.k8s_manifests import K8S, render
 
 
 def measured(rate: float) -> Measurement:
-    """A server that meets 50 ms up to 400 req/s, queueing 1 ms per 100 req/s."""
+    """A server that meets 50 ms up to 400 req/s, queueing 1 ms per 100 req/s, its mean latency 4 ms + 1 ms per
+    100 req/s."""
     p99 = 10.0 if rate <= 400 else 200.0
-    return Measurement(rate, p99 / 2, p99, 0.0, "recorded", server={"queue_ms": rate / 100})
+    return Measurement(rate, p99 / 2, p99, 0.0, "recorded", server={"queue_ms": rate / 100}, mean_ms=4 + rate / 100)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +77,24 @@ def test_the_target_is_the_queue_time_at_the_planned_rate(result):
     # The runs queue rate / 100 ms: at 250 req/s, 2.5 ms.
     assert capacity_report.hpa_target(result, 250.0) == pytest.approx(0.0025)
     assert all(math.isfinite(q) for _, q in capacity_report.queue_points(result))
+
+
+def test_kserve_and_ray_serve_targets_are_the_requests_in_flight_at_the_planned_rate(result):
+    # At 200 req/s the mean latency is 6 ms: 1.2 requests in flight (Little's law); KServe's whole number rounds
+    # down, so it scales out before a replica carries more than the planned rate.
+    line = capacity_report.concurrency_targets(result, 200.0)
+    assert line == (
+        "KServe scaleTarget: 1 (scaleMetric: concurrency) or 200 (scaleMetric: rps); Ray Serve "
+        "target_ongoing_requests: 1.20 (200.0 req/s x a mean latency of 6.000 ms per replica)"
+    )
+
+
+def test_no_concurrency_target_is_given_without_mean_latencies():
+    def no_mean(rate: float) -> Measurement:
+        return dataclasses.replace(measured(rate), mean_ms=math.nan)
+
+    without = find_capacity(no_mean, Slo(50.0), 100.0, trials=2, log=lambda _: None)
+    assert capacity_report.concurrency_targets(without, 250.0) == ""
 
 
 def test_the_report_folder_holds_every_probe_and_trial_a_summary_and_a_plot(result, tmp_path):
