@@ -63,14 +63,17 @@ def mean_points(result: CapacityResult) -> list[tuple[float, float]]:
 
 def concurrency_targets(result: CapacityResult, per_pod_rps: float) -> str:
     """KServe's ``scaleTarget`` and Ray Serve's ``target_ongoing_requests`` that hold ``per_pod_rps`` per replica,
-    on one line: the requests in flight there by Little's law (``replica_plan.in_flight``), rounded down for
-    KServe's whole number (at least 1: scaling out a little early, never late); "" without mean latencies."""
+    on one line: the requests in flight there by Little's law (``replica_plan.in_flight``). KServe's are whole
+    numbers, rounded down so a replica scales out a little early, never late; one under 1 cannot hold the plan
+    (a target of 1 would wait for many times the planned load) and is named as such. "" without mean latencies."""
     inflight = in_flight(mean_points(result), per_pod_rps)
     if not inflight > 0:
         return ""
+    targets = ((inflight, "concurrency"), (per_pod_rps, "rps"))
+    usable = [f"{math.floor(value)} (scaleMetric: {metric})" for value, metric in targets if value >= 1]
+    what = " or ".join(usable) if usable else "none (under 1 request in flight and 1 req/s per replica)"
     return (
-        f"KServe scaleTarget: {max(1, math.floor(inflight))} (scaleMetric: concurrency) or {math.floor(per_pod_rps)} "
-        f"(scaleMetric: rps); Ray Serve target_ongoing_requests: {inflight:.2f} "
+        f"KServe scaleTarget: {what}; Ray Serve target_ongoing_requests: {inflight:.2f} "
         f"({per_pod_rps:.1f} req/s x a mean latency of {inflight / per_pod_rps * 1000:.3f} ms per replica)"
     )
 

@@ -89,6 +89,12 @@ def test_kserve_and_ray_serve_targets_are_the_requests_in_flight_at_the_planned_
     )
 
 
+def test_a_kserve_concurrency_target_under_1_is_left_out_and_the_rps_target_kept(result):
+    # Below the lowest run (100 req/s, 5 ms) its mean holds: 0.05 in flight, which no whole scaleTarget can hold.
+    line = capacity_report.concurrency_targets(result, 10.0)
+    assert line.startswith("KServe scaleTarget: 10 (scaleMetric: rps); Ray Serve target_ongoing_requests: 0.05 ")
+
+
 def test_no_concurrency_target_is_given_without_mean_latencies():
     def no_mean(rate: float) -> Measurement:
         return dataclasses.replace(measured(rate), mean_ms=math.nan)
