@@ -1,0 +1,1 @@
+"""``tritonkit floor``: the load generators' own time, measured against one served model."""

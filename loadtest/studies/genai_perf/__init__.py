@@ -1,0 +1,1 @@
+"""``tritonkit genai-perf``: NVIDIA's GenAI-Perf against the served token generator."""

@@ -1,0 +1,1 @@
+"""``tritonkit bench-generation``: served in-flight batching against the batched step in-process."""
