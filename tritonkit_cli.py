@@ -91,11 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
     from deploy import cli as deploy_cli
     from export import bench as export_bench
     from export import cli as export_cli
-    from loadtest import capacity_cli
-    from loadtest import cli as loadtest_cli
-    from loadtest.measure import first_request, report
-    from loadtest.studies import bench, floor, genai_perf, generation, overload, soak
+    from loadtest.campaign import command as loadtest_cli
+    from loadtest.capacity import command as capacity_cli
+    from loadtest.reports import command as report
+    from loadtest.studies.bench import command as bench
     from loadtest.studies.compare import command as compare_cli
+    from loadtest.studies.first_request import command as first_request
+    from loadtest.studies.floor import command as floor
+    from loadtest.studies.genai_perf import command as genai_perf
+    from loadtest.studies.generation import command as generation
+    from loadtest.studies.overload import command as overload
+    from loadtest.studies.soak import command as soak
     from loadtest.tune import analyzer
     from loadtest.tune import command as tune_cli
     from tritonkit import demo

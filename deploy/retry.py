@@ -1,8 +1,8 @@
 """What a client does while the server cannot take a request: retry with capped, jittered backoff.
 
-:class:`RetryPolicy`, :func:`retryable` and :func:`call_with_retry` import neither Locust nor gevent, so the
-tests' own client threads and the Locust users (``loadtest/drive/users.py``) share them. The server's side of a
-crashed stub is :mod:`deploy.supervisor`.
+:class:`RetryPolicy`, :func:`retryable` and :func:`call_with_retry` import neither Locust nor gevent, so the tests' own
+client threads and the Locust users (``loadtest/generators/locust/users.py``) share them. The server's side of a crashed
+stub is :mod:`deploy.supervisor`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ tracing and logging settings. docker-compose.yml and deploy/k8s pass the same li
 and `tritonkit serve` adds them whenever it binds an address other than loopback.
 
 Load generators never hold the key: refused the config, they read a model's inputs and outputs from its
-metadata, which every inference client may read (``loadtest.drive.apply.served_config``).
+metadata, which every inference client may read (``loadtest.target.apply.served_config``).
 """
 
 from __future__ import annotations

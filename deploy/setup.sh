@@ -114,7 +114,7 @@ side_venv() {  # NAME VENV PINS BINARY
 }
 # Triton Model Analyzer (loadtest/tune/analyzer.py): it wants tritonclient[all].
 side_venv "Model Analyzer" "$ROOT/.venv-analyzer" "$ROOT/deploy/analyzer-requirements.txt" model-analyzer
-# GenAI-Perf (loadtest/studies/genai_perf.py): transformers 5, pandas 3.
+# GenAI-Perf (loadtest/studies/genai_perf/command.py): transformers 5, pandas 3.
 side_venv "GenAI-Perf" "$ROOT/.venv-genai-perf" "$ROOT/deploy/genai-perf-requirements.txt" genai-perf
 
 echo "$want" > "$STAMP"

@@ -52,7 +52,7 @@ class CatalogEntry:
     """ModelSpec fields as written in the file."""
     samples: str | None = None
     """``FILE.py:FUNC`` giving the model's real load-test requests (relative to the project root), used for
-    every variant when a load test names no data of its own (``loadtest.drive.payloads.default_options``)."""
+    every variant when a load test names no data of its own (``loadtest.generators.payloads.default_options``)."""
 
     def served_names(self) -> set[str]:
         """Every model name its variants are served under, on every target (``digits``, ``digits_onnx`` ...)."""

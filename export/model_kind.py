@@ -33,7 +33,7 @@ def model_config(config: mc.ModelConfig | ModelSpec | dict[str, Any] | str) -> m
     """A model config in any form the project meets as the ``ModelConfig`` protobuf: the protobuf itself
     (``export.config.parse``), a ``ModelSpec``, or Triton's JSON (``export.config.parse_json``: over HTTP, over gRPC
     or as text). Fields this protobuf does not know are left out (a newer server's, the metadata mark of
-    ``loadtest.drive.apply.metadata_config``); JSON that is no config raises ``ConfigError``."""
+    ``loadtest.target.apply.metadata_config``); JSON that is no config raises ``ConfigError``."""
     if isinstance(config, mc.ModelConfig):
         return config
     if isinstance(config, ModelSpec):

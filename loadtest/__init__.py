@@ -1,30 +1,27 @@
 """Load campaigns through tritonclient (Locust), Triton's own metrics, reports, SLO gates and tuning.
 
-``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/cli.py); ``tritonkit bench``
+``tritonkit loadtest CAMPAIGN.toml`` runs a campaign (loadtest/campaign/command.py); ``tritonkit bench``
 is the side-by-side benchmark; ``tritonkit report results.json`` re-renders a report.
 docs/load-testing.md and docs/tuning.md explain the parts.
 
-Layers, each importing only the ones below it (``tests/unit/test_imports.py`` checks it)::
+Folders by feature over a small shared core, each importing only the ones below it
+(``tests/unit/test_imports.py`` checks it; docs/architecture.md says where each thing goes)::
 
-    cli.py, execution.py,  the command lines of loadtest and capacity, a campaign end to end: may import
-    capacity_cli.py        every layer
-    studies/               bench (+ bench_rows, bench_once, bench_report, bench_targets, baselines/), overload
-                           (+ overload_rows, overload_report), soak (+ soak_checks, soak_report), generation,
-                           compare/ (tritonkit compare, the A/B gate); no study imports another
-    tune/                  command (tritonkit tune), space, search, decide (the pick on interleaved trials),
-                           tuner, writer, autotune, report, tuning (the campaign's [tune] step), analyzer,
-                           compare (Model Analyzer side by side)
-    measure/               evidence (intervals over trials, the three-way verdict, A/B verdicts, goodput),
-                           trials (interleaved arms), slo (the one SLO rule), capacity (+ capacity_result, knee,
-                           replica_plan, capacity_report: the highest rate under the SLO), results,
-                           server_metrics, report (+ report_plots), run (one run, both sides), probe (one
-                           measurement by either generator, saturation marked), saturation (the searches the
-                           studies share), study_report, inprocess, first_request
-    drive/                 flags (the shared flag groups), payloads, users, locustfile, locust_main, latency,
-                           client_stats (the one percentile), arrivals (open-loop patterns), runner (Locust as
-                           a subprocess), perf, perf_windows, profile_export (perf_analyzer's per-request times),
-                           apply (model control), target
-    campaign.py, errors.py the campaign model
+    campaign/     tritonkit loadtest: campaign files, a campaign end to end, its [tune] step
+    tune/         tritonkit tune: the search space, the search, the pick on evidence, the writer, Model Analyzer
+    capacity/     tritonkit capacity: the highest rate under a p99 budget, the replica plan, its report
+    studies/      one folder per study (bench, overload, soak, floor, generation, genai_perf, first_request,
+                  compare); no study imports another
+    cli/          the flag groups every command shares, the shape of a study command
+    reports/      the one report writer, the campaign report and tritonkit report
+    probes/       measurements that are not load: the in-process ceiling, the first request
+    generators/   the generator seam, one measurement and the fell-behind rule, payloads, arrivals, locust/,
+                  perf_analyzer/
+    target/       the server measured: endpoints, model control, Triton's metrics and trace
+    core/, errors the vocabulary: run spec, SLO, measurement, results, evidence, trials, metric names
+
+A folder's ``command.py`` (its command line) and ``__main__.py`` (its ``python -m`` alias) sit above every
+folder: they may import any of them, and nothing but another command imports them.
 
 Project modules are imported at the top of each module. An import inside a function is kept only where it
 defers a heavy package (torch, matplotlib, tritonclient, Locust/gevent, FastAPI, scikit-learn, ...), directly

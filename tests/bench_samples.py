@@ -3,9 +3,9 @@ bench's rows, ratios and targets (test_bench_report.py, test_bench_targets.py)."
 
 from __future__ import annotations
 
-from loadtest.measure.trials import ArmResult
-from loadtest.studies import bench_report
-from loadtest.studies.bench_report import Trial
+from loadtest.core.trials import ArmResult
+from loadtest.studies.bench import report as bench_report
+from loadtest.studies.bench.report import Trial
 
 
 def trial(throughput: float, p50: float = 10.0, p99: float = 20.0, error: str = "") -> Trial:

@@ -10,4 +10,4 @@ model = "digits"
 protocol = "grpc"
 shape = { kind = "users", users = 4 }
 """
-"""The smallest campaign ``loadtest.campaign.parse`` accepts: one scenario and a p99 budget."""
+"""The smallest campaign ``loadtest.campaign.file.parse`` accepts: one scenario and a p99 budget."""

@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Measurement
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 
 # A served model's p99 against the offered rate, as recorded (req/s, ms): flat, then the queue builds.
 RECORDED = [(10, 3.1), (50, 3.3), (100, 3.6), (200, 4.2), (400, 6.0), (600, 11.0), (800, 30.0), (900, 70.0)]

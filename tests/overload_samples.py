@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loadtest.drive.client_stats import ClientStats, TimelinePoint
-from loadtest.measure.results import RunResult, ServerStats
+from loadtest.core.client_stats import ClientStats, TimelinePoint
+from loadtest.core.results import RunResult, ServerStats
 
 
 def recorded_run(

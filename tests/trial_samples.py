@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.latency import new_histogram
-from loadtest.measure.results import CampaignResult, RunResult, ServerStats, Trial
-from loadtest.measure.run import run_result
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.latency import new_histogram
+from loadtest.core.results import CampaignResult, RunResult, ServerStats, Trial
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.generators.locust.run import run_result
 
 BUDGET = Slo(p99_ms=10.0)
 PASSING = (5.0, 5.2, 4.9)

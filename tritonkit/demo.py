@@ -38,7 +38,7 @@ from export.errors import ExportError
 from tritonkit_errors import ExitStatus
 
 if TYPE_CHECKING:
-    from loadtest.drive.target import Endpoints
+    from loadtest.target.endpoints import Endpoints
 
 
 def _export(repository, entries) -> None:
@@ -190,7 +190,7 @@ def _text_generator(urls: Endpoints) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loadtest.drive.target import Endpoints
+    from loadtest.target.endpoints import Endpoints
 
     if args.http_url and not (args.grpc_url and args.metrics_url):
         print("demo: error: --http-url needs --grpc-url and --metrics-url too", file=sys.stderr)
@@ -261,9 +261,9 @@ def _campaign(urls: Endpoints, args: argparse.Namespace, models: tuple[str, ...]
     """The short load campaign (loadtest/campaigns/smoke.toml): both protocols, closed and open loop; its
     scenarios on ``models``; ``--campaign-seconds`` shortens each scenario (its warmup to a quarter of that), the
     same runs otherwise."""
-    from loadtest import campaign
-    from loadtest.cli import CAMPAIGNS, REPORTS
-    from loadtest.execution import execute
+    from loadtest.campaign import file as campaign
+    from loadtest.campaign.command import CAMPAIGNS, REPORTS
+    from loadtest.campaign.execution import execute
 
     smoke = campaign.load(CAMPAIGNS / "smoke.toml")
     scenarios = tuple(s for s in smoke.scenarios if s.model in models)
@@ -295,7 +295,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from loadtest.drive import flags
+    from loadtest.cli import flags
 
     flags.add_server_flags(parser)
     parser.add_argument(

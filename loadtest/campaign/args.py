@@ -10,10 +10,11 @@ import math
 import os
 from pathlib import Path
 
-from loadtest import campaign as campaign_io
-from loadtest.campaign import Campaign, Scenario, Slo
-from loadtest.drive.arrivals import parse_arrival
-from loadtest.drive.payloads import PayloadOptions, payload_options
+from loadtest.campaign import file as campaign_io
+from loadtest.campaign.file import Campaign
+from loadtest.core.spec import Scenario, Slo
+from loadtest.generators.arrivals import parse_arrival
+from loadtest.generators.payloads import PayloadOptions, payload_options
 
 DEFAULT_USERS = 8
 

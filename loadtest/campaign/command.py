@@ -1,7 +1,7 @@
 """``tritonkit loadtest``: load any served model, from a campaign file or straight from the command line, then
 write ``reports/<name>/`` (results, Markdown, plots, HTML), tune (campaigns) and gate on the SLO.
 
-  tritonkit loadtest CAMPAIGN.toml                       every scenario under every variant (loadtest/campaign.py)
+  tritonkit loadtest CAMPAIGN.toml                       every scenario under every variant (loadtest/campaign/spec.py)
   tritonkit loadtest --model NAME [--protocol grpc] [--users N | --rate R] [--duration S] [--slo-p99-ms X]
                      [--slo-ttft-ms X] [--slo-itl-ms X]   (streams: decoupled models, e.g. text_generator)
                      [--arrival poisson|gamma:B|ramp:END_RATE|replay:FILE]
@@ -48,15 +48,18 @@ from pathlib import Path
 from export import config as config_io
 from export import model_kind
 from export.model_kind import ModelKind
-from loadtest.campaign import Campaign
-from loadtest.drive import apply, flags, runner, target
-from loadtest.drive.campaign_args import DEFAULT_USERS, default_processes, file_campaign, model_campaign
-from loadtest.drive.runner import check_payloads
+from loadtest.campaign.args import DEFAULT_USERS, default_processes, file_campaign, model_campaign
+from loadtest.campaign.execution import execute
+from loadtest.campaign.file import Campaign
+from loadtest.cli import flags
 from loadtest.errors import CampaignError, PayloadError, VariantError
-from loadtest.execution import execute
+from loadtest.generators.locust import runner
+from loadtest.generators.locust.runner import check_payloads
+from loadtest.target import apply
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
-CAMPAIGNS = Path(__file__).with_name("campaigns")
+CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
 REPORTS = Path("reports")
 
 
@@ -69,7 +72,10 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "campaign", type=Path, nargs="?", help=f"campaign TOML file (see loadtest/campaign.py; examples in {CAMPAIGNS})"
+        "campaign",
+        type=Path,
+        nargs="?",
+        help=f"campaign TOML file (see loadtest/campaign/spec.py; examples in {CAMPAIGNS})",
     )
     parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder (default: reports/)")
     parser.add_argument(

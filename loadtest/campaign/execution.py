@@ -1,7 +1,7 @@
 """A campaign end to end: every scenario under every variant, in as many trials as the scenario asks
 (``run_campaign``), then the [tune] step, the report and the SLO gate (``execute``; its verdict and exit
 status: ``gate_status``). The top of the package: it uses every layer below (``loadtest.tune``,
-``loadtest.measure``, ``loadtest.drive``)."""
+``loadtest.core``, ``loadtest.generators``)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,22 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from loadtest.campaign import Campaign, Candidate, Scenario, Slo
-from loadtest.drive import apply, runner
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.runner import check_payloads
-from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence, probe, report, server_trace, slo
-from loadtest.measure.evidence import Verdict
-from loadtest.measure.results import CampaignResult, RunResult, Trial
-from loadtest.measure.run import measure_trial, run_result, trial_floor
-from loadtest.tune.tuning import tune
+from loadtest.campaign.file import Campaign
+from loadtest.campaign.tuning import tune
+from loadtest.core import evidence, slo
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.evidence import Verdict
+from loadtest.core.measurement import Load
+from loadtest.core.metrics import FIGURES, STREAM_FIGURES
+from loadtest.core.results import CampaignResult, RunResult, Trial
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.generators import probe
+from loadtest.generators.locust import runner
+from loadtest.generators.locust.run import measure_trial, run_result, trial_floor
+from loadtest.generators.locust.runner import check_payloads
+from loadtest.reports import campaign as report
+from loadtest.target import apply, server_trace
+from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
 Pair = tuple[Candidate, Scenario]
@@ -131,7 +137,7 @@ def generator_limit(scenario: Scenario, client: ClientStats, cpu_share: float) -
     shortfall forgiven (``saturation.keeps_up``)."""
     shape = scenario.shape
     rate = float(shape["rate"]) if shape["kind"] == "open" and shape.get("rate") else None
-    load = probe.Load(rate=rate) if rate else probe.Load(users=max(1, scenario.peak_users))
+    load = Load(rate=rate) if rate else Load(users=max(1, scenario.peak_users))
     sent = client.requests / client.duration_s if rate and client.duration_s > 0 else None
     late_of = (client.late, client.scheduled)
     why = probe.saturation(cpu_share, load, sent, client.late_percent, late_of, client.duration_s, client.dropped)
@@ -164,7 +170,7 @@ def floor_line(t: Trial) -> str:
 def interval_line(run: RunResult) -> str:
     """A pair's figures with their intervals over its trials (a streamed pair's p99 TTFT, ITL and tokens/s too)."""
     parts = []
-    for metric, (name, fmt, unit) in (report.FIGURES | report.STREAM_FIGURES).items():
+    for metric, (name, fmt, unit) in (FIGURES | STREAM_FIGURES).items():
         iv = run.interval(metric)
         if iv is not None:
             parts.append(f"{name} {iv.text(fmt, unit)}")

@@ -8,7 +8,7 @@ Open-loop load made by perf_analyzer for a tensor model (C++: a constant rate, o
 each request's intended send time); `--generator` picks either. The first run measures the generator's own time
 (its floor: the client's p50/p99 minus Triton's own over the run, from Triton's trace API; from Triton 2.57.0, the
 mean from its metrics before); a budget of which the floor's p99 (or mean) takes over a quarter is refused
-(exit 2). `loadtest.measure.capacity.find_capacity` brackets the knee (rates doubling), narrows it to 5%, then
+(exit 2). `loadtest.capacity.search.find_capacity` brackets the knee (rates doubling), narrows it to 5%, then
 runs `--trials` rounds at 0.9x, 1x and 1.1x the highest passing rate: each round's knee gives the interval, the
 three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it; then one more round there (unless
 `--no-late-round`) joins the interval, and the answer says when it shows the server's rate moved during the run.
@@ -36,26 +36,26 @@ from pathlib import Path
 from export import config as config_io
 from export import model_kind
 from export.errors import ExportError
-from loadtest.campaign import Slo
-from loadtest.drive import apply, flags, perf, profile_export, target
-from loadtest.drive.arrivals import Arrival, parse_arrival, write_request_intervals
-from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
-from loadtest.drive.target import Endpoints
+from loadtest.capacity import replica_plan
+from loadtest.capacity import report as capacity_report
+from loadtest.capacity import search as capacity
+from loadtest.capacity.result import budget_text
+from loadtest.capacity.search import CapacityResult
+from loadtest.cli import flags
+from loadtest.core import evidence
+from loadtest.core.measurement import Load, Measurement, floor_figures
+from loadtest.core.spec import Slo
 from loadtest.errors import LoadTestError
-from loadtest.measure import (
-    capacity,
-    capacity_report,
-    evidence,
-    generators,
-    probe,
-    replica_plan,
-    server_trace,
-    study_report,
-)
-from loadtest.measure.capacity import CapacityResult
-from loadtest.measure.capacity_result import budget_text
-from loadtest.measure.probe import Load, Measurement
-from loadtest.measure.saturation import settle
+from loadtest.generators import probe
+from loadtest.generators import seam as generators
+from loadtest.generators.arrivals import Arrival, parse_arrival, write_request_intervals
+from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.perf_analyzer import perf, profile_export
+from loadtest.generators.saturation import settle
+from loadtest.reports import writer as study_report
+from loadtest.target import apply, server_trace
+from loadtest.target import endpoints as target
+from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
 REPORTS = Path("reports")
@@ -368,7 +368,7 @@ def floor_guard(measure_at, budget_ms: float, generator: str, floor: dict):
         if floor or not m.floor_ms:
             return m
         floor.update(rate=rate, **m.floor_ms)
-        figures = server_trace.floor_figures(m.floor_ms)
+        figures = floor_figures(m.floor_ms)
         how = server_trace.UNTRACED if "mean" in m.floor_ms else "traced"
         print(f"  generator floor at {rate:g} req/s: {figures} (client minus Triton's own time, {how})", flush=True)
         if server_trace.floor_warning(m.floor_ms, budget_ms):

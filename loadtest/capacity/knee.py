@@ -21,8 +21,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from loadtest.measure import evidence
-from loadtest.measure.evidence import Interval
+from loadtest.core import evidence
+from loadtest.core.evidence import Interval
 
 SPREAD = 0.1
 """The runs of a round are at ``rate * (1 - SPREAD)``, ``rate`` and ``rate * (1 + SPREAD)``."""

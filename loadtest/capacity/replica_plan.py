@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from loadtest.measure.capacity import CapacityError
+from loadtest.capacity.search import CapacityError
 
 HEADROOM = 0.2
 

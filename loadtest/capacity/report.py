@@ -17,12 +17,12 @@ from typing import Any
 
 import yaml
 
+from loadtest.capacity.replica_plan import in_flight, metric_at
+from loadtest.capacity.search import CapacityResult
+from loadtest.core.measurement import Measurement
+from loadtest.core.metrics import STREAM_FIGURES
 from loadtest.errors import LoadTestError
-from loadtest.measure.capacity import CapacityResult
-from loadtest.measure.probe import Measurement
-from loadtest.measure.replica_plan import in_flight, metric_at
-from loadtest.measure.report_streams import STREAM_FIGURES
-from loadtest.measure.study_report import SUMMARY, save_report
+from loadtest.reports.writer import SUMMARY, save_report
 
 PROJECT = Path(__file__).resolve().parents[2]
 HPA_FILE = PROJECT / "deploy" / "k8s" / "base" / "triton-hpa.yaml"

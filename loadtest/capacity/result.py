@@ -1,4 +1,4 @@
-"""The capacity search's answer (``loadtest.measure.capacity.find_capacity``): the outcome each run is judged to,
+"""The capacity search's answer (``loadtest.capacity.search.find_capacity``): the outcome each run is judged to,
 each run (``Probe``), the trials and the SLO verdict at one rate (``Confirmation``), and the whole result
 (``CapacityResult``): the capacity interval, the rate a replica plan counts on, the one sentence of the answer and
 its results.json form.
@@ -16,12 +16,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from loadtest.campaign import Slo
-from loadtest.measure.evidence import Interval, SloVerdict, Verdict
-from loadtest.measure.knee import KneeEstimate, Moved
-from loadtest.measure.probe import Measurement
-from loadtest.measure.report_streams import STREAM_FIGURES
-from loadtest.measure.trials import ArmResult
+from loadtest.capacity.knee import KneeEstimate, Moved
+from loadtest.core.evidence import Interval, SloVerdict, Verdict
+from loadtest.core.measurement import Measurement
+from loadtest.core.metrics import STREAM_FIGURES
+from loadtest.core.spec import Slo
+from loadtest.core.trials import ArmResult
 from tritonkit_errors import ExitStatus
 
 PASS, ERRORS, BEHIND, GENERATOR, FAILED = (

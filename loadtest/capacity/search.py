@@ -31,7 +31,7 @@ verdict passed (``plan_rate``). When the search ended at the generator's limit, 
 knee to estimate: the trials run at the highest rate only and the answer is a lower bound.
 
 The answer's types (``Probe``, ``Confirmation``, ``CapacityResult``, the outcomes of one run), its sentence and
-its results.json form are in ``loadtest.measure.capacity_result``; they are importable from here too.
+its results.json form are in ``loadtest.capacity.result``; they are importable from here too.
 """
 
 from __future__ import annotations
@@ -42,10 +42,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from loadtest.campaign import Slo
-from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, knee, probe, slo
-from loadtest.measure.capacity_result import (
+from loadtest.capacity import knee
+from loadtest.capacity.result import (
     BEHIND,
     ERRORS,
     FAILED,
@@ -58,10 +56,14 @@ from loadtest.measure.capacity_result import (
     is_over,
     over,
 )
-from loadtest.measure.evidence import Verdict
-from loadtest.measure.probe import Measurement
-from loadtest.measure.saturation import keeps_up
-from loadtest.measure.trials import Arm, ArmResult, line, run_trials
+from loadtest.core import evidence, slo
+from loadtest.core.evidence import Verdict
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
+from loadtest.core.trials import Arm, ArmResult, line, run_trials
+from loadtest.errors import LoadTestError
+from loadtest.generators import probe
+from loadtest.generators.saturation import keeps_up
 from tritonkit_errors import ExitStatus
 
 Log = Callable[[str], None]

@@ -14,9 +14,9 @@ import math
 import sys
 from pathlib import Path
 
-from loadtest.campaign import PROTOCOLS
-from loadtest.drive.payloads import add_payload_arguments
-from loadtest.drive.target import default_repository, parse_cpus, split_cpus
+from loadtest.core.spec import PROTOCOLS
+from loadtest.generators.payloads import add_payload_arguments
+from loadtest.target.endpoints import default_repository, parse_cpus, split_cpus
 
 __all__ = [
     "add_out_flag",

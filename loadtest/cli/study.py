@@ -3,9 +3,9 @@
 ``tritonkit bench``, ``overload``, ``soak`` and ``bench-generation`` are each one ``Study`` subclass in their
 module, whose instance gives the module's ``register`` (what tritonkit_cli.py calls), ``run_command`` and
 ``main`` (the ``python -m`` alias, the same parser). A new study is one class: its ``name``, ``help`` and
-``alias``; ``arguments`` (its flags, from the shared groups of ``loadtest.drive.flags`` where it shares
+``alias``; ``arguments`` (its flags, from the shared groups of ``loadtest.cli.flags`` where it shares
 them); ``run`` (checks the arguments, measures, and answers the data, or an exit status where it stopped);
-``report`` (writes its files through ``loadtest.measure.study_report.save_report`` and prints, answering the
+``report`` (writes its files through ``loadtest.reports.writer.save_report`` and prints, answering the
 exit status); then one ``register`` line in tritonkit_cli.py. docs/architecture.md has a worked example.
 """
 

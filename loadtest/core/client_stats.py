@@ -1,8 +1,8 @@
 """What the load generator saw: ``ClientStats`` (one run, client side), its per-second ``TimelinePoint``,
 how a failure's status is read (refusals, drops), and the project's one percentile rule (nearest rank), for
-plain sequences here and for HDR histograms in ``loadtest.drive.latency``.
+plain sequences here and for HDR histograms in ``loadtest.core.latency``.
 
-The Locust users and the perf_analyzer runners produce these; ``loadtest.measure.results`` keeps them
+The Locust users and the perf_analyzer runners produce these; ``loadtest.core.results`` keeps them
 beside the server's counters in a run's ``RunResult``.
 """
 
@@ -63,7 +63,7 @@ def nearest_rank(p: float, total: int) -> int:
 
 def percentiles(values, ps: tuple[float, ...]) -> list[float]:
     """Nearest-rank percentiles of a plain sequence of latencies (any unit), the same rule as
-    ``loadtest.drive.latency.value_at`` on an HDR histogram."""
+    ``loadtest.core.latency.value_at`` on an HDR histogram."""
     ordered = np.sort(np.asarray(values, dtype=np.float64), axis=None)
     if ordered.size == 0:
         raise ValueError("no values to take a percentile of")

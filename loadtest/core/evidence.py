@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.drive.latency import new_histogram
+from loadtest.core.latency import new_histogram
 from loadtest.errors import LoadTestError
 
 CONFIDENCE = 0.95

@@ -19,7 +19,7 @@ from collections import Counter
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from loadtest.drive.client_stats import (
+from loadtest.core.client_stats import (
     PERCENTILES,
     ClientStats,
     TimelinePoint,
@@ -28,7 +28,7 @@ from loadtest.drive.client_stats import (
     nearest_rank,
     percentile_key,
 )
-from loadtest.drive.streams import StreamFigures, stream_summary
+from loadtest.core.streams import StreamFigures, stream_summary
 
 HIGHEST_US = 120_000_000
 """Largest latency recorded (2 minutes); longer ones are clamped to it."""

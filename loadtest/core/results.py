@@ -21,11 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
-from loadtest.drive.latency import new_histogram, value_at
-from loadtest.drive.streams import count_streams_within, stream_summary
-from loadtest.measure import evidence
-from loadtest.measure.study_report import write_json
+from loadtest.core import evidence
+from loadtest.core.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
+from loadtest.core.latency import new_histogram, value_at
+from loadtest.core.streams import count_streams_within, stream_summary
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """``data`` as every report writes it: indent 1, what JSON cannot hold as its ``str``, a trailing newline."""
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    return path
 
 
 @dataclasses.dataclass
@@ -141,7 +146,7 @@ class RunResult:
     """Requests answered without error within the p99 budget, over all requests (all trials pooled)."""
     goodput_rps: float = math.nan
     verdict: str = ""
-    """``pass``, ``fail`` or ``inconclusive`` (``loadtest.measure.slo``); "" in results written before it, where
+    """``pass``, ``fail`` or ``inconclusive`` (``loadtest.core.slo``); "" in results written before it, where
     ``slo_violations`` alone decides."""
     settle: str = ""
     """For an inconclusive verdict: how many more trials would likely settle it."""

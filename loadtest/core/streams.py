@@ -1,8 +1,8 @@
 """A streamed request's figures, in GenAI-Perf's vocabulary: time to first token (TTFT), inter-token latency
 (ITL), output tokens and their throughput, and goodput against TTFT/ITL budgets.
 
-The stream senders (``loadtest.drive.users``) give, per request, when each response carrying text came; the
-Locust user turns that into ``StreamFigures`` (``stream_figures``); the recorder (``loadtest.drive.latency``)
+The stream senders (``loadtest.generators.locust.users``) give, per request, when each response carrying text came; the
+Locust user turns that into ``StreamFigures`` (``stream_figures``); the recorder (``loadtest.core.latency``)
 keeps one raw row per successful request, ``[latency_ms, ttft_ms, itl_ms or None, tokens]``, in
 ``ClientStats.streams``, and the summaries here are taken from those rows (the project's nearest-rank rule).
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.drive.client_stats import percentile_key, percentiles
+from loadtest.core.client_stats import percentile_key, percentiles
 
 STREAM_PERCENTILES = (50.0, 90.0, 99.0)
 """Percentiles of time to first token and inter-token latency every report shows (with the mean)."""

@@ -2,7 +2,7 @@
 
 An *arm* is one thing measured (a served config, a model version, a rate); ``run_trials`` measures every arm
 once a round for ``trials`` rounds (A B, B A, ...: ``evidence.interleaved``), switching the server to each arm
-before its trial. Each trial is one ``Measurement`` (``loadtest.measure.probe``: perf_analyzer or Locust behind
+before its trial. Each trial is one ``Measurement`` (``loadtest.generators.probe``: perf_analyzer or Locust behind
 one interface); ``summarize`` turns an arm's trials into an interval per figure and ``slo.verdict`` judges them.
 """
 
@@ -13,11 +13,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.measure import evidence, server_trace
-from loadtest.measure.evidence import Interval
-from loadtest.measure.probe import Measurement
-from loadtest.measure.report_streams import STREAM_FIGURES
-from loadtest.measure.results import STREAM_METRICS
+from loadtest.core import evidence
+from loadtest.core.evidence import Interval
+from loadtest.core.measurement import Measurement, floor_figures
+from loadtest.core.metrics import STREAM_FIGURES
+from loadtest.core.results import STREAM_METRICS
 
 Log = Callable[[str], None]
 
@@ -115,7 +115,7 @@ def line(m: Measurement) -> str:
     if m.streamed:
         text = f"{text}  {stream_figures(m)}"
     if m.floor_ms:  # the generator's own time in those latencies (server_trace.floor_ms)
-        text += f"  (generator floor {server_trace.floor_figures(m.floor_ms)})"
+        text += f"  (generator floor {floor_figures(m.floor_ms)})"
     return text
 
 

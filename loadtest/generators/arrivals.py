@@ -20,7 +20,7 @@ so the union of their arrivals is the schedule itself: independent gamma streams
 something closer to Poisson and lose the burstiness asked for.
 
 :func:`write_request_intervals` writes any schedule as perf_analyzer 2.51's ``--request-intervals`` file,
-e.g. ``python -m loadtest.drive.arrivals schedule.jsonl intervals.txt``.
+e.g. ``python -m loadtest.generators.arrivals schedule.jsonl intervals.txt``.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class Replay(Arrival):
 
 
 PATTERNS: dict[str, type[Arrival]] = {cls.name: cls for cls in (Poisson, Gamma, Ramp, Replay)}
-"""Pattern name -> class; the names and their shape keys are ``loadtest.campaign.ARRIVAL_KEYS``'s."""
+"""Pattern name -> class; the names and their shape keys are ``loadtest.core.spec.ARRIVAL_KEYS``'s."""
 
 
 def parse_arrival(spec: str, where: str = "--arrival") -> Arrival:
@@ -360,7 +360,7 @@ def write_request_intervals(path: str | Path, offsets: Iterable[float]) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m loadtest.drive.arrivals",
+        prog="python -m loadtest.generators.arrivals",
         description="Write a recorded schedule as perf_analyzer's --request-intervals file (µs, one a line).",
     )
     parser.add_argument("schedule", help="the schedule (.jsonl or .csv; docs/load-testing.md)")

@@ -9,7 +9,7 @@ model batches) for a served model, read off its config (the server's JSON, a ``M
   [0, 1), integers in ``int_range`` (``--int-range LO:HI``, LO <= v < HI), BOOL true or false; fresh per
   sample, from a fixed seed. A dynamic dim (-1) takes its size from ``--shape NAME:D1,D2`` (perf_analyzer's
   spelling, the batch dimension left out); BYTES inputs need real data (a file or a function);
-- ``--input-data FILE.json``: perf_analyzer's input-data format (:mod:`loadtest.drive.input_data`), so
+- ``--input-data FILE.json``: perf_analyzer's input-data format (:mod:`loadtest.generators.input_data`), so
   one file serves both tools, checked against the config before any load;
 - ``--samples FILE.py:FUNC``: a function returning a list of dicts, input name -> numpy array (batch 1).
   The built-in models' real data are such functions beside their builders (``export/zoo/digits.py:
@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from export import catalog
-from loadtest.drive.input_data import (
+from loadtest.errors import PayloadError
+from loadtest.generators.input_data import (
     NUMPY_DTYPES,
     InputSpec,
     ServedModel,
@@ -46,7 +47,6 @@ from loadtest.drive.input_data import (
     served_model,
     to_input_data,
 )
-from loadtest.errors import PayloadError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COUNT = 64

@@ -1,9 +1,9 @@
 """The saturation and knee searches the studies share: how much load a served model takes.
 
-- ``find_saturation``: closed-loop users doubling until throughput stops growing (``loadtest.studies.overload``
-  runs it with the queue policy removed, ``loadtest.studies.soak`` on the config as deployed);
+- ``find_saturation``: closed-loop users doubling until throughput stops growing (``loadtest.studies.overload.command``
+  runs it with the queue policy removed, ``loadtest.studies.soak.command`` on the config as deployed);
 - ``find_sustained_rate``: open-loop Poisson rates rising until the server falls behind or its p99 passes the
-  knee (``loadtest.studies.soak``);
+  knee (``loadtest.studies.soak.command``);
 - ``open_scenario``, ``settle`` (wait out a backlog between runs) and ``keeps_up``, the one rule for a count that
   kept up with its rate (a server's completions, a generator's requests sent).
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from deploy.client import metrics, model_metric
-from loadtest.campaign import Scenario
-from loadtest.measure.run import measure_run
+from loadtest.core.spec import Scenario
+from loadtest.generators.locust.run import measure_run
 
 
 @dataclasses.dataclass

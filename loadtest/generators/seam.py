@@ -5,7 +5,7 @@ A command builds its generator once (``generator(kind, endpoints, **settings)``)
 so capacity, the tuner, compare, soak and bench drive either alike and never ask which one they hold. A new
 generator is one subclass here with a ``kind`` and an entry in ``REGISTRY``, answering two calls:
 
-- ``measure``: one measurement of one served model at one ``Load``, a ``probe.Measurement`` (its figures,
+- ``measure``: one measurement of one served model at one ``Load``, a ``Measurement`` (its figures,
   the server's counters around it, ``saturated`` when the generator was the bottleneck); how each does it
   stays in ``probe.with_perf_analyzer`` and ``probe.with_locust``;
 - ``run``: one run with the client's whole record, a ``RunRecord`` (``ClientStats``: every figure over the
@@ -27,17 +27,18 @@ from pathlib import Path
 from typing import ClassVar
 
 from deploy.client import metrics, model_metric
-from loadtest.campaign import Scenario
-from loadtest.drive import apply, perf_windows
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.input_data import read_input_data, served_model
-from loadtest.drive.payloads import PayloadOptions, default_options, payloads
-from loadtest.drive.target import Endpoints
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.measurement import Load, Measurement
+from loadtest.core.results import ServerStats
+from loadtest.core.spec import Scenario
 from loadtest.errors import LoadTestError
-from loadtest.measure import probe
-from loadtest.measure.probe import Load, Measurement
-from loadtest.measure.results import ServerStats
-from loadtest.measure.run import measure_run
+from loadtest.generators import probe
+from loadtest.generators.input_data import read_input_data, served_model
+from loadtest.generators.locust.run import measure_run
+from loadtest.generators.payloads import PayloadOptions, default_options, payloads
+from loadtest.generators.perf_analyzer import windows as perf_windows
+from loadtest.target import apply
+from loadtest.target.endpoints import Endpoints
 
 PROTOCOLS = ("grpc", "http")
 
@@ -130,8 +131,9 @@ class PerfAnalyzer(LoadGenerator):
         )
 
     def run(self, model, served, load, *, label=None) -> RunRecord:
-        """``max_trials`` passes of ``measurement_ms`` at an open-loop rate (``loadtest.drive.perf_windows``),
-        a window per pass. perf_analyzer gives a p99 per pass, not over the run: no overall percentiles."""
+        """``max_trials`` passes of ``measurement_ms`` at an open-loop rate
+        (``loadtest.generators.perf_analyzer.windows``), a window per pass. perf_analyzer gives a p99 per pass, not over
+        the run: no overall percentiles."""
         if load.rate is None:
             raise LoadTestError("perf_analyzer's windowed run is an open loop: give the load a rate, not users")
         config = apply.served_config(self.endpoints.http, served)
@@ -225,7 +227,7 @@ class Locust(LoadGenerator):
         )
 
     def run(self, model, served, load, *, label=None) -> RunRecord:
-        """One Locust run of ``duration_s`` (``loadtest.measure.run.measure_run``), its files named ``label``."""
+        """One Locust run of ``duration_s`` (``generators.locust.run.measure_run``), its files named ``label``."""
         self.work.mkdir(parents=True, exist_ok=True)
         label = label or f"{served}-{next(self._runs)}"
         scenario = Scenario(

@@ -15,7 +15,7 @@ models at start and reports ready after loading, in both. (Loading with ``load_m
 config=<json>)`` after a start with no model would also drop the warmup, but the server would then
 be "ready" before the model is loaded, which is not the moment this measures.)
 
-Payloads: the load tests' (``loadtest.drive.payloads``), the first sample: the payload flags' data
+Payloads: the load tests' (``loadtest.generators.payloads``), the first sample: the payload flags' data
 (``--input-data FILE.json``, ``--samples FILE.py:FUNC``), else a built-in model's or pipeline's own real
 samples, else random values from the config (``--shape`` for a dynamic dim).
 
@@ -26,11 +26,8 @@ pipelines too (``--model image_classifier text_embedder``: one after the other);
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,21 +35,17 @@ from pathlib import Path
 import numpy as np
 
 from deploy.client import connect, infer
-from deploy.errors import DeployError
 from deploy.lifecycle import local_server
 from deploy.server import ServerConfig, free_ports
 from export import config as config_io
 from export.model_kind import ensemble_steps, is_decoupled
-from loadtest.drive import flags
-from loadtest.drive.client_stats import percentiles
-from loadtest.drive.payloads import (
+from loadtest.core.client_stats import percentiles
+from loadtest.errors import PayloadError
+from loadtest.generators.payloads import (
     PayloadOptions,
     default_options,
-    payload_options,
     payloads,
 )
-from loadtest.errors import PayloadError
-from tritonkit_errors import ExitStatus, alias_parser
 
 
 @dataclasses.dataclass
@@ -68,7 +61,7 @@ class FirstRequest:
     first_ms: float
     """Latency of the first inference request, sent as soon as the server was ready."""
     steady_p50_ms: float
-    """Nearest-rank percentiles of the steady requests (``loadtest.drive.client_stats.percentiles``)."""
+    """Nearest-rank percentiles of the steady requests (``loadtest.core.client_stats.percentiles``)."""
     steady_p90_ms: float
     steady_requests: int
     ratio: float
@@ -199,97 +192,3 @@ def payload_for(repository: Path, model: str, options: PayloadOptions | None = N
             f"`tritonkit bench-generation` (make bench-generation)"
         )
     return payloads(config, default_options(model, options))[0]
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "first-request",
-        help="first-request latency after the server reports ready, against the steady median: what warmup buys",
-        description=__doc__.split("\n")[0],
-        epilog="examples:\n  tritonkit first-request --model digits\n"
-        "  tritonkit first-request --model image_classifier text_embedder\n"
-        "  tritonkit first-request --model text_embedder --model-warmup off\n"
-        "  tritonkit first-request --model mine --repository DIR --input-data request.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--model",
-        required=True,
-        nargs="+",
-        metavar="MODEL",
-        help="any served model or ensemble (an ensemble's members are served with it); "
-        "several: one after another, a server of its own each",
-    )
-    # the measurement starts its own server each time: the repository, no URL, no CPU split
-    flags.add_server_flags(parser, urls=False, cpus=False)
-    modes = ("on", "off", "both")
-    parser.add_argument(
-        "--model-warmup",
-        choices=modes,
-        default="both",
-        help="serve with the configs' model_warmup entries (on), without them (off) or each in turn (both, default)",
-    )
-    flags.deprecated_alias(parser, "--warmup", "--model-warmup", "model_warmup", choices=modes)
-    parser.add_argument("--steady", type=int, default=200, help="sequential requests for the steady median")
-    flags.add_protocol_flag(parser)
-    flags.add_payload_flags(parser)  # the first sample is the request
-    parser.add_argument("--json", action="store_true")
-    parser.set_defaults(handler=run_command)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m loadtest.measure.first_request``: the same command as ``tritonkit first-request``."""
-    return run_command(alias_parser(register, "python -m loadtest.measure.first_request").parse_args(argv))
-
-
-def run_command(args: argparse.Namespace) -> int:
-    if args.steady < 1:
-        print(f"error: --steady must be at least 1, got {args.steady}", file=sys.stderr)
-        return ExitStatus.USAGE
-    try:  # every payload first: a model without one stops the run before any server starts
-        options = payload_options(args)
-        requests = {m: payload_for(args.repository, m, options) for m in args.model}
-    except (FileNotFoundError, PayloadError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-
-    modes = {"on": [True], "off": [False], "both": [True, False]}[args.model_warmup]
-    everything = []
-    try:
-        for model, payload in requests.items():
-            results = [measure(args.repository, model, payload, w, args.steady, args.protocol) for w in modes]
-            everything.extend(results)
-            if not args.json:
-                print(table(results, args.protocol, args.steady), flush=True)
-    except (DeployError, RuntimeError) as exc:  # the server failed, or left something behind
-        print(f"error: {exc}", file=sys.stderr)
-        return ExitStatus.BROKEN
-    if args.json:
-        print(json.dumps([r.to_dict() for r in everything], indent=2))
-    return ExitStatus.OK
-
-
-def table(results: list[FirstRequest], protocol: str, steady: int) -> str:
-    served = results[0].served
-    members_note = f", served with {', '.join(list(served)[1:])}" if len(served) > 1 else ""
-    lines = [
-        f"{results[0].model}: first request after ready vs steady median ({protocol}, batch 1, "
-        f"{steady} sequential requests{members_note})",
-        "| warmup | ready s | first ms | steady p50 ms | first / p50 |",
-        "|---|---|---|---|---|",
-    ]
-    for r in results:
-        label = "off"
-        if r.warmup:
-            per_model = ", ".join(f"{name} {n}" for name, n in r.served.items() if n) or "none configured"
-            label = (
-                f"on ({r.warmup_entries} entries: {per_model})"
-                if len(r.served) > 1
-                else f"on ({r.warmup_entries} entries)"
-            )
-        lines.append(f"| {label} | {r.ready_s:.1f} | {r.first_ms:.2f} | {r.steady_p50_ms:.2f} | {r.ratio:.1f}x |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,11 +12,11 @@ cores (the server's instances share them: ``backends/batching.py`` gives each ``
 one inter-op thread (``backends/pytorch/model.py``), so the row measures what the server's cores can do.
 Without ``cpus``, the cores this process may use. Affinity and thread count are restored afterwards.
 
-It computes on the load test's own payloads stacked into batches (``loadtest.drive.payloads.stack``).
+It computes on the load test's own payloads stacked into batches (``loadtest.generators.payloads.stack``).
 Also here: :func:`model_file`, the exported file and tensors of a served model, read from its config, and
 :func:`load_exported`, the file as a callable (the FastAPI baseline serves it with the same code).
 
-Run: ``python -m loadtest.measure.inprocess --model digits [--seconds 2] [--cpus 1]`` with the payload flags
+Run: ``python -m loadtest.probes.inprocess --model digits [--seconds 2] [--cpus 1]`` with the payload flags
 of ``tritonkit loadtest --model``.
 """
 
@@ -37,10 +37,10 @@ import numpy as np
 from deploy.server import DEFAULT_REPOSITORY
 from export import formats
 from export.config import parse
-from loadtest.drive.client_stats import percentiles
-from loadtest.drive.input_data import NUMPY_DTYPES
-from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads, stack
-from loadtest.drive.target import parse_cpus
+from loadtest.core.client_stats import percentiles
+from loadtest.generators.input_data import NUMPY_DTYPES
+from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads, stack
+from loadtest.target.endpoints import parse_cpus
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
@@ -270,7 +270,7 @@ def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.measure.inprocess", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m loadtest.probes.inprocess", description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a TorchScript or ONNX model of the repository")
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
     parser.add_argument("--seconds", type=float, default=2.0, help="per batch size")

@@ -1,58 +1,47 @@
 """Turn a campaign's ``results.json`` into files a person reads: CSVs, a Markdown summary, PNG plots
 and one HTML page, all in ``reports/<campaign>/``.
 
-Everything here reads only ``CampaignResult``, so ``python -m loadtest.measure.report reports/<c>/results.json``
+Everything here reads only ``CampaignResult``, so ``python -m loadtest.reports reports/<c>/results.json``
 redraws a report without running the campaign again. Runs without server stats (the FastAPI
 baseline), runs where every request failed and empty timelines render too (the plots:
-``loadtest.measure.report_plots``). A run of two or more trials shows each figure as its estimate with the
-95% interval over the trials (``loadtest.measure.evidence``), and its trials one by one. Streamed runs
+``loadtest.reports.plots``). A run of two or more trials shows each figure as its estimate with the
+95% interval over the trials (``loadtest.core.evidence``), and its trials one by one. Streamed runs
 (decoupled models) get a table of their TTFT, ITL, output tokens/s and goodput, and columns of their own in
-runs.csv and the trials' table (``loadtest.measure.report_streams``; ``stream_text`` on the console).
+runs.csv and the trials' table (``loadtest.reports.streams``; ``stream_text`` on the console).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import io
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from jinja2 import Environment
 
-from loadtest.drive import flags
-from loadtest.measure import evidence, report_plots, report_streams, server_trace
-from loadtest.measure.report_plots import PCT_KEYS, STACK
-from loadtest.measure.report_plots import label as _label
-from loadtest.measure.report_plots import lat as _lat
-from loadtest.measure.report_plots import num as _num
-from loadtest.measure.report_streams import (  # noqa: F401 (STREAM_FIGURES, stream_text: the console's)
-    STREAM_FIGURES,
+from loadtest.core import evidence
+from loadtest.reports import plots as report_plots, streams as report_streams
+from loadtest.target import server_trace
+from loadtest.reports.plots import PCT_KEYS, STACK
+from loadtest.reports.plots import label as _label
+from loadtest.reports.plots import lat as _lat
+from loadtest.reports.plots import num as _num
+from loadtest.reports.streams import (  # noqa: F401 (stream_text: the console's)
     STREAM_HEADERS,
     STREAM_NOTE,
     stream_table,
     stream_text,
 )
-from loadtest.measure.results import CampaignResult, RunResult
-from loadtest.measure.study_report import save_report
-from tritonkit_errors import ExitStatus, alias_parser
+from loadtest.core.results import CampaignResult, RunResult
+from loadtest.core.metrics import FIGURES
+from loadtest.reports.writer import save_report
 
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
 FLOOR_KEYS = server_trace.FLOOR_KEYS
 BREAKDOWN_KEYS = ("queue", "compute_input", "compute_infer", "compute_output", "request", "client_network")
-FIGURES = {
-    "throughput": ("req/s", "{:.1f}", ""),
-    "p50_ms": ("p50", "{:.3f}", " ms"),
-    "p99_ms": ("p99", "{:.3f}", " ms"),
-    "error_rate": ("error rate", "{:.2%}", ""),
-    "goodput_share": ("goodput", "{:.2%}", ""),
-    "goodput_rps": ("goodput/s", "{:.1f}", ""),
-}
-"""``evidence.METRICS`` as reports name and format them."""
 RUN_FIELDS = (
     [
         "scenario",
@@ -316,7 +305,7 @@ FLOOR_HEADERS = [
     "floor mean ms",
 ]
 FLOOR_NOTE = (
-    "Triton's own time per request from its trace API over each run (`loadtest/measure/server_trace.py`), and the "
+    "Triton's own time per request from its trace API over each run (`loadtest/target/server_trace.py`), and the "
     "generator's floor: the client's percentile minus Triton's, the time the load generator, its library, the "
     "loopback and Triton's frontend add (the median over traced trials; a difference of percentiles). A Triton "
     "older than 2.57.0 is not traced (it can crash while tracing): its runs have the means alone, Triton's from "
@@ -480,35 +469,3 @@ def write_report(result: CampaignResult, out_dir: Path) -> list[Path]:
     # CampaignResult's own form, which CampaignResult.load reads back.
     data = dataclasses.asdict(result)
     return save_report(data, out_dir, lambda _: _summary_md(result, plots), plots=draw, files=files)
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json",
-        description="Regenerate a campaign report from its results.json.",
-    )
-    parser.add_argument("results", type=_results_file, help="reports/<campaign>/results.json")
-    flags.add_out_flag(parser, None, "output folder (default: the json's folder)")
-    parser.set_defaults(handler=run_command)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m loadtest.measure.report``: the same command as ``tritonkit report``."""
-    return run_command(alias_parser(register, "python -m loadtest.measure.report").parse_args(argv))
-
-
-def _results_file(text: str) -> Path:
-    if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
-    return Path(text)
-
-
-def run_command(args: argparse.Namespace) -> int:
-    for path in write_report(CampaignResult.load(args.results), args.out or args.results.parent):
-        print(path)
-    return ExitStatus.OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The PNG plots of a campaign report (``loadtest.measure.report`` writes them into ``reports/<campaign>/plots/``):
+"""The PNG plots of a campaign report (``loadtest.reports.campaign`` writes them into ``reports/<campaign>/plots/``):
 latency against throughput, the percentiles per run, the batch sizes, where the time goes and each run's
 timeline. A plot without data is still written, as a small "no data" image, so links never break.
 """
@@ -9,8 +9,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive.client_stats import PERCENTILES, percentile_key
-from loadtest.measure.results import CampaignResult, RunResult
+from loadtest.core.client_stats import PERCENTILES, percentile_key
+from loadtest.core.results import CampaignResult, RunResult
 
 PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
 STACK = (

@@ -1,5 +1,5 @@
-"""The stream figures of a campaign report (decoupled models, ``loadtest.drive.streams``), in GenAI-Perf's terms:
-time to first token (TTFT), inter-token latency (ITL), output tokens/s and goodput. ``loadtest.measure.report``
+"""The stream figures of a campaign report (decoupled models, ``loadtest.core.streams``), in GenAI-Perf's terms:
+time to first token (TTFT), inter-token latency (ITL), output tokens/s and goodput. ``loadtest.reports.campaign``
 puts them in a Streams table of ``summary.md`` and ``index.html``, in columns of ``runs.csv`` and of the trials'
 table, and ``stream_text`` on the console line of a trial. They appear only when a run streamed: the report of
 a campaign without streams is what it was before them.
@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadtest.measure.report_plots import label, num
-from loadtest.measure.results import STREAM_METRICS, CampaignResult, RunResult
-
-STREAM_FIGURES = {
-    "ttft_p99_ms": ("p99 TTFT", "{:.3f}", " ms"),
-    "itl_p99_ms": ("p99 ITL", "{:.3f}", " ms"),
-    "output_token_throughput": ("tokens/s", "{:.1f}", ""),
-}
-"""``results.STREAM_METRICS`` as reports name and format them (the trials' table, the console's intervals)."""
+from loadtest.reports.plots import label, num
+from loadtest.core.metrics import STREAM_FIGURES
+from loadtest.core.results import STREAM_METRICS, CampaignResult, RunResult
 
 STREAM_KEYS = ("p50", "p90", "p99", "mean")
 STREAM_HEADERS = (

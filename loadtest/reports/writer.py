@@ -1,4 +1,4 @@
-"""The one report writer every study extends (a ``loadtest.studies.study.Study`` writes in its ``report``),
+"""The one report writer every study extends (a ``loadtest.cli.study.Study`` writes in its ``report``),
 and the latency text the reports share.
 
 A study supplies its data (written as JSON), its Markdown renderer, the plots it drew and, where it has them,
@@ -9,11 +9,12 @@ further text files (a campaign's CSVs and HTML page) and its own file names (ben
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from loadtest.core.results import write_json
 
 RESULTS, SUMMARY = "results.json", "summary.md"
 
@@ -21,12 +22,6 @@ RESULTS, SUMMARY = "results.json", "summary.md"
 def ms_text(value: Any) -> str:
     """A latency in ms with three decimals, or '-' when there is none."""
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.3f}"
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """``data`` as every report writes it: indent 1, what JSON cannot hold as its ``str``, a trailing newline."""
-    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    return path
 
 
 def save_report(

@@ -1,3 +1,4 @@
-"""Studies, each a command that answers one question with a report: ``bench`` (in-process, Triton and
-FastAPI side by side; ``baselines/`` is its FastAPI server), ``overload`` (with ``overload_report``),
-``soak`` and ``generation``. No study imports another; what they share lives in ``loadtest.measure``."""
+"""Studies, each a folder with the command that answers one question with a report: ``bench`` (in-process,
+Triton and FastAPI side by side; ``bench/baselines/`` is its FastAPI server), ``overload``, ``soak``, ``floor``,
+``generation``, ``genai_perf``, ``first_request`` and ``compare``. No study imports another; what they share
+lives in the folders below (``loadtest.core``, ``loadtest.generators``, ``loadtest.reports``, ``loadtest.cli``)."""

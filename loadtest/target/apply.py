@@ -30,7 +30,7 @@ from deploy.client import ModelControl, ModelControlError
 from export import config as config_io
 from export.errors import ExportError
 from export.spec import ModelSpec
-from loadtest.campaign import Candidate
+from loadtest.core.spec import Candidate
 from loadtest.errors import VariantError
 
 

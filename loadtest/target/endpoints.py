@@ -1,5 +1,5 @@
-"""The server a measurement runs against: its ``Endpoints``, and (for ``loadtest.studies.overload``,
-``loadtest.studies.soak``) one given by URL or a local one started for the run and stopped after it,
+"""The server a measurement runs against: its ``Endpoints``, and (for ``loadtest.studies.overload.command``,
+``loadtest.studies.soak.command``) one given by URL or a local one started for the run and stopped after it,
 optionally pinned to its own CPUs apart from the load generator."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import math
 import tritonclient.http as httpclient
 
 from deploy.client import metrics, model_metric
-from loadtest.measure.results import ServerStats
+from loadtest.core.results import ServerStats
 
 DURATIONS = {
     "request": "nv_inference_request_duration_us",

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
-from loadtest.drive.client_stats import percentiles
+from loadtest.core.client_stats import percentiles
+from loadtest.core.measurement import floor_figures
 
 FLOOR_SHARE = 0.25
 """A p99 budget of which the generator's own p99 (its floor) takes more than this share is mostly the generator's
@@ -226,11 +227,6 @@ def floor_ms(client_ms: dict[str, float], trace: dict | None, client_network_ms:
 
 UNTRACED = "no trace: Triton's means"
 """How every line says a floor is the mean from Triton's metrics rather than traced percentiles."""
-
-
-def floor_figures(floor: dict[str, float]) -> str:
-    """``p50 0.593 p99 0.645 ms`` (or ``mean 0.610 ms``): a floor as every line that prints one writes it."""
-    return " ".join(f"{k} {v:.3f}" for k, v in floor.items()) + " ms"
 
 
 def floor_text(floor: dict[str, float], trace: dict | None) -> str:

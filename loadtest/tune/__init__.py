@@ -1,3 +1,3 @@
-"""Choosing a config from measurements: the auto-tuner's pick and how it is written (``autotune``), the
-campaign's [tune] step (``tuning``) and Triton Model Analyzer's pick (``analyzer``). Imports
-``loadtest.measure``, ``loadtest.drive`` and the campaign model, never ``loadtest.studies``."""
+"""``tritonkit tune``: choosing a config from measurements: the search space, the search, the pick on interleaved
+trials (``decide``), how it is written (``writer``, ``autotune``) and Triton Model Analyzer's pick beside it
+(``analyzer``, ``compare``). Imports ``loadtest.capacity`` and the folders below it, never ``loadtest.studies``."""

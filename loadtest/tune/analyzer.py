@@ -31,8 +31,9 @@ import yaml
 from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
-from loadtest.drive import flags, target
+from loadtest.cli import flags
 from loadtest.errors import TuneError
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus, alias_parser
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"

@@ -33,18 +33,21 @@ from export import config as config_io
 from export import model_kind
 from export.errors import ExportError
 from export.model_kind import is_decoupled
-from loadtest.campaign import Slo
-from loadtest.drive import apply, flags, perf, target
-from loadtest.drive.payloads import (
+from loadtest.cli import flags
+from loadtest.core.evidence import require_trials
+from loadtest.core.measurement import Load
+from loadtest.core.spec import Slo
+from loadtest.errors import LoadTestError, PayloadError
+from loadtest.generators.payloads import (
     add_payload_arguments,
     default_options,
     payload_options,
     payloads,
 )
-from loadtest.drive.target import Endpoints
-from loadtest.errors import LoadTestError, PayloadError
-from loadtest.measure.evidence import require_trials
-from loadtest.measure.probe import Load
+from loadtest.generators.perf_analyzer import perf
+from loadtest.target import apply
+from loadtest.target import endpoints as target
+from loadtest.target.endpoints import Endpoints
 from loadtest.tune import compare, decide, search, writer
 from loadtest.tune import report as tune_report
 from loadtest.tune.space import Point, formats_in

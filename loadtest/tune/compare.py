@@ -4,7 +4,7 @@ measured by the same generator under the same load, interleaved in one run, and 
 Model Analyzer (local launch mode, its own tritonserver) searches max_batch_size (at most what the export
 was checked for), instance counts and a batching delay at the tuner's concurrency (or request rate); its
 pick is applied to the served config through ``export.config`` like any other point. Each pick's SLO
-verdict is ``loadtest.measure.slo.verdict`` over its trials, and ours is compared with theirs on throughput
+verdict is ``loadtest.core.slo.verdict`` over its trials, and ours is compared with theirs on throughput
 (``evidence.compare``) like the tuner compares its candidates.
 """
 
@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Slo
-from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence
-from loadtest.measure.evidence import Comparison, EvidenceError
+from loadtest.core import evidence
+from loadtest.core.evidence import Comparison, EvidenceError
+from loadtest.core.spec import Slo
+from loadtest.target.endpoints import Endpoints
 from loadtest.tune import analyzer
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point

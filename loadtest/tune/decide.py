@@ -1,16 +1,16 @@
 """Which config the tuner serves, decided on evidence instead of one probe against another.
 
 The search screens with one probe a candidate; its leaders (the served config and the best few others) are
-then measured again, interleaved (``loadtest.measure.trials.run_trials``, A B C A B C ...), and judged:
+then measured again, interleaved (``loadtest.core.trials.run_trials``, A B C A B C ...), and judged:
 
-- each leader's SLO verdict is ``loadtest.measure.slo.verdict`` over its trials (the one SLO rule);
+- each leader's SLO verdict is ``loadtest.core.slo.verdict`` over its trials (the one SLO rule);
 - a candidate replaces the served config only when its throughput is better than the served config's beyond
   the noise (``evidence.compare``, paired by round, with a minimum effect) *and* its verdict is PASS; when
   several are, the highest throughput of them;
 - when the served config does not pass, the highest-throughput leader that passes replaces it;
 - when no leader passes, there is no pick: with an inconclusive leader the outcome is inconclusive (more
   trials would decide), else the best leader is named (``Decision.best``) and the tuner finds the load at
-  which it does meet the budget (``loadtest.measure.capacity``).
+  which it does meet the budget (``loadtest.capacity.search``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loadtest.campaign import Slo
-from loadtest.measure import evidence
-from loadtest.measure.evidence import Comparison, Difference, SloVerdict, Verdict
-from loadtest.measure.probe import Measurement
+from loadtest.core import evidence
+from loadtest.core.evidence import Comparison, Difference, SloVerdict, Verdict
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune.search import Trial, score
 from loadtest.tune.space import Point
 from tritonkit_errors import ExitStatus

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Measurement
-from loadtest.measure.study_report import SUMMARY, save_report
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
+from loadtest.reports.writer import SUMMARY, save_report
 from loadtest.tune.decide import Decision
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point

@@ -10,7 +10,7 @@ Both stop before a measurement that would run past the budget.
 
 The search screens: one probe per candidate, ranked by :func:`score`. One probe is no evidence on a shared
 machine, so the search only names the leaders; ``loadtest.tune.decide`` measures them again interleaved and
-decides. "Meets the SLO" is ``loadtest.measure.slo.verdict`` over a trial's measurements (one probe: pass or
+decides. "Meets the SLO" is ``loadtest.core.slo.verdict`` over a trial's measurements (one probe: pass or
 fail on its value; several: on their interval), by a generator that was not itself the bottleneck (a
 saturated run is kept in the report and never ranked).
 """
@@ -23,11 +23,11 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 
-from loadtest.campaign import Slo
-from loadtest.measure import slo as slo_rule
-from loadtest.measure import trials as trials_io
-from loadtest.measure.evidence import Interval, SloVerdict, Verdict
-from loadtest.measure.probe import Measurement
+from loadtest.core import slo as slo_rule
+from loadtest.core import trials as trials_io
+from loadtest.core.evidence import Interval, SloVerdict, Verdict
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune.space import Point, SearchSpace
 
 STRATEGIES = ("descent", "grid")
@@ -45,7 +45,7 @@ class Trial:
     order: int = 0
     """When it was first measured (1 = first)."""
     confirmed: list[Measurement] = dataclasses.field(default_factory=list)
-    """The leaders' interleaved trials (``loadtest.measure.trials.run_trials``); when there are any, the
+    """The leaders' interleaved trials (``loadtest.core.trials.run_trials``); when there are any, the
     trial's figures and its SLO verdict come from them alone."""
 
     @property

@@ -2,7 +2,7 @@
 through model control and measured, the served configs restored, the outcome for the report and the writer.
 
 ``tune(options, endpoints)`` is what ``tritonkit tune`` and a campaign's ``[tune]`` step call: the search
-screens, the leaders are measured again interleaved (``loadtest.measure.trials.run_trials``, one arm a
+screens, the leaders are measured again interleaved (``loadtest.core.trials.run_trials``, one arm a
 config, its ``prepare`` applying the config) and ``loadtest.tune.decide`` picks. Nothing is written to the
 repository here: ``loadtest.tune.writer`` writes the pick (or prints its diff).
 """
@@ -20,14 +20,16 @@ from export import model_kind
 from export.errors import ExportError
 from export.model_kind import ModelKind
 from export.spec import ModelSpec
-from loadtest.campaign import Candidate, Slo
-from loadtest.drive import apply
-from loadtest.drive.payloads import PayloadOptions
-from loadtest.drive.target import Endpoints
+from loadtest.capacity import search as capacity
+from loadtest.core.measurement import Load, Measurement
+from loadtest.core.spec import Candidate, Slo
+from loadtest.core.trials import Arm, run_trials
 from loadtest.errors import TuneError, VariantError
-from loadtest.measure import capacity, generators, probe
-from loadtest.measure.probe import Load, Measurement
-from loadtest.measure.trials import Arm, run_trials
+from loadtest.generators import probe
+from loadtest.generators import seam as generators
+from loadtest.generators.payloads import PayloadOptions
+from loadtest.target import apply
+from loadtest.target.endpoints import Endpoints
 from loadtest.tune import decide
 from loadtest.tune import search as search_io
 from loadtest.tune.space import Point, SearchSpace, checked_max_batch_size, formats_in, served_point, space_for
@@ -56,7 +58,7 @@ class TuneOptions:
     min_effect: float = decide.MIN_EFFECT
     """The smallest throughput gain over the served config that replaces it (0.05: 5%)."""
     payload: PayloadOptions = dataclasses.field(default_factory=PayloadOptions)
-    """What the requests carry (``loadtest.drive.payloads``): the same for perf_analyzer and Locust."""
+    """What the requests carry (``loadtest.generators.payloads``): the same for perf_analyzer and Locust."""
     input_data: Path | None = None
     """perf_analyzer's ``--input-data`` JSON, written from ``payload`` once the served config is known."""
     axes: dict[str, tuple] = dataclasses.field(default_factory=dict)
@@ -368,7 +370,7 @@ def decided(
 
 def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial, attempts: int = 3) -> str:
     """Where ``best`` meets the budget, as a sentence that says how it was found: the highest open-loop rate
-    (``loadtest.measure.capacity.find_capacity``, confirmed by ``options.trials`` trials). The search only
+    (``loadtest.capacity.search.find_capacity``, confirmed by ``options.trials`` trials). The search only
     climbs from its start, so it starts at an eighth of the throughput ``best`` reached at the asked load,
     and an eighth of that again when even its first rate misses the budget."""
     runner.apply(best.point)
@@ -381,7 +383,7 @@ def lower_load(options: TuneOptions, runner: Runner, best: search_io.Trial, atte
         if not found.below_start or start <= 1.0:
             break
         start = max(1.0, start / 8)
-    return f"{found.sentence()} (loadtest.measure.capacity.find_capacity from {start:.0f} req/s)"
+    return f"{found.sentence()} (loadtest.capacity.search.find_capacity from {start:.0f} req/s)"
 
 
 def measure_side_by_side(

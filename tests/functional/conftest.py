@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import tritonclient.http as httpclient
 
-from loadtest.measure import server_trace
+from loadtest.target import server_trace
 from tests.conftest import server_config, start_or_fail
 from tests.generation_helpers import tiny_generator_repository
 

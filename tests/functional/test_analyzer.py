@@ -9,8 +9,8 @@ import psutil
 import pytest
 
 from deploy.client import connect, infer
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
+from loadtest.core.spec import Candidate
+from loadtest.target import apply
 from loadtest.tune import analyzer
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"

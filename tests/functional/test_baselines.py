@@ -13,7 +13,7 @@ import torch
 
 from deploy.server import free_ports
 from export.zoo.digits import split
-from loadtest.studies.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
+from loadtest.studies.bench.baselines.fastapi_app import serve_in_subprocess, stop_subprocess
 
 
 def _post(port: int, body: bytes) -> tuple[int, dict]:
@@ -97,7 +97,7 @@ def test_the_baseline_serves_digits_like_eager_torchscript(repository, digits_ro
 
 
 def test_first_request_without_warmup_on_a_server_of_its_own(repository, digits_rows):
-    from loadtest.measure.first_request import measure
+    from loadtest.probes.first_request import measure
 
     result = measure(repository, "digits", {"PIXELS": digits_rows[:1]}, warmup=False, steady_requests=20)
     assert result.warmup is False and result.warmup_entries == 0  # digits' config has 2 entries

@@ -12,8 +12,8 @@ import statistics
 
 import pytest
 
-from loadtest.studies import bench
-from loadtest.studies.bench_targets import RATIOS
+from loadtest.studies.bench import command as bench
+from loadtest.studies.bench.targets import RATIOS
 
 
 def test_the_bench_measures_every_row_for_digits(repository, tmp_path):

@@ -11,7 +11,7 @@ import tritonclient.grpc as grpcclient
 from deploy.client import connect, infer, metrics, model_metric
 from export.zoo import build
 from export.zoo.digits import accuracy, split
-from loadtest.drive import apply
+from loadtest.target import apply
 
 ATOL = 1e-5  # FP32 on the same CPU; batching changes the summation order, not more
 

@@ -16,9 +16,9 @@ import yaml
 from hdrh.histogram import HdrHistogram
 
 from deploy.server import PROJECT_ROOT, free_ports
-from loadtest.drive.client_stats import PERCENTILES, percentile_key
-from loadtest.drive.latency import value_at
-from loadtest.measure.results import CampaignResult
+from loadtest.core.client_stats import PERCENTILES, percentile_key
+from loadtest.core.latency import value_at
+from loadtest.core.results import CampaignResult
 from tests.deploy_tools import compose
 
 WORKERS = 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.studies.generation import GENAI_HEADER
+from loadtest.studies.generation.command import GENAI_HEADER
 
 ROOT = Path(__file__).resolve().parents[2]
 

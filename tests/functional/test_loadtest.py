@@ -14,11 +14,11 @@ import pytest
 import tritonclient.http as httpclient
 
 from export import catalog
-from loadtest import campaign as campaign_io
-from loadtest.drive.target import Endpoints
-from loadtest.execution import execute
-from loadtest.measure import server_trace
-from loadtest.measure.results import CampaignResult
+from loadtest.campaign import file as campaign_io
+from loadtest.campaign.execution import execute
+from loadtest.core.results import CampaignResult
+from loadtest.target import server_trace
+from loadtest.target.endpoints import Endpoints
 
 CAMPAIGN = textwrap.dedent("""
     name = "functional"

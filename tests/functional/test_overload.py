@@ -5,10 +5,10 @@ import pytest
 
 from deploy.server import LocalServer
 from export.spec import QueuePolicy
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
-from loadtest.drive.target import Endpoints
-from loadtest.studies import overload
+from loadtest.core.spec import Candidate
+from loadtest.studies.overload import command as overload
+from loadtest.target import apply
+from loadtest.target.endpoints import Endpoints
 from tests.conftest import server_config
 
 RETRYABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}

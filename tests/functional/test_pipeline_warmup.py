@@ -3,7 +3,7 @@ loading, so the server's statistics show those executions before any client requ
 request through the ensemble is answered correctly.
 
 The server serves a throw-away repository with just the ensemble and its members (the one
-``python -m loadtest.measure.first_request`` builds), with their warmup kept. How fast the first request is
+``python -m loadtest.probes.first_request`` builds), with their warmup kept. How fast the first request is
 against the steady median is printed by that command, not asserted here.
 """
 
@@ -13,7 +13,7 @@ from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY
 from export.config import parse
 from export.zoo import efficientnet
-from loadtest.measure.first_request import _serving_repository, payload_for
+from loadtest.probes.first_request import _serving_repository, payload_for
 from tests.conftest import server_config, start_or_fail
 
 PIPELINES = {"image_classifier": ("preprocess", "postprocess"), "text_embedder": ("tokenize",)}

@@ -11,8 +11,8 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import infer
 from export.zoo import efficientnet, minilm
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
+from loadtest.core.spec import Candidate
+from loadtest.target import apply
 from tests.conftest import infer_concurrently
 
 SENTENCES = [

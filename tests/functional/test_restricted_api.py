@@ -21,8 +21,8 @@ from tritonclient.utils import InferenceServerException
 from deploy import security
 from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from loadtest.drive import apply
-from loadtest.drive.payloads import served_model
+from loadtest.generators.payloads import served_model
+from loadtest.target import apply
 from tests.conftest import server_config, start_or_fail
 
 KEY = "functional-test-key-0123456789"

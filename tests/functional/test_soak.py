@@ -10,9 +10,10 @@ import json
 import os
 import statistics
 
-from loadtest.drive import target
-from loadtest.measure import saturation
-from loadtest.studies import soak, soak_checks
+from loadtest.generators import saturation
+from loadtest.studies.soak import checks as soak_checks
+from loadtest.studies.soak import command as soak
+from loadtest.target import endpoints as target
 
 
 def verdict_of(data: dict) -> bool:

@@ -144,8 +144,8 @@ def test_serve_stops_cleanly_on_a_burst_of_signals_at_any_moment(tmp_path, repos
 
 RUN_WITH_SERVER = textwrap.dedent("""
     import argparse, sys, time
-    from loadtest.drive.flags import add_server_flags
-    from loadtest.drive.target import run_with_server
+    from loadtest.cli.flags import add_server_flags
+    from loadtest.target.endpoints import run_with_server
 
     parser = argparse.ArgumentParser()
     add_server_flags(parser, urls=False)

@@ -197,7 +197,7 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
         [
             sys.executable,
             "-m",
-            "loadtest.drive.locust_main",
+            "loadtest.generators.locust.main",
             "-f",
             str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"),
             "TritonUser",

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import tritonkit_cli
 from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
 from export.zoo import smollm
-from loadtest.studies import genai_perf
+from loadtest.studies.genai_perf import command as genai_perf
 from tests.generation_helpers import (
     TINY_MAX_NEW_TOKENS,
     GrpcStream,

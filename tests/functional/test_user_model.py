@@ -20,7 +20,7 @@ import pytest
 
 from deploy.client import connect, infer
 from deploy.server import PROJECT_ROOT
-from loadtest.measure.results import CampaignResult
+from loadtest.core.results import CampaignResult
 from tests.conftest import server_config, start_or_fail
 
 NAME = "scorer"

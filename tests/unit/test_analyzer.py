@@ -13,8 +13,8 @@ import yaml
 
 from export import config as config_io
 from export.changes import ServingChanges
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
+from loadtest.core.spec import Candidate
+from loadtest.target import apply
 from loadtest.tune import analyzer
 from loadtest.tune.analyzer import (
     AnalyzerFailed,

@@ -1,5 +1,5 @@
 """A server that restricts its model-config API (the production stacks) still gives load generators what they
-need without the admin key: ``loadtest.drive.apply`` reads the model's metadata instead, and refuses by name
+need without the admin key: ``loadtest.target.apply`` reads the model's metadata instead, and refuses by name
 what only the config could do (variants, tuning). The real server's answers: tests/functional/test_restricted_api.py.
 """
 
@@ -9,10 +9,10 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from deploy import security
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
-from loadtest.drive.payloads import PayloadOptions, payloads, served_model
+from loadtest.core.spec import Candidate
 from loadtest.errors import VariantError
+from loadtest.generators.payloads import PayloadOptions, payloads, served_model
+from loadtest.target import apply
 
 HTTP_REFUSAL = "This API is restricted, expecting header 'admin-key'"
 GRPC_REFUSAL = "This protocol is restricted, expecting header 'triton-grpc-protocol-admin-key'"

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import tritonkit_cli
-from loadtest import campaign
-from loadtest.cli import model_campaign, run
-from loadtest.drive import arrivals
-from loadtest.drive.arrivals import ArrivalError, Gamma, Poisson, Ramp, Replay, from_shape, parse_arrival
+from loadtest.campaign import file as campaign
+from loadtest.campaign.command import model_campaign, run
+from loadtest.core import spec as run_spec
 from loadtest.errors import CampaignError
+from loadtest.generators import arrivals
+from loadtest.generators.arrivals import ArrivalError, Gamma, Poisson, Ramp, Replay, from_shape, parse_arrival
 from tests.campaign_samples import MINIMAL
 
 RECORDED = [(0.0, 2), (0.013, 0), (0.5, 1), (0.5, 3), (1.25, 0), (2.0, 4), (2.5, 1)]
@@ -185,14 +186,14 @@ def test_a_spec_parses_describes_itself_and_round_trips_through_an_open_shape(sp
     parsed = parse_arrival(spec)
     assert parsed == arrival and parsed.describe() == description
     shape = {"kind": "open", "rate": 800, **parsed.shape_keys()}
-    scenario = campaign.Scenario("s", "digits", "grpc", shape)  # the campaign accepts what the spec writes
+    scenario = run_spec.Scenario("s", "digits", "grpc", shape)  # the campaign accepts what the spec writes
     assert from_shape(scenario.shape) == arrival
 
 
 def test_a_replay_spec_round_trips_through_an_open_shape_without_a_rate(schedule):
     shape = {"kind": "open", **parse_arrival(f"replay:{schedule}").shape_keys()}
     assert shape["schedule"] == str(schedule.resolve())
-    assert from_shape(campaign.Scenario("s", "digits", "grpc", shape).shape) == parse_arrival(f"replay:{schedule}")
+    assert from_shape(run_spec.Scenario("s", "digits", "grpc", shape).shape) == parse_arrival(f"replay:{schedule}")
 
 
 @pytest.mark.parametrize(
@@ -220,10 +221,10 @@ def test_a_bad_spec_is_one_error_naming_the_option_and_the_spec(spec, message):
 
 
 def test_the_campaign_and_the_patterns_name_the_same_arrivals_and_keys(schedule):
-    assert set(arrivals.PATTERNS) == set(campaign.ARRIVAL_KEYS)
+    assert set(arrivals.PATTERNS) == set(run_spec.ARRIVAL_KEYS)
     examples = [Poisson(), Gamma(0.5), Ramp(10), Replay.load(schedule, speed=2.0)]
     for example in examples:
-        needed, optional = campaign.ARRIVAL_KEYS[example.name]
+        needed, optional = run_spec.ARRIVAL_KEYS[example.name]
         assert needed <= set(example.shape_keys()) - {"arrival"} <= needed | optional
 
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from loadtest.campaign import Candidate
-from loadtest.drive import apply
-from loadtest.studies import bench, bench_rows
+from loadtest.core.spec import Candidate
+from loadtest.studies.bench import command as bench
+from loadtest.studies.bench import rows as bench_rows
+from loadtest.target import apply
 from tests.served import served_config
 
 # Shaped like bench.json from a run (figures rounded), digits and minilm.

@@ -1,4 +1,4 @@
-"""loadtest/studies/bench_report.py: rows from their trials, and the tables with each figure's interval and the
+"""loadtest/studies/bench/report.py: rows from their trials, and the tables with each figure's interval and the
 targets (no server)."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import math
 
 import pytest
 
-from loadtest.drive.client_stats import ClientStats
-from loadtest.measure.trials import ArmResult
-from loadtest.studies import bench_report, bench_targets
-from loadtest.studies.bench_report import Trial
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.trials import ArmResult
+from loadtest.studies.bench import report as bench_report
+from loadtest.studies.bench import targets as bench_targets
+from loadtest.studies.bench.report import Trial
 from tests.bench_samples import entry, trial
 
 

@@ -1,4 +1,4 @@
-"""loadtest/studies/bench_targets.py: ratios paired by round (rounds where a row failed left out), targets met,
+"""loadtest/studies/bench/targets.py: ratios paired by round (rounds where a row failed left out), targets met,
 missed or inconclusive on their intervals (no server)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from loadtest.measure.evidence import Interval
-from loadtest.studies import bench_targets
+from loadtest.core.evidence import Interval
+from loadtest.studies.bench import targets as bench_targets
 from tests.bench_samples import entry
 
 

@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import campaign
-from loadtest.drive.runner import locust_command
+from loadtest.campaign import file as campaign
+from loadtest.core import spec
 from loadtest.errors import CampaignError
+from loadtest.generators.locust.runner import locust_command
 from tests.campaign_samples import MINIMAL
 
 CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
@@ -20,7 +21,7 @@ def example() -> str:
 def test_the_documented_example_parses_with_every_key():
     parsed = campaign.parse(example())
     assert parsed.name == "digits-tuning"
-    assert parsed.slo == campaign.Slo(5.0, 0.001, "best-variant", min_goodput=0.99)
+    assert parsed.slo == spec.Slo(5.0, 0.001, "best-variant", min_goodput=0.99)
     (scenario,) = parsed.scenarios
     assert scenario.shape == {"kind": "users", "users": 32} and scenario.peak_users == 32
     assert scenario.trials == 3  # its own key wins over the campaign's trials = 1
@@ -39,16 +40,16 @@ def test_shipped_campaigns_parse(path):
 
 def test_no_variants_means_the_deployed_config():
     parsed = campaign.parse(MINIMAL)
-    assert parsed.variants == (campaign.AS_DEPLOYED,)
-    assert not campaign.AS_DEPLOYED.changes_config
-    assert campaign.AS_DEPLOYED.served_model("digits") == "digits"
+    assert parsed.variants == (spec.AS_DEPLOYED,)
+    assert not spec.AS_DEPLOYED.changes_config
+    assert spec.AS_DEPLOYED.served_model("digits") == "digits"
 
 
 def test_format_and_precision_pick_the_served_variant():
-    onnx = campaign.Candidate.of("onnx", models=("digits",), format="onnx")
+    onnx = spec.Candidate.of("onnx", models=("digits",), format="onnx")
     assert onnx.served_model("digits") == "digits_onnx"
     assert onnx.served_model("minilm") == "minilm"  # not one of its models
-    assert campaign.Candidate.of("h", precision="fp16").served_model("minilm") == "minilm_fp16"
+    assert spec.Candidate.of("h", precision="fp16").served_model("minilm") == "minilm_fp16"
 
 
 @pytest.mark.parametrize(
@@ -105,13 +106,13 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_locust_command_follows_the_shape():
-    scenario = campaign.Scenario("s", "digits", "grpc", {"kind": "open", "rate": 500}, duration_s=10, processes=2)
+    scenario = spec.Scenario("s", "digits", "grpc", {"kind": "open", "rate": 500}, duration_s=10, processes=2)
     cmd = locust_command(scenario, "127.0.0.1:8001")
-    assert cmd[1:3] == ["-m", "loadtest.drive.locust_main"]  # gRPC readied for gevent before Locust imports
+    assert cmd[1:3] == ["-m", "loadtest.generators.locust.main"]  # gRPC readied for gevent before Locust imports
     assert "TritonUser" in cmd and cmd[cmd.index("-u") + 1] == "2"  # one arrival generator per process
     # The open loop's users stop themselves at the schedule's end; Locust's stop comes a second later.
     assert cmd[cmd.index("--processes") + 1] == "2" and cmd[cmd.index("-t") + 1] == "11s"
-    closed = campaign.Scenario("c", "digits", "grpc", {"kind": "users", "users": 4}, duration_s=10)
+    closed = spec.Scenario("c", "digits", "grpc", {"kind": "users", "users": 4}, duration_s=10)
     closed_cmd = locust_command(closed, "127.0.0.1:8001")
     assert closed_cmd[closed_cmd.index("-t") + 1] == "10s"
 

@@ -1,4 +1,4 @@
-"""loadtest/measure/capacity.py: the knee search on a recorded latency-against-rate curve (with noise), the
+"""loadtest/capacity/search.py: the knee search on a recorded latency-against-rate curve (with noise), the
 knee's rounds and the verdicts over them, the step down, the outcomes of one run and bad input."""
 
 import dataclasses
@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from loadtest.campaign import Slo
-from loadtest.capacity_cli import thin_runs_hint
-from loadtest.measure import capacity, knee
-from loadtest.measure.capacity import (
+from loadtest.capacity import knee
+from loadtest.capacity import search as capacity
+from loadtest.capacity.command import thin_runs_hint
+from loadtest.capacity.search import (
     BEHIND,
     ERRORS,
     GENERATOR,
@@ -21,8 +21,9 @@ from loadtest.measure.capacity import (
     next_rate,
     run_outcome,
 )
-from loadtest.measure.evidence import EvidenceError
-from loadtest.measure.probe import Measurement
+from loadtest.core.evidence import EvidenceError
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from tests.capacity_samples import BUDGET, TRUE_KNEE, Curve, m, quiet
 from tritonkit_errors import ExitStatus
 

@@ -1,4 +1,4 @@
-"""loadtest/measure/capacity_report.py: the HPA patch (rendered over a deploy/k8s overlay with the venv's
+"""loadtest/capacity/report.py: the HPA patch (rendered over a deploy/k8s overlay with the venv's
 ``kubectl kustomize``), the queue-time target read at the planned rate, and the report folder."""
 
 import dataclasses
@@ -9,11 +9,11 @@ import os
 import pytest
 import yaml
 
-from loadtest.campaign import Slo
+from loadtest.capacity import report as capacity_report
+from loadtest.capacity.search import find_capacity
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.errors import LoadTestError
-from loadtest.measure import capacity_report
-from loadtest.measure.capacity import find_capacity
-from loadtest.measure.probe import Measurement
 from tests.k8s_manifests import K8S, render
 
 

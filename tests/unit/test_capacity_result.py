@@ -1,4 +1,4 @@
-"""loadtest/measure/capacity_result.py: the answer of a search on a recorded curve: the rate a replica plan
+"""loadtest/capacity/result.py: the answer of a search on a recorded curve: the rate a replica plan
 counts on, the one sentence, the results.json form, and the capacity when the verdict passed only below the
 knee's rounds."""
 
@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from loadtest.campaign import Slo
-from loadtest.measure.capacity import find_capacity
-from loadtest.measure.knee import RoundKnee
-from loadtest.measure.probe import Measurement
+from loadtest.capacity.knee import RoundKnee
+from loadtest.capacity.search import find_capacity
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from tests.capacity_samples import BUDGET, Curve, m, quiet
 from tritonkit_errors import ExitStatus
 

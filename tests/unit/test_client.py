@@ -1,5 +1,5 @@
 """The one model-control client (``deploy.client.ModelControl``) and its one definition of ready, which the
-supervisor and the load tools (``loadtest.drive.apply``) share. The index entries are the shapes Triton 2.51
+supervisor and the load tools (``loadtest.target.apply``) share. The index entries are the shapes Triton 2.51
 answers (``TRITONSERVER_ServerModelIndex``); the requests go over real HTTP to a small stand-in that records
 them. The real server's answers: tests/functional/test_digits.py, test_stub_crash.py."""
 
@@ -15,8 +15,8 @@ import pytest
 
 from deploy.client import ModelControl, ModelControlError, is_ready
 from deploy.supervisor import Supervisor
-from loadtest.drive import apply
 from loadtest.errors import VariantError
+from loadtest.target import apply
 
 NEVER_LOADED = {"name": "resnet50"}  # a model Triton has not tried to load: its name only
 READY = {"name": "digits", "version": "1", "state": "READY"}

@@ -1,10 +1,10 @@
-"""loadtest/drive/client_stats.py: the project's one percentile rule (nearest rank) on plain sequences. Its
+"""loadtest/core/client_stats.py: the project's one percentile rule (nearest rank) on plain sequences. Its
 agreement with the HDR histograms' ``value_at`` is in test_latency.py."""
 
 import numpy as np
 import pytest
 
-from loadtest.drive.client_stats import nearest_rank, percentile, percentiles
+from loadtest.core.client_stats import nearest_rank, percentile, percentiles
 
 
 def test_a_percentile_is_the_smallest_value_with_at_least_p_percent_at_or_below_it():

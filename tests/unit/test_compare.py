@@ -3,8 +3,8 @@ whose SLO column is the one SLO rule (``slo.verdict``) over each pick's trials."
 
 import math
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Measurement
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune import compare
 from loadtest.tune.analyzer import AnalyzerPick
 from loadtest.tune.search import Trial

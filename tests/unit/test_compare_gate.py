@@ -5,9 +5,9 @@ and the report renders."""
 import dataclasses
 import math
 
-from loadtest.measure.evidence import Difference, compare
-from loadtest.measure.probe import Measurement
-from loadtest.measure.trials import ArmResult
+from loadtest.core.evidence import Difference, compare
+from loadtest.core.measurement import Measurement
+from loadtest.core.trials import ArmResult
 from loadtest.studies.compare import gate
 from tritonkit_errors import ExitStatus
 

@@ -12,7 +12,7 @@ import yaml
 
 from deploy.server import PROJECT_ROOT
 from export.config import TRT_CACHE_DIR
-from loadtest import cli as loadtest_cli
+from loadtest.campaign import command as loadtest_cli
 from tests.deploy_tools import compose
 from tritonkit_cli import build_parser
 

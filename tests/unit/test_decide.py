@@ -5,8 +5,8 @@ candidate."""
 import json
 from pathlib import Path
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Measurement
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune import decide, report
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point

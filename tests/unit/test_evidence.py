@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from loadtest.campaign import Slo
-from loadtest.measure import evidence, slo
-from loadtest.measure.evidence import Difference, EvidenceError, Verdict
+from loadtest.core import evidence, slo
+from loadtest.core.evidence import Difference, EvidenceError, Verdict
+from loadtest.core.spec import Slo
 
 # p99 (ms) of five digits trials at 16 users, as a campaign printed them on a shared 2-core machine.
 RECORDED_P99 = [8.2, 9.7, 12.4, 15.5, 14.9]

@@ -1,8 +1,8 @@
 """The campaign's order of trials (interleaved per scenario) and the gate's exit status and lines, without a
 server: ``gate_status`` on recorded trial values."""
 
-from loadtest.campaign import Candidate, Scenario
-from loadtest.execution import gate_status, schedule
+from loadtest.campaign.execution import gate_status, schedule
+from loadtest.core.spec import Candidate, Scenario
 from tests.trial_samples import BUDGET, FAILING, PASSING, STRADDLING, campaign_of, run_of
 from tritonkit_errors import ExitStatus
 

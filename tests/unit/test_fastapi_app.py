@@ -1,4 +1,4 @@
-"""The FastAPI baseline's pieces (loadtest/studies/baselines/fastapi_app.py) without a server: the micro-batcher
+"""The FastAPI baseline's pieces (loadtest/studies/bench/baselines/fastapi_app.py) without a server: the micro-batcher
 and the input decoder."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from loadtest.studies.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
+from loadtest.studies.bench.baselines.fastapi_app import BadRequest, InputDecoder, MicroBatcher, Predictor
 
 
 def _run_batcher(predict, requests: list[dict], max_batch: int, max_wait_ms: float):

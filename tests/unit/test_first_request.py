@@ -1,4 +1,4 @@
-"""loadtest/measure/first_request.py without a server: the repository it serves (the warmup dropped, an
+"""loadtest/probes/first_request.py without a server: the repository it serves (the warmup dropped, an
 ensemble with its members) and the payload it sends."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from deploy.server import DEFAULT_REPOSITORY
-from loadtest.drive.payloads import PayloadOptions
 from loadtest.errors import PayloadError
-from loadtest.measure.first_request import _serving_repository, members, payload_for
+from loadtest.generators.payloads import PayloadOptions
+from loadtest.probes.first_request import _serving_repository, members, payload_for
 
 
 def test_the_first_request_repository_drops_only_the_warmup(tmp_path):

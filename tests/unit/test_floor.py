@@ -5,8 +5,8 @@ import math
 import pytest
 
 import tritonkit_cli
-from loadtest.measure.evidence import Interval
-from loadtest.studies import floor
+from loadtest.core.evidence import Interval
+from loadtest.studies.floor import command as floor
 from tritonkit_errors import ExitStatus
 
 
@@ -62,7 +62,7 @@ def test_the_report_has_a_row_per_arm_and_per_pair():
 
 
 def test_perf_analyzers_three_stable_windows_last_the_runs_duration_in_every_command():
-    from loadtest.drive import profile_export
+    from loadtest.generators.perf_analyzer import profile_export
 
     assert profile_export.stable_window_ms(6.0) * profile_export.STABILITY_WINDOWS == 6000
     assert profile_export.stable_window_ms(0.01) == 100  # perf_analyzer's shortest sensible window

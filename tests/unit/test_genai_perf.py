@@ -1,5 +1,5 @@
-"""tritonkit genai-perf (loadtest/studies/genai_perf.py) without a server: the tokenizer folder it writes from the
-generator's own files tokenizes as the generator does, and bad arguments are one line and exit status 2."""
+"""tritonkit genai-perf (loadtest/studies/genai_perf/command.py) without a server: the tokenizer folder it writes from
+the generator's own files tokenizes as the generator does, and bad arguments are one line and exit status 2."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer
 
 import tritonkit_cli
-from loadtest.studies import genai_perf
+from loadtest.studies.genai_perf import command as genai_perf
 
 GENERATOR_VERSION = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "1"
 

@@ -1,4 +1,4 @@
-"""loadtest/studies/generation.py: the pure parts (configs, the server log, the report lines)."""
+"""loadtest/studies/generation/command.py: the pure parts (configs, the server log, the report lines)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.studies import generation as gb
+from loadtest.studies.generation import command as gb
 
 COMMITTED = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "config.pbtxt"
 

@@ -1,12 +1,13 @@
-"""The load-generator seam (loadtest/measure/generators.py): perf_analyzer and Locust behind one interface,
+"""The load-generator seam (loadtest/generators/seam.py): perf_analyzer and Locust behind one interface,
 each run with its own settings, an unknown generator or a bad setting refused by name."""
 
 import pytest
 
-from loadtest.drive.target import Endpoints
+from loadtest.core.measurement import Load, Measurement
 from loadtest.errors import LoadTestError
-from loadtest.measure import generators, probe
-from loadtest.measure.probe import Load, Measurement
+from loadtest.generators import probe
+from loadtest.generators import seam as generators
+from loadtest.target.endpoints import Endpoints
 
 ENDPOINTS = Endpoints("127.0.0.1:1", "127.0.0.1:2", "http://127.0.0.1:3/metrics")
 

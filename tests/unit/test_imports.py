@@ -64,30 +64,26 @@ HEAVY = frozenset(
 """Third-party packages slow or large enough to import only when used."""
 
 LAYERS = (
-    ("loadtest.campaign", 0),
     ("loadtest.errors", 0),
-    ("loadtest.drive", 1),
-    ("loadtest.measure", 2),
-    ("loadtest.tune", 3),
-    ("loadtest.studies", 4),
+    ("loadtest.core", 0),
+    ("loadtest.target", 1),
+    ("loadtest.generators", 2),
+    ("loadtest.probes", 3),
+    ("loadtest.reports", 4),
     ("loadtest.cli", 5),
-    ("loadtest.capacity_cli", 5),
-    ("loadtest.execution", 5),
+    ("loadtest.capacity", 6),
+    ("loadtest.studies", 6),
+    ("loadtest.tune", 7),
+    ("loadtest.campaign", 8),
 )
-"""loadtest's modules by layer: a module may import its own layer and those below, never one above."""
+"""loadtest's folders by layer (see ``loadtest/__init__.py``): a module may import its own layer and those below,
+never one above."""
+COMMAND_LAYER = 9
+"""A folder's ``command`` module (its command line) and ``__main__`` (its ``python -m`` alias) sit above every
+layer: they may import any folder, and nothing but another command imports them."""
+COMMAND_MODULES = ("command", "__main__")
 STUDIES = "loadtest.studies"
-STUDY_PARTS = {
-    "overload_report": "overload",
-    "overload_rows": "overload",
-    "baselines": "bench",
-    "bench_report": "bench",
-    "bench_targets": "bench",
-    "bench_rows": "bench",
-    "bench_once": "bench",
-    "soak_checks": "soak",
-    "soak_report": "soak",
-}
-"""Modules of ``loadtest/studies/`` that belong to a study of another name."""
+"""Each folder under it is one study; no study imports another."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -240,6 +236,8 @@ def _path_through(component: list[str], successors: dict[str, list[str]]) -> lis
 
 
 def layer_of(module: str) -> int | None:
+    if module.startswith("loadtest.") and module.rpartition(".")[2] in COMMAND_MODULES:
+        return COMMAND_LAYER
     for prefix, layer in LAYERS:
         if module == prefix or module.startswith(prefix + "."):
             return layer
@@ -249,8 +247,7 @@ def layer_of(module: str) -> int | None:
 def study_of(module: str) -> str | None:
     if not module.startswith(STUDIES + "."):
         return None
-    name = module[len(STUDIES) + 1 :].split(".")[0]
-    return None if name == "study" else STUDY_PARTS.get(name, name)  # study.py: the shape every study follows
+    return module[len(STUDIES) + 1 :].split(".")[0]
 
 
 def layer_violations(edges: dict[str, list[Import]]) -> list[str]:
@@ -389,9 +386,9 @@ def test_tritonkit_help_imports_neither_torch_nor_matplotlib():
 
 def test_the_graph_reads_the_project(project):
     """The walk sees the real layout: every loadtest layer, imports in both places, torch as heavy."""
-    assert {layer_of(m) for m in project if m.startswith("loadtest.")} == {0, 1, 2, 3, 4, 5}
-    assert any(i.imported == "loadtest.measure.run" for i in project["loadtest.measure.saturation"])
-    assert "export.zoo.digits" in heavy_modules(project) and "loadtest.campaign" not in heavy_modules(project)
+    assert {layer_of(m) for m in project if m.startswith("loadtest.")} == {*range(COMMAND_LAYER + 1)}
+    assert any(i.imported == "loadtest.generators.locust.run" for i in project["loadtest.generators.saturation"])
+    assert "export.zoo.digits" in heavy_modules(project) and "loadtest.core.spec" not in heavy_modules(project)
     assert any(i.in_function and i.imported == "export.zoo.efficientnet" for i in project["export.zoo.pipelines"])
     assert {"tritonkit.demo", "tritonkit.gpu.state", "tritonkit_errors", "deploy.__main__"} <= set(project)
     assert any(i.imported == "backends.batching" for i in project["model_repository.postprocess.1.model"])
@@ -418,24 +415,44 @@ def test_a_cycle_is_found_and_named():
 
 def test_a_lower_layer_importing_a_higher_one_is_named_with_both_modules():
     sources = {
-        "loadtest.campaign": "",
-        "loadtest.drive.users": "from loadtest.measure.latency import Recorder\n",
-        "loadtest.measure.latency": "from loadtest.drive import users\nfrom loadtest.campaign import Slo\n",
+        "loadtest.core.spec": "",
+        "loadtest.generators.locust.users": "from loadtest.core.latency import Recorder\n",
+        "loadtest.core.latency": "from loadtest.generators.locust import users\nfrom loadtest.core.spec import Slo\n",
     }
     assert layer_violations(graph(sources)) == [
-        "loadtest.drive.users:1 imports loadtest.measure.latency, a higher layer"
+        "loadtest.core.latency:1 imports loadtest.generators.locust.users, a higher layer"
     ]
     assert layer_violations(
         graph(
             {
-                "loadtest.studies.soak": "from loadtest.studies.overload import ms_text\n",
-                "loadtest.studies.overload": "from loadtest.studies import overload_report\n",
-                "loadtest.studies.overload_report": "",
+                "loadtest.studies.soak.command": "from loadtest.studies.overload.report import ms_text\n",
+                "loadtest.studies.overload.command": "from loadtest.studies.overload import report\n",
+                "loadtest.studies.overload.report": "",
             }
         )
-    ) == ["loadtest.studies.soak:1 imports loadtest.studies.overload: one study imports another"]
-    assert layer_violations(graph({"loadtest.helpers": "", "loadtest.cli": "import loadtest.helpers\n"})) == [
+    ) == ["loadtest.studies.soak.command:1 imports loadtest.studies.overload.report: one study imports another"]
+    outside = {"loadtest.helpers": "", "loadtest.campaign.command": "import loadtest.helpers\n"}
+    assert layer_violations(graph(outside)) == [
         "loadtest.helpers is in no layer of loadtest (tests/unit/test_imports.py LAYERS)"
+    ]
+
+
+def test_a_command_imports_any_layer_and_only_a_command_imports_it():
+    sources = {
+        "loadtest.cli.flags": "",
+        "loadtest.generators.perf_analyzer.perf": "",
+        "loadtest.generators.perf_analyzer.command": "from loadtest.cli import flags\n"
+        "from loadtest.generators.perf_analyzer import perf\n",
+        "loadtest.generators.perf_analyzer.__main__": "from loadtest.generators.perf_analyzer.command import main\n",
+    }
+    assert layer_violations(graph(sources)) == []
+    uses_command = {**sources, "loadtest.tune.tuner": "from loadtest.generators.perf_analyzer import command\n"}
+    assert layer_violations(graph(uses_command)) == [
+        "loadtest.tune.tuner:1 imports loadtest.generators.perf_analyzer.command, a higher layer"
+    ]
+    main_code_uses_flags = {**sources, "loadtest.generators.perf_analyzer.perf": "from loadtest.cli import flags\n"}
+    assert layer_violations(graph(main_code_uses_flags)) == [
+        "loadtest.generators.perf_analyzer.perf:1 imports loadtest.cli.flags, a higher layer"
     ]
 
 
@@ -447,24 +464,24 @@ def test_a_package_importing_a_higher_one_is_named_with_both_modules():
         "export.warmup_data": "from deploy.server import DEFAULT_REPOSITORY\n",
         "export.zoo": "import torch\n",
         "deploy.server": "from export import config\n",
-        "deploy.showcase": "import os\ndef run():\n    from loadtest.cli import CAMPAIGNS\n",
+        "deploy.showcase": "import os\ndef run():\n    from loadtest.campaign.command import CAMPAIGNS\n",
         "deploy.__main__": "from tritonkit_cli import main\n",  # an entry point: allowed
-        "loadtest.cli": "from deploy import server\n",
+        "loadtest.campaign.command": "from deploy import server\n",
         "tritonkit_cli": "from tritonkit import demo\n",
-        "tritonkit.demo": "from loadtest.cli import CAMPAIGNS\n",
+        "tritonkit.demo": "from loadtest.campaign.command import CAMPAIGNS\n",
         "model_repository.postprocess.1.model": "import numpy\nimport export.zoo\nfrom backends.batching import x\n",
     }
     assert package_violations(graph(sources)) == [
-        "deploy.showcase:3 imports loadtest.cli, a higher layer (loadtest is above deploy)",
+        "deploy.showcase:3 imports loadtest.campaign.command, a higher layer (loadtest is above deploy)",
         "export.warmup_data:1 imports deploy.server, a higher layer (deploy is above export)",
         "model_repository.postprocess.1.model:2 imports export.zoo: a Python model imports only backends",
     ]
     fixed = {**sources, "export.warmup_data": "from export.cli import DEFAULT_REPOSITORY\n", "export.cli": ""}
     fixed |= {"deploy.showcase": "", "model_repository.postprocess.1.model": "from backends.batching import x\n"}
     assert package_violations(graph(fixed)) == []
-    assert package_violations(graph({"deploy.__main__": "", "loadtest.cli": "import deploy.__main__\n"})) == [
-        "loadtest.cli:1 imports deploy.__main__, an entry point"
-    ]
+    assert package_violations(
+        graph({"deploy.__main__": "", "loadtest.campaign.command": "import deploy.__main__\n"})
+    ) == ["loadtest.campaign.command:1 imports deploy.__main__, an entry point"]
     assert package_violations(graph({"scripts.tool": "import os\n"})) == [
         "scripts.tool is in no layer of the project (tests/unit/test_imports.py PACKAGE_LAYERS)"
     ]
@@ -472,14 +489,15 @@ def test_a_package_importing_a_higher_one_is_named_with_both_modules():
 
 def test_a_function_level_import_of_a_light_project_module_is_named():
     sources = {
-        "loadtest.campaign": "import tomllib\n",
+        "loadtest.core.spec": "import tomllib\n",
         "export.zoo": "import torch\n",
         "export.zoo.digits": "import numpy\n",
-        "loadtest.drive.payloads": "def f():\n    from loadtest.campaign import Slo\n"
+        "loadtest.generators.payloads": "def f():\n    from loadtest.core.spec import Slo\n"
         "def g():\n    from export.zoo.digits import split\n"
         "def h():\n    import torch\n",
     }
     assert lazy_project_imports(graph(sources)) == [
-        "loadtest.drive.payloads:2 imports loadtest.campaign inside a function; import it at the top of the module"
+        "loadtest.generators.payloads:2 imports loadtest.core.spec inside a function; import it at the top of the "
+        "module"
     ]
     assert heavy_modules(graph(sources)) == {"export.zoo", "export.zoo.digits"}  # its package imports torch

@@ -1,4 +1,4 @@
-"""loadtest/measure/inprocess.py: the model spec read from a config, and the in-process limit on a tiny module."""
+"""loadtest/probes/inprocess.py: the model spec read from a config, and the in-process limit on a tiny module."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadtest.measure.inprocess import ModelFile, limit, model_file
+from loadtest.probes.inprocess import ModelFile, limit, model_file
 
 
 def test_model_spec_reads_names_dtypes_and_file_from_the_config(tmp_path):

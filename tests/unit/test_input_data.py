@@ -10,9 +10,9 @@ import struct
 import numpy as np
 import pytest
 
-from loadtest.drive.input_data import read_input_data, served_model, to_input_data
-from loadtest.drive.payloads import PayloadOptions, payloads
 from loadtest.errors import PayloadError
+from loadtest.generators.input_data import read_input_data, served_model, to_input_data
+from loadtest.generators.payloads import PayloadOptions, payloads
 
 CONFIG = {
     "name": "scorer",

@@ -8,7 +8,7 @@ import re
 import kubernetes_validate
 import yaml
 
-from loadtest import cli as loadtest_cli
+from loadtest.campaign import command as loadtest_cli
 from tests.k8s_manifests import (
     ADAPTER_VALUES,
     GPU,

@@ -1,12 +1,12 @@
-"""loadtest/measure/knee.py: one round's knee (inside the round, censored above and below) and the interval
+"""loadtest/capacity/knee.py: one round's knee (inside the round, censored above and below) and the interval
 over rounds."""
 
 import math
 
 import pytest
 
-from loadtest.measure import knee
-from loadtest.measure.knee import Point, round_knee
+from loadtest.capacity import knee
+from loadtest.capacity.knee import Point, round_knee
 
 
 def test_the_rates_of_a_round_sit_one_spread_either_side():

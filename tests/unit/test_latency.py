@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadtest.drive.client_stats import PERCENTILES, percentile_key, percentiles
-from loadtest.drive.latency import Merger, Recorder, new_histogram, percentiles_ms, value_at
+from loadtest.core.client_stats import PERCENTILES, percentile_key, percentiles
+from loadtest.core.latency import Merger, Recorder, new_histogram, percentiles_ms, value_at
 
 
 def merged(*recorders: Recorder, duration_s: float = 1.0):

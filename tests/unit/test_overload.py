@@ -7,14 +7,19 @@ import pytest
 from scipy.stats import poisson
 
 from export.spec import QueuePolicy
-from loadtest import campaign
-from loadtest.drive import apply, target
-from loadtest.drive.client_stats import ClientStats, failure_status
-from loadtest.drive.latency import Merger, Recorder
-from loadtest.drive.runner import load_settings
+from loadtest.campaign import file as campaign
+from loadtest.core.client_stats import ClientStats, failure_status
+from loadtest.core.latency import Merger, Recorder
+from loadtest.core.spec import Candidate
 from loadtest.errors import CampaignError, VariantError
-from loadtest.measure import saturation
-from loadtest.studies import overload, soak, soak_checks, soak_report
+from loadtest.generators import saturation
+from loadtest.generators.locust.runner import load_settings
+from loadtest.studies.overload import command as overload
+from loadtest.studies.soak import checks as soak_checks
+from loadtest.studies.soak import command as soak
+from loadtest.studies.soak import report as soak_report
+from loadtest.target import apply
+from loadtest.target import endpoints as target
 from tests.campaign_samples import MINIMAL
 from tests.overload_samples import recorded_run
 from tests.served import served_config
@@ -90,11 +95,11 @@ def test_bad_retry_names_the_value(retry, message):
 
 
 def test_override_writes_and_removes_the_queue_policy():
-    with_policy = apply.override(CONFIG, campaign.Candidate.of("p", max_queue_size=16, default_timeout_us=8000))
+    with_policy = apply.override(CONFIG, Candidate.of("p", max_queue_size=16, default_timeout_us=8000))
     assert overload.policy_of(with_policy) == QueuePolicy(16, 8000, "REJECT")
     assert with_policy["dynamic_batching"]["preferred_batch_size"] == [8]  # the rest is kept
     assert "default_queue_policy" not in CONFIG["dynamic_batching"]  # the input is not changed
-    only_size = apply.override(with_policy, campaign.Candidate.of("q", max_queue_size=4))
+    only_size = apply.override(with_policy, Candidate.of("q", max_queue_size=4))
     assert overload.policy_of(only_size) == QueuePolicy(4, 8000)
     # Triton's JSON may carry the uint64 timeout as a string
     served = {
@@ -109,17 +114,17 @@ def test_override_writes_and_removes_the_queue_policy():
         },
     }
     assert overload.policy_of(served) == QueuePolicy(16, 8000)
-    none = apply.override(served, campaign.Candidate.of("n", max_queue_size=0, default_timeout_us=0))
+    none = apply.override(served, Candidate.of("n", max_queue_size=0, default_timeout_us=0))
     assert "default_queue_policy" not in none["dynamic_batching"]
     assert overload.policy_of(none) == QueuePolicy() and not overload.policy_of(none).limits
 
 
 def test_a_queue_policy_without_a_batcher_gets_one_or_is_refused():
     plain = {k: v for k, v in CONFIG.items() if k != "dynamic_batching"}
-    added = apply.override(plain, campaign.Candidate.of("p", max_queue_size=8))
+    added = apply.override(plain, Candidate.of("p", max_queue_size=8))
     assert added["dynamic_batching"]["default_queue_policy"]["max_queue_size"] == 8
     with pytest.raises(VariantError, match="dynamic batching needs max_batch_size > 0"):
-        apply.override(plain, campaign.Candidate.of("p", max_batch_size=0, max_queue_size=8))
+        apply.override(plain, Candidate.of("p", max_batch_size=0, max_queue_size=8))
 
 
 def test_each_policy_flag_replaces_only_its_own_field():
@@ -222,7 +227,7 @@ def test_refusals_are_counted_apart_from_drops_and_errors():
 
 
 def test_old_results_without_the_new_fields_still_load():
-    from loadtest.measure.results import from_dict
+    from loadtest.core.results import from_dict
 
     raw = {
         "campaign": "c",

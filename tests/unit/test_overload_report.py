@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from loadtest.studies import overload, overload_report
-from loadtest.studies.overload_report import WITH_POLICY, WITHOUT_POLICY
+from loadtest.studies.overload import command as overload
+from loadtest.studies.overload import report as overload_report
+from loadtest.studies.overload.report import WITH_POLICY, WITHOUT_POLICY
 
 
 def trial_row(config: str, factor: float, trial: int, p99: float | None, **changes) -> dict:

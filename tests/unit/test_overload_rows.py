@@ -1,4 +1,4 @@
-"""loadtest/studies/overload_rows.py: one run's row of the overload table from a recorded result (warm-up failures
+"""loadtest/studies/overload/rows.py: one run's row of the overload table from a recorded result (warm-up failures
 left out like warm-up successes), and rows, summary and runs written and read back (no server)."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from loadtest.studies import overload, overload_report, overload_rows
-from loadtest.studies.overload_report import WITH_POLICY, WITHOUT_POLICY
+from loadtest.studies.overload import command as overload
+from loadtest.studies.overload import report as overload_report
+from loadtest.studies.overload import rows as overload_rows
+from loadtest.studies.overload.report import WITH_POLICY, WITHOUT_POLICY
 from tests.overload_samples import recorded_run
 
 

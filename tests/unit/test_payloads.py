@@ -10,7 +10,8 @@ import pytest
 
 from export import catalog
 from export.model_kind import is_decoupled
-from loadtest.drive.payloads import (
+from loadtest.errors import PayloadError
+from loadtest.generators.payloads import (
     PayloadOptions,
     add_payload_arguments,
     default_options,
@@ -20,7 +21,6 @@ from loadtest.drive.payloads import (
     served_model,
     stack,
 )
-from loadtest.errors import PayloadError
 
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
 

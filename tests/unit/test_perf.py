@@ -1,4 +1,5 @@
-"""loadtest/drive/perf.py without a server: perf_analyzer's CSV and input data, the command it is run with."""
+"""loadtest/generators/perf_analyzer/perf.py without a server: perf_analyzer's CSV and input data, the command it is run
+with."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadtest.drive import perf
+from loadtest.generators.perf_analyzer import perf
 
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
 

@@ -1,4 +1,4 @@
-"""loadtest.measure.probe without a server: when a generator run is marked saturated, which generator a
+"""loadtest.generators.probe without a server: when a generator run is marked saturated, which generator a
 model gets, the load's checks, the CPU time perf_analyzer's run reports, the schedule it is given, and which
 function a ``Generator`` calls with which settings."""
 
@@ -10,13 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadtest.drive import perf
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.streams import stream_summary
-from loadtest.drive.target import Endpoints
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.measurement import STREAM_FIELDS, Load, Measurement
+from loadtest.core.streams import stream_summary
 from loadtest.errors import LoadTestError
-from loadtest.measure import probe, server_metrics
-from loadtest.measure.probe import Load, Measurement
+from loadtest.generators import probe
+from loadtest.generators.perf_analyzer import perf
+from loadtest.target import server_metrics
+from loadtest.target.endpoints import Endpoints
 
 
 def test_a_generator_at_its_cpu_limit_is_saturated():
@@ -185,7 +186,7 @@ def test_a_tensor_run_has_no_stream_figures_and_its_record_is_as_before(monkeypa
     _locust_run(monkeypatch, [])
     m = probe.with_locust(ENDPOINTS, "digits", "digits", Load(rate=5.0), tmp_path, "run", log=print)
     assert not m.streamed and math.isnan(m.itl_p99_ms) and math.isnan(m.output_token_throughput)
-    assert not set(probe.STREAM_FIELDS) & set(m.to_dict())
+    assert not set(STREAM_FIELDS) & set(m.to_dict())
 
 
 def test_a_record_written_before_the_stream_figures_loads_without_them():
@@ -194,7 +195,7 @@ def test_a_record_written_before_the_stream_figures_loads_without_them():
     old |= {"server": {"queue_ms": 0.1}, "goodput_share": 1.0, "goodput_rps": 49.0}
     m = Measurement.from_dict(old)
     assert m.p99_ms == 9.0 and not m.streamed
-    assert all(math.isnan(getattr(m, key)) for key in probe.STREAM_FIELDS)
+    assert all(math.isnan(getattr(m, key)) for key in STREAM_FIELDS)
 
 
 def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_seconds_are_known():
@@ -208,8 +209,8 @@ def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_secon
 
 
 def test_perf_analyzer_out_of_memory_is_the_generators_limit_not_a_failed_run(monkeypatch):
-    from loadtest.campaign import Slo
-    from loadtest.measure.capacity import GENERATOR, run_outcome
+    from loadtest.capacity.search import GENERATOR, run_outcome
+    from loadtest.core.spec import Slo
 
     snapshots = iter([_snapshot(0), _snapshot(0)])
     monkeypatch.setattr(probe.server_metrics, "snapshot", lambda *_: next(snapshots))

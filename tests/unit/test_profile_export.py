@@ -1,5 +1,5 @@
-"""loadtest.drive.profile_export without a server: the latencies of the requests perf_analyzer's figures merge,
-read from its profile export in chunks, and ``perf.run`` asking for the export only when wanted."""
+"""loadtest.generators.perf_analyzer.profile_export without a server: the latencies of the requests perf_analyzer's
+figures merge, read from its profile export in chunks, and ``perf.run`` asking for the export only when wanted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.drive import perf, profile_export
+from loadtest.generators.perf_analyzer import perf, profile_export
 
 PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
 

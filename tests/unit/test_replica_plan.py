@@ -1,11 +1,11 @@
-"""loadtest/measure/replica_plan.py: the replica arithmetic and a metric read between the runs around a rate."""
+"""loadtest/capacity/replica_plan.py: the replica arithmetic and a metric read between the runs around a rate."""
 
 import math
 
 import pytest
 
-from loadtest.measure.capacity import CapacityError
-from loadtest.measure.replica_plan import in_flight, metric_at, replicas
+from loadtest.capacity.replica_plan import in_flight, metric_at, replicas
+from loadtest.capacity.search import CapacityError
 
 
 @pytest.mark.parametrize(

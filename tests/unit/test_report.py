@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from loadtest.drive.client_stats import ClientStats, TimelinePoint
-from loadtest.measure.report import main, write_report
-from loadtest.measure.results import CampaignResult, RunResult, ServerStats
+from loadtest.core.client_stats import ClientStats, TimelinePoint
+from loadtest.core.results import CampaignResult, RunResult, ServerStats
+from loadtest.reports.campaign import write_report
+from loadtest.reports.command import main
 from tests.trial_samples import PASSING, STRADDLING, campaign_of, run_of
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}

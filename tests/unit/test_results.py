@@ -2,7 +2,7 @@
 
 import math
 
-from loadtest.measure.results import CampaignResult, pooled
+from loadtest.core.results import CampaignResult, pooled
 from tests.trial_samples import STRADDLING, campaign_of, run_of, trial
 
 

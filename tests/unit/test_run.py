@@ -1,16 +1,16 @@
-"""A streamed run's goodput and SLO verdict against TTFT/ITL budgets (``loadtest.measure.run.run_result``, which
-judges through ``loadtest.measure.slo``), over one trial and several."""
+"""A streamed run's goodput and SLO verdict against TTFT/ITL budgets (``loadtest.generators.locust.run.run_result``,
+which judges through ``loadtest.core.slo``), over one trial and several."""
 
 from __future__ import annotations
 
 import math
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.latency import new_histogram, to_us
-from loadtest.drive.streams import stream_summary
-from loadtest.measure.results import Trial, goodput_of
-from loadtest.measure.run import run_result
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.latency import new_histogram, to_us
+from loadtest.core.results import Trial, goodput_of
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.core.streams import stream_summary
+from loadtest.generators.locust.run import run_result
 from tests.trial_samples import trial as plain_trial
 
 SCENARIO = Scenario("gen", "text_generator", "grpc", {"kind": "users", "users": 2})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Measurement
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune import report, search
 from loadtest.tune.search import Budget, Trial, coordinate_descent, grid
 from loadtest.tune.space import OFF, Point, SearchSpace, space_for

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from loadtest.measure import server_trace
+from loadtest.target import server_trace
 
 
 def _trace(trace_id: int, model: str, start_ns: int, queue_us: int, compute_us: int, end_cut: bool = False) -> list:

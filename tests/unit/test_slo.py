@@ -4,12 +4,12 @@ import math
 
 from scipy.stats import binomtest
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.measure import evidence, slo
-from loadtest.measure.evidence import Verdict
-from loadtest.measure.probe import Measurement
-from loadtest.measure.run import run_result
-from loadtest.measure.trials import ArmResult
+from loadtest.core import evidence, slo
+from loadtest.core.evidence import Verdict
+from loadtest.core.measurement import Measurement
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.core.trials import ArmResult
+from loadtest.generators.locust.run import run_result
 from tests.trial_samples import BUDGET, FAILING, PASSING, STRADDLING, campaign_of, run_of, trial
 
 

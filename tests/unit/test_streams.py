@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from loadtest.drive.latency import Merger, Recorder
-from loadtest.drive.streams import StreamFigures, carries_text, count_streams_within, stream_figures, stream_summary
+from loadtest.core.latency import Merger, Recorder
+from loadtest.core.streams import StreamFigures, carries_text, count_streams_within, stream_figures, stream_summary
 
 
 def test_ttft_is_the_first_text_response_after_the_send_and_itl_the_mean_gap_after_it():

@@ -1,12 +1,15 @@
-"""A study is one shape (loadtest/studies/study.py): a subcommand with its arguments, a run and a report, the
+"""A study is one shape (loadtest/cli/study.py): a subcommand with its arguments, a run and a report, the
 same parser under its ``python -m`` alias; bench, overload, soak and bench-generation are each one."""
 
 import argparse
 
 import pytest
 
-from loadtest.studies import bench, generation, overload, soak
-from loadtest.studies.study import Study
+from loadtest.cli.study import Study
+from loadtest.studies.bench import command as bench
+from loadtest.studies.generation import command as generation
+from loadtest.studies.overload import command as overload
+from loadtest.studies.soak import command as soak
 from tritonkit_errors import ExitStatus
 
 
@@ -62,7 +65,7 @@ def test_a_run_that_stops_with_a_status_is_not_reported():
 def test_each_study_is_one_study_whose_module_commands_are_its_own(module, name):
     study = module.STUDY
     assert isinstance(study, Study) and study.name == name
-    assert study.alias == f"python -m {module.__name__}"
+    assert study.alias == f"python -m {module.__name__.removesuffix('.command')}"  # the package's __main__
     assert module.register == study.register and module.main == study.main
     assert module.run_command == study.command
     assert _subcommand(study).choices[name].get_default("handler") == study.command

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from loadtest.measure import trials
-from loadtest.measure.probe import Measurement
+from loadtest.core import trials
+from loadtest.core.measurement import Measurement
 
 
 def _arm(name, values, calls, prepares=None):

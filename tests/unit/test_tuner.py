@@ -1,11 +1,11 @@
 """loadtest.tune.tuner's decision step without a server: the leaders are measured again interleaved through
 the runner, and with no pick the best candidate is named with the load at which it meets the budget (its
-capacity, ``loadtest.measure.capacity``)."""
+capacity, ``loadtest.capacity.search``)."""
 
 from pathlib import Path
 
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Load, Measurement
+from loadtest.core.measurement import Load, Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune import tuner
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point

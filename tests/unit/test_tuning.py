@@ -10,11 +10,11 @@ from google.protobuf import json_format
 from export import catalog
 from export import config as config_io
 from export.changes import ServingChanges
-from loadtest.campaign import Candidate, Slo
-from loadtest.drive import apply
+from loadtest.core import slo
+from loadtest.core.results import CampaignResult
+from loadtest.core.spec import Candidate, Slo
 from loadtest.errors import VariantError
-from loadtest.measure import slo
-from loadtest.measure.results import CampaignResult
+from loadtest.target import apply
 from loadtest.tune import autotune
 
 DATA = Path(__file__).parents[1] / "data" / "loadtest"

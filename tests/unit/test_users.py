@@ -2,7 +2,7 @@
 callback, and HTTP ``generate_stream`` read event by event as the server sends them (a local server that
 pauses between events), not the body at once.
 
-``loadtest.drive.users`` imports Locust, which monkey-patches the whole process for gevent, so the senders
+``loadtest.generators.locust.users`` imports Locust, which monkey-patches the whole process for gevent, so the senders
 run in a child process (``PROBE``) and report what they saw as JSON.
 """
 
@@ -29,7 +29,7 @@ PROBE = textwrap.dedent(
     import numpy as np
     from tritonclient.grpc import service_pb2
 
-    from loadtest.drive import users
+    from loadtest.generators.locust import users
 
     out = {}
     # -- gRPC: the stream's callback, fed as Triton 2.51 feeds it ---------------------------------------------
@@ -161,7 +161,7 @@ WAIT_PROBE = textwrap.dedent(
     """
     import json, sys, time
     import gevent
-    from loadtest.drive import wake
+    from loadtest.generators.locust import wake
 
     wake.KERNEL_TIMER = wake.KERNEL_TIMER and sys.argv[1] == "kernel"
     early, answered = [], []
@@ -200,7 +200,7 @@ def test_the_open_loop_never_sends_before_a_request_falls_due_and_lets_answers_i
 def test_on_linux_the_open_loop_sleeps_on_a_kernel_timer_instead_of_spinning_until_a_request_falls_due():
     """A loop that yields until the due time holds the interpreter lock that gRPC's answers need (it cost 0.6 ms
     of every request's median at 1,000 req/s): the kernel timer leaves the CPU idle while it waits."""
-    from loadtest.drive import wake
+    from loadtest.generators.locust import wake
 
     assert wake.KERNEL_TIMER
     assert _wait_probe("kernel")["cpu_share"] < 0.5  # a spin is near 1: the CPU the whole time it waited

@@ -12,8 +12,8 @@ from export import catalog, recorded
 from export import config as config_io
 from export.errors import SpecError
 from export.spec import InstanceGroup
-from loadtest.campaign import Slo
-from loadtest.measure.probe import Load, Measurement
+from loadtest.core.measurement import Load, Measurement
+from loadtest.core.spec import Slo
 from loadtest.tune import writer
 from loadtest.tune.search import SearchResult, Trial
 from loadtest.tune.space import Point, SearchSpace

@@ -35,7 +35,7 @@ def generation(check: Check):
     from export import generator as gen
     from export.pipeline import export_entry
     from export.variants import Variant
-    from loadtest.studies.generation import PROMPTS, served_row
+    from loadtest.studies.generation.command import PROMPTS, served_row
     from tritonkit.gpu.steps_export import eager_on_cpu, exact_fp32, on_device
 
     steps = ("smollm2_tiny_prefill", "smollm2_tiny_decode") if check.dry_run else ("smollm2_prefill", "smollm2_decode")

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from loadtest.drive.client_stats import percentiles
+from loadtest.core.client_stats import percentiles
 
 
 def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: float, out: list) -> None:

@@ -67,7 +67,7 @@ def runner(module):
 def bench(check: Check, run, inputs) -> dict:
     import torch
 
-    from loadtest.drive.client_stats import percentile  # numpy: kept out of the check's stdlib-only start
+    from loadtest.core.client_stats import percentile  # numpy: kept out of the check's stdlib-only start
 
     sync = torch.cuda.synchronize if check.device == "cuda" else (lambda: None)
     for _ in range(3):  # the profiling executor specialises on the first calls

@@ -117,7 +117,7 @@ def first_request(check: Check):
     import torch
 
     from deploy.client import connect, infer
-    from loadtest.drive.client_stats import percentile  # numpy: kept out of the check's stdlib-only start
+    from loadtest.core.client_stats import percentile  # numpy: kept out of the check's stdlib-only start
 
     client = connect("grpc", check.server.config.grpc_url)
     try:

@@ -1,12 +1,12 @@
 """The project's locustfile: one user class (``TritonUser``) for any model and protocol, the campaign's load
 shape, and exact latencies merged over every Locust process.
 
-Run by the campaign runner (``tritonkit loadtest``: ``loadtest/drive/runner.py``), which starts it through the
-launcher that readies gRPC for gevent first, with its settings in ``TRITONKIT_LOAD`` (JSON; the runner's own
-channel to its Locust process, not a user's interface). On other hosts ``tritonkit loadtest --worker`` starts it as
-a worker with no settings: it asks the master for the run's settings (Locust's custom messages
-``tritonkit_hello`` / ``tritonkit_settings``) and makes its payloads from them (the served config travels with
-them, so a worker needs no admin key, and no file the master made).
+Run by the campaign runner (``tritonkit loadtest``: ``loadtest/generators/locust/runner.py``), which starts it through
+the launcher that readies gRPC for gevent first, with its settings in ``TRITONKIT_LOAD`` (JSON; the runner's own channel
+to its Locust process, not a user's interface). On other hosts ``tritonkit loadtest --worker`` starts it as a worker
+with no settings: it asks the master for the run's settings (Locust's custom messages ``tritonkit_hello`` /
+``tritonkit_settings``) and makes its payloads from them (the served config travels with them, so a worker needs no
+admin key, and no file the master made).
 
 The settings: ``model`` (the served model, or the
 public name a scenario reports under with ``served_model`` the variant served, e.g. ``digits_onnx``),
@@ -36,9 +36,9 @@ import gevent.event
 from locust import LoadTestShape, events
 from locust.runners import MasterRunner, WorkerRunner
 
-from loadtest.drive.latency import Merger
-from loadtest.drive.users import RECORDER, RUN_START, SETTINGS_READY, TritonUser, process_target
+from loadtest.core.latency import Merger
 from loadtest.errors import LoadTestError
+from loadtest.generators.locust.users import RECORDER, RUN_START, SETTINGS_READY, TritonUser, process_target
 
 SETTINGS: dict = json.loads(os.environ.get("TRITONKIT_LOAD", "{}"))
 SHAPE: dict = SETTINGS.get("shape", {"kind": "users"})

@@ -1,4 +1,4 @@
-"""``python -m loadtest.drive.locust_main ARGS``: Locust's own command line, with gRPC made gevent-friendly first.
+"""``python -m loadtest.generators.locust.main ARGS``: Locust's own command line, with gRPC made gevent-friendly first.
 
 grpcio blocks the whole process on each call unless ``grpc.experimental.gevent.init_gevent()`` runs
 before anything creates a channel; Locust's ``locust`` script gives no hook early enough, so gRPC users

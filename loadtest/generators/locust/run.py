@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.drive import apply
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.runner import check_payloads, run_locust
-from loadtest.drive.target import Endpoints
-from loadtest.measure import evidence, server_metrics, server_trace, slo
-from loadtest.measure.results import RunResult, ServerStats, Trial, goodput_of, pooled
+from loadtest.core import evidence, slo
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.results import RunResult, ServerStats, Trial, goodput_of, pooled
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.generators.locust.runner import check_payloads, run_locust
+from loadtest.target import apply, server_metrics, server_trace
+from loadtest.target.endpoints import Endpoints
 
 
 def measure_run(

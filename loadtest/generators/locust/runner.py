@@ -1,13 +1,13 @@
 """Run one scenario's load with Locust (a subprocess): the client side of a run.
 
-Locust runs headless through ``loadtest.drive.locust_main`` (gRPC readied for gevent), loads
-``loadtest/drive/locustfile.py`` and writes the merged client result as JSON when it quits. A run that
+Locust runs headless through ``loadtest.generators.locust.main`` (gRPC readied for gevent), loads
+``loadtest/generators/locust/locustfile.py`` and writes the merged client result as JSON when it quits. A run that
 cannot finish (Locust hangs, the server dies) is killed after its duration plus a margin and reported as
-an error, never waited on forever. Triton's counters around the run: ``loadtest.measure.run``.
+an error, never waited on forever. Triton's counters around the run: ``loadtest.generators.locust.run``.
 
 Inside ``with as_master(Master(...))`` (``tritonkit loadtest --master``) every run's Locust is a master that waits
 for that many worker processes from other hosts (``tritonkit loadtest --worker``: ``run_worker``) instead of
-forking its own; the workers take the run's settings from it (``loadtest/drive/locustfile.py``).
+forking its own; the workers take the run's settings from it (``loadtest/generators/locust/locustfile.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from pathlib import Path
 
 from deploy import security
 from deploy.signals import StopRequest
-from loadtest.campaign import Scenario
-from loadtest.drive.arrivals import from_shape
-from loadtest.drive.client_stats import ClientStats, TimelinePoint
-from loadtest.drive.payloads import PayloadOptions, default_options, payloads
+from loadtest.core.client_stats import ClientStats, TimelinePoint
+from loadtest.core.spec import Scenario
 from loadtest.errors import RunError
+from loadtest.generators.arrivals import from_shape
+from loadtest.generators.payloads import PayloadOptions, default_options, payloads
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 PROGRESS_PREFIX = "  ... "
@@ -90,7 +90,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
-        "loadtest.drive.locust_main",
+        "loadtest.generators.locust.main",
         "-f",
         str(LOCUSTFILE),
         USER_CLASS,
@@ -122,7 +122,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
 
 def worker_command(master_host: str, master_port: int, processes: int) -> list[str]:
     """One Locust worker (``processes`` of them forked) for the next run of the master at ``master_host``."""
-    cmd = [sys.executable, "-m", "loadtest.drive.locust_main", "-f", str(LOCUSTFILE), USER_CLASS, "--worker"]
+    cmd = [sys.executable, "-m", "loadtest.generators.locust.main", "-f", str(LOCUSTFILE), USER_CLASS, "--worker"]
     cmd += ["--master-host", master_host, "--master-port", str(master_port), "--loglevel", "WARNING"]
     return cmd + (["--processes", str(processes)] if processes > 1 else [])
 
@@ -227,7 +227,7 @@ def load_settings(scenario: Scenario, served_model: str, url: str, out_json: Pat
         "max_inflight": scenario.shape.get("max_inflight", 256),
         "warmup_s": scenario.warmup_s,
         "out": str(out_json),
-        # Every Locust process draws the same open-loop schedule and sends its share (loadtest/drive/arrivals.py);
+        # Every Locust process draws the same open-loop schedule and sends its share (loadtest/generators/arrivals.py);
         # a fresh seed per run keeps repeated runs independent.
         "arrival_seed": secrets.randbits(32),
     }

@@ -1,8 +1,8 @@
 """The Locust user that calls any served model through ``tritonclient`` (HTTP or gRPC) or the FastAPI baseline.
 
 One class, :class:`TritonUser`, for every model and protocol: what it sends where comes from the settings
-(``TRITONKIT_LOAD``, see ``loadtest/drive/locustfile.py``), resolved once per Locust process
-(:func:`resolve`): the served model, the protocol, the payloads (``loadtest.drive.payloads``, from the served
+(``TRITONKIT_LOAD``, see ``loadtest/generators/locust/locustfile.py``), resolved once per Locust process
+(:func:`resolve`): the served model, the protocol, the payloads (``loadtest.generators.payloads``, from the served
 config read off the server unless the settings carry it) and whether the model is decoupled, in which case
 it is driven as a stream (gRPC stream, HTTP ``generate_stream``).
 
@@ -11,7 +11,7 @@ Two ways to load a server:
   sends the next. Simple, but a slow server slows the clients down, so queueing delay never shows
   (coordinated omission).
 - open loop (``open`` shape): arrivals at the target rate, Poisson unless the shape's ``arrival`` names
-  another pattern (gamma, ramp, replay of a recorded schedule: ``loadtest/drive/arrivals.py``). Each
+  another pattern (gamma, ramp, replay of a recorded schedule: ``loadtest/generators/arrivals.py``). Each
   Locust process (one user each) draws the run's one schedule from the shared ``arrival_seed`` and sends
   every N-th arrival (N = ``generators``, its share), each in its own greenlet, whether or not earlier ones
   have returned; latency counts from the moment the request was due, so time spent waiting for a free
@@ -25,10 +25,10 @@ jitter (:class:`deploy.retry.RetryPolicy`, :func:`deploy.retry.retryable`). A re
 after retries is one success, timed from its first send; each retry is counted in ``ClientStats.retries``.
 Without the key nothing is retried: overload measurements must see the refusals.
 
-Every latency goes to the process's :class:`loadtest.drive.latency.Recorder` (µs resolution) and to Locust's
+Every latency goes to the process's :class:`loadtest.core.latency.Recorder` (µs resolution) and to Locust's
 own statistics (its web UI and CSVs keep working). A streamed request also gives the times its text responses
 came (whatever its output is named), from which the recorder keeps its time to first token, inter-token
-latency and tokens (``loadtest.drive.streams``).
+latency and tokens (``loadtest.core.streams``).
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ from locust.exception import StopUser
 from locust.user.users import LOCUST_STATE_STOPPING
 
 from deploy.retry import RetryPolicy, call_with_retry
-from loadtest.drive import apply, wake
-from loadtest.drive.arrivals import Arrival, Due, from_shape
-from loadtest.drive.latency import Recorder
-from loadtest.drive.payloads import PayloadOptions, default_options, payloads, served_model
-from loadtest.drive.streams import carries_text, stream_figures
+from loadtest.core.latency import Recorder
+from loadtest.core.streams import carries_text, stream_figures
+from loadtest.generators.arrivals import Arrival, Due, from_shape
+from loadtest.generators.locust import wake
+from loadtest.generators.payloads import PayloadOptions, default_options, payloads, served_model
+from loadtest.target import apply
 
 RECORDER = Recorder()
 """This process's recorder; the locustfile ships it to the master."""

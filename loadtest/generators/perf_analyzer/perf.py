@@ -1,22 +1,20 @@
 """Triton's own load generator, ``perf_analyzer`` 2.51, as a function: the cross-check of a Locust run.
 
 :func:`run` starts ``.venv/bin/perf_analyzer`` against a running server with the load test's payloads
-(:func:`write_input_data` writes them as its ``--input-data`` JSON), reads the ``-f`` CSV it writes and
-returns one :class:`PerfRow` per concurrency level: client throughput (infer/s, i.e. items/s:
-requests/s times the batch size), p50/p90/p95/p99 latency, and the client send/recv and server
-queue/compute columns (microseconds in the CSV, milliseconds here). A failed or unstable run raises
-:class:`PerfAnalyzerError` carrying the tail of perf_analyzer's output. With ``profile_export=True`` it also
-reads every measured request's latency from ``--profile-export-file`` (``loadtest.drive.profile_export``), which
-goodput counts against a latency budget.
+(:func:`write_input_data` writes them as its ``--input-data`` JSON), reads the ``-f`` CSV it writes and returns one
+:class:`PerfRow` per concurrency level: client throughput (infer/s, i.e. items/s: requests/s times the batch size),
+p50/p90/p95/p99 latency, and the client send/recv and server queue/compute columns (microseconds in the CSV,
+milliseconds here). A failed or unstable run raises :class:`PerfAnalyzerError` carrying the tail of perf_analyzer's
+output. With ``profile_export=True`` it also reads every measured request's latency from ``--profile-export-file``
+(``loadtest.generators.perf_analyzer.profile_export``), which goodput counts against a latency budget.
 
-Run: ``python -m loadtest.drive.perf --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]`` with the payload
-flags of ``tritonkit loadtest --model`` (default: the catalog model's samples, else random values from the
+Run: ``python -m loadtest.generators.perf_analyzer --model digits --url 127.0.0.1:8001 [--concurrency 1:8:1]`` with the
+payload flags of ``tritonkit loadtest --model`` (default: the catalog model's samples, else random values from the
 served config).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import dataclasses
@@ -27,7 +25,6 @@ import os
 import re
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,10 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from deploy.server import PROJECT_ROOT
-from loadtest.drive import apply, flags
-from loadtest.drive.payloads import add_payload_arguments, default_options, input_data_json, payload_options, payloads
-from loadtest.drive.profile_export import MeasuredRequests, read_profile_export
-from loadtest.errors import LoadTestError
+from loadtest.generators.payloads import input_data_json
+from loadtest.generators.perf_analyzer.profile_export import MeasuredRequests, read_profile_export
 
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
 
@@ -196,7 +191,7 @@ def parse_csv(text: str) -> list[PerfRow]:
 
 
 def write_input_data(path: Path, samples: list[dict[str, np.ndarray]], config=None) -> Path:
-    """Write batch-1 ``samples`` (``loadtest.drive.payloads``) as perf_analyzer's ``--input-data`` JSON, one entry
+    """Write batch-1 ``samples`` (``loadtest.generators.payloads``) as perf_analyzer's ``--input-data`` JSON, one entry
     per sample with the batch dim dropped (perf_analyzer repeats an entry ``-b`` times and cycles through the
     entries in order). ``config``: the served config, which says whether the model batches (default: it does)."""
     path = Path(path)
@@ -381,75 +376,3 @@ def _run_measured(
 
 def output_tail(text: str, lines: int = 25) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.drive.perf", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--url", required=True, help="host:port of the gRPC (or HTTP) endpoint")
-    flags.add_protocol_flag(parser)
-    parser.add_argument("--concurrency", default="1", help="a level or a range a:b:step")
-    parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--measurement-ms", type=int, default=3000)
-    parser.add_argument(
-        "--timeout-s",
-        type=float,
-        default=None,
-        help="end perf_analyzer as hung after this long (default: from its windows)",
-    )
-    parser.add_argument("--stability-percentage", type=float, default=20.0)
-    parser.add_argument("--json", action="store_true")
-    add_payload_arguments(parser)
-    args = parser.parse_args(argv)
-
-    with tempfile.TemporaryDirectory(prefix="perf-data-") as tmp:
-        try:
-            config = (
-                apply.served_config_grpc(args.url, args.model)
-                if args.protocol == "grpc"
-                else apply.served_config(args.url, args.model)
-            )
-            options = default_options(args.model, payload_options(args))
-            input_data = write_input_data(Path(tmp) / "input.json", payloads(config, options), config)
-            result = run(
-                args.model,
-                args.url,
-                args.protocol,
-                args.concurrency,
-                args.batch_size,
-                input_data,
-                measurement_ms=args.measurement_ms,
-                timeout_s=args.timeout_s,
-                stability_percentage=args.stability_percentage,
-            )
-        except LoadTestError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        except PerfAnalyzerError as exc:
-            print(exc, file=sys.stderr)
-            return 1
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
-    print(
-        f"{args.model} via perf_analyzer ({args.protocol}, batch {args.batch_size}, "
-        f"{options.samples or options.input_data or 'random data from the config'})"
-    )
-    print("| concurrency | infer/s | p50 ms | p90 ms | p99 ms | queue ms | compute ms |\n|---|---|---|---|---|---|---|")
-    for r in result.rows:
-        compute = sum(
-            x or 0 for x in (r.server_compute_input_ms, r.server_compute_infer_ms, r.server_compute_output_ms)
-        )
-        print(
-            f"| {r.concurrency} | {r.throughput:.1f} | {_f(r.p50_ms)} | {_f(r.p90_ms)} | {_f(r.p99_ms)} | "
-            f"{_f(r.server_queue_ms)} | {compute:.3f} |"
-        )
-    return 0
-
-
-def _f(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

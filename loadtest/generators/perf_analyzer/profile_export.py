@@ -1,11 +1,10 @@
 """perf_analyzer's ``--profile-export-file``: every request's send and answer times, read as a stream.
 
-The export (the file GenAI-Perf reads) is one line of compact JSON: per load level (``experiment``) its
-requests, each with its send ``timestamp``, its inputs, its ``response_timestamps`` and outputs, and the
-``window_boundaries`` of the measurement windows perf_analyzer ran (consecutive windows share a boundary).
-perf_analyzer's figures merge its last ``STABILITY_WINDOWS`` windows; a request belongs to the window its last
-answer came in. Goodput counts these requests' latencies against a budget (``loadtest.drive.perf.run`` with
-``profile_export=True``).
+The export (the file GenAI-Perf reads) is one line of compact JSON: per load level (``experiment``) its requests, each
+with its send ``timestamp``, its inputs, its ``response_timestamps`` and outputs, and the ``window_boundaries`` of the
+measurement windows perf_analyzer ran (consecutive windows share a boundary). perf_analyzer's figures merge its last
+``STABILITY_WINDOWS`` windows; a request belongs to the window its last answer came in. Goodput counts these requests'
+latencies against a budget (``loadtest.generators.perf_analyzer.perf.run`` with ``profile_export=True``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive.perf import PERF_ANALYZER, output_tail, time_limit_s, write_input_data
+from loadtest.generators.perf_analyzer.perf import PERF_ANALYZER, output_tail, time_limit_s, write_input_data
 
 PASS_LINE = re.compile(r"Pass \[(\d+)\] throughput: ([\d.]+) infer/sec\. p99 latency: (\d+) usec")
 NOT_STABLE = "Failed to obtain stable measurement"
@@ -102,7 +102,7 @@ def run(
     config=None,
 ) -> dict[str, Any]:
     """``windows`` passes of ``window_s`` at ``rate`` req/s: ``{"windows", "requests", "throughput_rps",
-    "command"}``; ``samples``: batch-1 payloads (``loadtest.drive.payloads``) of the served ``config``.
+    "command"}``; ``samples``: batch-1 payloads (``loadtest.generators.payloads``) of the served ``config``.
     Raises :class:`PerfWindowsError` when perf_analyzer fails a request or stops early."""
     if windows < 2 or window_s <= 0 or rate <= 0:
         raise ValueError(f"needs windows >= 2, window_s > 0 and rate > 0, got {windows}, {window_s}, {rate}")

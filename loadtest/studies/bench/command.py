@@ -3,7 +3,7 @@
 Rows (throughput in inferences/s; one request = one item for rows 2-5):
 
 1. in-process: the exported file (``model.pt``, or ``model.onnx`` through onnxruntime) called directly at its
-   best batch size (``loadtest.measure.inprocess.limit``) on the server's cores with as many threads, the
+   best batch size (``loadtest.probes.inprocess.limit``) on the server's cores with as many threads, the
    ceiling of those cores (items/s; p50 is the median call at that batch);
 2. Triton plain: one instance, no dynamic batching, no warmup, applied through model control;
 3. Triton tuned: the repository's config (for a catalog model, what ``make export`` writes from
@@ -16,7 +16,7 @@ MODEL=NAME``) with the requests of ``tritonkit loadtest --model`` (the payload f
 own real data). Rows 2-5 run the same closed-loop Locust load (same users, duration, warm-up and processes).
 
 Trials: the rows are measured round by round, ``--trials`` rounds (default 3; row 1 too, so every ratio pairs
-up): 1 2 3 4 5, 5 4 3 2 1, ... (``loadtest.measure.trials.run_trials``), never all trials of one row first, so
+up): 1 2 3 4 5, 5 4 3 2 1, ... (``loadtest.core.trials.run_trials``), never all trials of one row first, so
 the machine's drift falls on every row alike. Each row reports throughput, p50 and p99 with 95% intervals over
 its trials; each ratio is paired by round (``bench_targets.paired_ratio``); a target whose interval straddles
 its threshold is inconclusive. One trial is allowed and labelled "1 trial, no interval".
@@ -30,7 +30,7 @@ Once, after the rounds, on row 3's config (one run each, and labelled so): the p
 the same payloads, a concurrency range) and the serving overhead at one client (perf_analyzer's p50 at
 concurrency 1 over gRPC, the C++ client, minus row 1's batch-1 median, with the server's queue/compute split;
 Locust's one-user p50 over HTTP is a second figure); then the first request after ready against the steady
-p50, warmup on and off (``loadtest.measure.first_request``). Targets are printed as met, missed or
+p50, warmup on and off (``loadtest.probes.first_request``). Targets are printed as met, missed or
 inconclusive, never asserted.
 
 Cores: the servers and the load generator run on cores of their own (``--server-cpus``, ``--client-cpus``; by
@@ -54,17 +54,17 @@ from pathlib import Path
 from deploy.lifecycle import local_server
 from deploy.server import ServerConfig, free_ports
 from export import catalog
-from loadtest.drive import flags
-from loadtest.drive.payloads import default_options, payload_options, payloads
-from loadtest.drive.target import Endpoints
+from loadtest.cli import flags
+from loadtest.cli.study import Study
+from loadtest.core.trials import Arm, run_trials
 from loadtest.errors import LoadTestError
-from loadtest.measure.inprocess import model_file
-from loadtest.measure.study_report import save_report
-from loadtest.measure.trials import Arm, run_trials
-from loadtest.studies.baselines.fastapi_app import stop_subprocess
-from loadtest.studies.bench_once import measure_first_request, measure_once_on_tuned
-from loadtest.studies.bench_report import ROWS, Trial, default_users, describe, inprocess_row, render, row_summary
-from loadtest.studies.bench_rows import (
+from loadtest.generators.payloads import default_options, payload_options, payloads
+from loadtest.probes.inprocess import model_file
+from loadtest.reports.writer import save_report
+from loadtest.studies.bench.baselines.fastapi_app import stop_subprocess
+from loadtest.studies.bench.once import measure_first_request, measure_once_on_tuned
+from loadtest.studies.bench.report import ROWS, Trial, default_users, describe, inprocess_row, render, row_summary
+from loadtest.studies.bench.rows import (
     DEFAULT_MODELS,
     DEFAULT_TRIALS,
     FASTAPI_ROWS,
@@ -76,7 +76,7 @@ from loadtest.studies.bench_rows import (
     triton_arms,
     tuned_source,
 )
-from loadtest.studies.bench_targets import (
+from loadtest.studies.bench.targets import (
     P99_BUDGET_MS,
     RATIOS,
     TARGETS,
@@ -87,7 +87,7 @@ from loadtest.studies.bench_targets import (
     ratios,
     throughput,
 )
-from loadtest.studies.study import Study
+from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
 __all__ = [

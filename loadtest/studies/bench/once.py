@@ -1,4 +1,4 @@
-"""The side-by-side benchmark's one-run figures, measured once after the rounds (``loadtest.studies.bench``).
+"""The side-by-side benchmark's one-run figures, measured once after the rounds (``loadtest.studies.bench.command``).
 
 On row 3's config: the serving overhead at one client (perf_analyzer at concurrency 1 over gRPC, and
 Locust's one user over HTTP) and the perf_analyzer cross-check over a concurrency range; then the first
@@ -10,11 +10,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from loadtest.drive import apply, perf
-from loadtest.measure.first_request import measure
-from loadtest.measure.probe import Load
-from loadtest.studies.bench_rows import Bench, Options, error_text, guarded, perf_levels, prime, triton_locust
-from loadtest.studies.bench_targets import P99_BUDGET_MS
+from loadtest.core.measurement import Load
+from loadtest.generators.perf_analyzer import perf
+from loadtest.probes.first_request import measure
+from loadtest.studies.bench.rows import Bench, Options, error_text, guarded, perf_levels, prime, triton_locust
+from loadtest.studies.bench.targets import P99_BUDGET_MS
+from loadtest.target import apply
 
 
 def measure_once_on_tuned(bench: Bench, endpoints, tuned: dict, opts: Options, work: Path, log) -> dict:

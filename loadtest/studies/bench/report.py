@@ -1,10 +1,10 @@
 """``make bench``'s rows and its Markdown: a row's trials and the row they make (``row_summary``,
 ``inprocess_row``), the default users, the words for a served config, and ``bench.md`` (``render``).
 
-``render`` reads the result dict ``loadtest.studies.bench.run`` writes as ``bench.json``, so a recorded result
+``render`` reads the result dict ``loadtest.studies.bench.command.run`` writes as ``bench.json``, so a recorded result
 renders again without measuring anything; one recorded before the bench ran trials (rows without ``trials``)
 renders as it did, its figures plain. The ratios, the targets and the text of a figure with its interval are in
-``bench_targets``; the names ``loadtest.studies.bench`` and ``bench_once`` take from there are importable from
+``bench_targets``; the names ``loadtest.studies.bench.command`` and ``bench_once`` take from there are importable from
 here too.
 """
 
@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from loadtest.measure.probe import Measurement
-from loadtest.measure.trials import ArmResult
-from loadtest.studies.bench_targets import (
+from loadtest.core.measurement import Measurement
+from loadtest.core.trials import ArmResult
+from loadtest.studies.bench.targets import (
     P99_BUDGET_MS,
     evaluate_targets,
     measured_text,

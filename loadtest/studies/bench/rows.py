@@ -1,4 +1,4 @@
-"""The side-by-side benchmark's settings and its rows as arms of the rounds (``loadtest.studies.bench``).
+"""The side-by-side benchmark's settings and its rows as arms of the rounds (``loadtest.studies.bench.command``).
 
 :class:`Options` are the study's settings, :class:`Bench` one model's inputs to every row. Row 1 is the
 exported file in process (:func:`measure_inprocess`); rows 2 and 3 are Triton plain and tuned, loaded through
@@ -22,16 +22,17 @@ from deploy.client import connect, infer
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, free_ports
 from export import catalog
 from export.variants import base_model
-from loadtest.campaign import Candidate, Scenario
-from loadtest.drive import apply, target
-from loadtest.drive.payloads import PayloadOptions, stack
-from loadtest.drive.runner import run_locust
-from loadtest.measure import generators
-from loadtest.measure.inprocess import ModelFile, limit
-from loadtest.measure.probe import Load
-from loadtest.measure.trials import Arm
-from loadtest.studies.baselines.fastapi_app import serve_in_subprocess
-from loadtest.studies.bench_report import Trial, default_users, describe, locust_trial
+from loadtest.core.measurement import Load
+from loadtest.core.spec import Candidate, Scenario
+from loadtest.core.trials import Arm
+from loadtest.generators import seam as generators
+from loadtest.generators.locust.runner import run_locust
+from loadtest.generators.payloads import PayloadOptions, stack
+from loadtest.probes.inprocess import ModelFile, limit
+from loadtest.studies.bench.baselines.fastapi_app import serve_in_subprocess
+from loadtest.studies.bench.report import Trial, default_users, describe, locust_trial
+from loadtest.target import apply
+from loadtest.target import endpoints as target
 
 DEFAULT_TRIALS = 3
 DEFAULT_MODELS = ("digits", "minilm")
@@ -57,7 +58,7 @@ class Options:
     server_cpus: frozenset[int] | None = None
     client_cpus: frozenset[int] | None = None
     """Cores of the servers and row 1, and of the load generators; None: the halves of this machine's
-    (``loadtest.drive.target.split_cpus``); empty sets: no pinning."""
+    (``loadtest.target.endpoints.split_cpus``); empty sets: no pinning."""
 
     def users_for(self, model: str, config: dict | None = None) -> int:
         """``--users`` for ``model``, else enough for its served ``config`` (:func:`default_users`)."""

@@ -2,7 +2,7 @@
 figures are held to, and the figures derived from the measured ones (``finish``); the text of a figure with its
 interval, which the targets and ``bench_report``'s Markdown both print.
 
-Everything here reads the result dict ``loadtest.studies.bench.run`` writes as ``bench.json``, so a recorded
+Everything here reads the result dict ``loadtest.studies.bench.command.run`` writes as ``bench.json``, so a recorded
 result is judged again without measuring anything. Ratios are paired by round: for each round in which both
 rows measured, the ratio of their throughputs; the estimate is the geometric mean of those ratios and its 95%
 interval Student's t interval of their logs, which is ``evidence.compare``'s change (B/A - 1, paired by round)
@@ -19,8 +19,8 @@ import operator
 from collections.abc import Callable
 
 from export.variants import base_model
-from loadtest.measure import evidence
-from loadtest.measure.evidence import Interval
+from loadtest.core import evidence
+from loadtest.core.evidence import Interval
 
 P99_BUDGET_MS = 5.0
 """The p99 under which perf_analyzer's best level counts toward the throughput target."""

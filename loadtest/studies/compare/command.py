@@ -26,16 +26,21 @@ from pathlib import Path
 
 from export import config as config_io
 from export.errors import ExportError
-from loadtest.drive import apply, flags, perf, profile_export, target
-from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
-from loadtest.drive.target import Endpoints
+from loadtest.cli import flags
+from loadtest.core import evidence, trials
+from loadtest.core.measurement import Load, Measurement
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, generators, probe, trials
-from loadtest.measure.generators import LoadGenerator
-from loadtest.measure.probe import Load, Measurement
-from loadtest.measure.study_report import save_report
+from loadtest.generators import probe
+from loadtest.generators import seam as generators
+from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.perf_analyzer import perf, profile_export
+from loadtest.generators.seam import LoadGenerator
+from loadtest.reports.writer import save_report
 from loadtest.studies.compare import gate
 from loadtest.studies.compare.spec import ArmSpec, CompareError, ServedArm, needs_pipeline, parse_spec, plan, stage
+from loadtest.target import apply
+from loadtest.target import endpoints as target
+from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
 EXAMPLES = """\

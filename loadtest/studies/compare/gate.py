@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.measure import evidence, trials
-from loadtest.measure.evidence import Comparison, Difference
-from loadtest.measure.trials import ArmResult
+from loadtest.core import evidence, trials
+from loadtest.core.evidence import Comparison, Difference
+from loadtest.core.trials import ArmResult
 from tritonkit_errors import ExitStatus
 
 COMPARED = ("throughput", "p50_ms", "p99_ms", "goodput_rps")

@@ -12,7 +12,7 @@ On a local server (the default) each arm is served under its own model name, so 
 its generator sends to and nothing reloads between trials: the first arm that is its model as served keeps
 the model's name, any other arm is a folder ``<model>__a``/``<model>__b`` in a temporary repository beside
 links to every model of ``--repository`` (its files linked, its config.pbtxt renamed and, for ``version=``,
-only that version kept). Serving changes are then loaded through model control (``loadtest.drive.apply``),
+only that version kept). Serving changes are then loaded through model control (``loadtest.target.apply``),
 the path campaign variants and the tuner take. Against a running server (``--http-url``) no folder can be
 added: arms that share a model name and differ in changes are loaded at each switch instead.
 """

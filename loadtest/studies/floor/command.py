@@ -2,7 +2,7 @@
 
 Each arm is one generator (perf_analyzer, Locust) over one protocol (gRPC, HTTP) at one open-loop rate; the
 arms run in interleaved rounds (A B C D, D C B A, ...: ``trials.run_trials``), so the machine's drift falls on
-each alike. Every run is traced by Triton (``loadtest.measure.server_trace``): its floor is the client's p50 and
+each alike. Every run is traced by Triton (``loadtest.target.server_trace``): its floor is the client's p50 and
 p99 minus Triton's own over the same run, the time the generator, its library, the loopback and Triton's
 frontend add. A Triton older than 2.57.0 is not traced (it can crash while tracing): its floor is the mean, the
 client's mean minus Triton's mean request time from its metrics. Each figure is reported with its 95% interval
@@ -26,14 +26,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loadtest.drive import apply, flags, perf, profile_export, target
-from loadtest.drive.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.cli import flags
+from loadtest.cli.study import Study
+from loadtest.core import evidence
+from loadtest.core.measurement import Load
+from loadtest.core.trials import Arm, run_trials
 from loadtest.errors import LoadTestError
-from loadtest.measure import evidence, generators, server_trace
-from loadtest.measure.probe import Load
-from loadtest.measure.study_report import commit, save_report
-from loadtest.measure.trials import Arm, run_trials
-from loadtest.studies.study import Study
+from loadtest.generators import seam as generators
+from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.perf_analyzer import perf, profile_export
+from loadtest.reports.writer import commit, save_report
+from loadtest.target import apply, server_trace
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
 REFERENCE = "perf_analyzer"

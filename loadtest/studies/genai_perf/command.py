@@ -25,7 +25,9 @@ from backends import chat
 from deploy.server import PROJECT_ROOT
 from export import config as config_io
 from export.generator import STEP_PARAMETERS, is_generator
-from loadtest.drive import flags, runner, target
+from loadtest.cli import flags
+from loadtest.generators.locust import runner
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
 GENAI_PERF = PROJECT_ROOT / ".venv-genai-perf" / "bin" / "genai-perf"

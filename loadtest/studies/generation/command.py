@@ -19,7 +19,7 @@ the lower half of the CPUs, so neither steals the other's cores.
    Then the ratio, against the targets (1 stream >= 0.9x batch 1, 8 >= 0.7x batch 8, 32 >= 0.6x batch 32),
    printed met or missed; and the served rows' streams in GenAI-Perf's terms (time_to_first_token,
    inter_token_latency, output_token_throughput), computed as ``tritonkit loadtest`` computes them
-   (``loadtest.drive.streams``), so they compare with its reports and with ``tritonkit genai-perf``.
+   (``loadtest.core.streams``), so they compare with its reports and with ``tritonkit genai-perf``.
 2. **Step modes** (one stream; ``--no-step-modes`` skips): the median decode step as the server logs
    it, in-process against BLS, at a 5-token and a ~300-token prompt.
 3. **First request** (``--no-first-request`` skips): the time to first token of the first request
@@ -50,10 +50,10 @@ from deploy.lifecycle import local_server
 from deploy.server import DEFAULT_REPOSITORY, LocalServer, ServerConfig, free_ports
 from export import catalog
 from export.config import parse
-from loadtest.drive import flags
-from loadtest.drive.streams import stream_figures, stream_summary
+from loadtest.cli import flags
+from loadtest.cli.study import Study
+from loadtest.core.streams import stream_figures, stream_summary
 from loadtest.errors import LoadTestError
-from loadtest.studies.study import Study
 from tritonkit_errors import ExitStatus
 
 # Prompts whose greedy continuation by SmolLM2-135M-Instruct runs past 64 tokens without an end of
@@ -319,7 +319,7 @@ GENAI_HEADER = (
     + " | output_token_throughput tokens/s | output tokens |"
 )
 GENAI_NOTE = (
-    "The served streams above in GenAI-Perf's terms, as tritonkit loadtest computes them (loadtest/drive/streams.py):"
+    "The served streams above in GenAI-Perf's terms, as tritonkit loadtest computes them (loadtest/core/streams.py):"
     " TTFT to the first response with text, ITL a request's mean gap between them, tokens/s over the wall time."
 )
 

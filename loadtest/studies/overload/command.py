@@ -3,7 +3,7 @@
 ``tritonkit overload [--model minilm] [--budget-ms 400] [--trials 3] [--duration 15]`` (``make overload``):
 
 1. **Saturation.** With the queue policy removed, closed-loop users double (4, 8, 16, ...) until throughput
-   stops growing by 5% (``loadtest.measure.saturation``); the best throughput is the saturating rate
+   stops growing by 5% (``loadtest.generators.saturation``); the best throughput is the saturating rate
    (``--saturation-rps`` skips the search).
 2. **Load.** Open-loop Poisson arrivals at 1x, 1.5x and 2x of it, with the model's queue policy (from its
    served config, i.e. ``export/models.toml``; ``--max-queue-size``/``--timeout-us`` override it) and with
@@ -18,7 +18,7 @@
    fail or inconclusive (the interval straddles the budget). Triton 2.51 answers a full queue ("Exceeds maximum
    queue size") and a request that waited past ``default_timeout_microseconds`` with REJECT ("Request timeout
    expired") with HTTP 503 / gRPC UNAVAILABLE: retryable statuses, counted as refusals
-   (``loadtest.drive.client_stats.RETRYABLE_STATUSES``). An arrival that finds every client slot busy is a *drop*
+   (``loadtest.core.client_stats.RETRYABLE_STATUSES``). An arrival that finds every client slot busy is a *drop*
    (the client saturated, the server never saw it), reported apart; ``--max-inflight`` sets the slots.
 
 Writes ``reports/overload/<model>/``: ``results.json`` (trials, levels, saturation search, every run),
@@ -41,15 +41,16 @@ from typing import Any
 
 from export import config as config_io
 from export.spec import QueuePolicy
-from loadtest.campaign import Candidate, Slo
-from loadtest.drive import apply, flags, target
-from loadtest.drive.payloads import PayloadOptions, payload_options
+from loadtest.cli import flags
+from loadtest.cli.study import Study
+from loadtest.core import evidence
+from loadtest.core.spec import Candidate, Slo
 from loadtest.errors import PayloadError, RunError
-from loadtest.measure import evidence
-from loadtest.measure.run import run_scenario
-from loadtest.measure.saturation import Saturation, find_saturation, open_scenario, settle
-from loadtest.measure.study_report import ms_text
-from loadtest.studies.overload_report import (
+from loadtest.generators.locust.run import run_scenario
+from loadtest.generators.payloads import PayloadOptions, payload_options
+from loadtest.generators.saturation import Saturation, find_saturation, open_scenario, settle
+from loadtest.reports.writer import ms_text
+from loadtest.studies.overload.report import (
     LEVEL_HEADERS,
     TABLE_HEADERS,
     WITH_POLICY,
@@ -60,14 +61,15 @@ from loadtest.studies.overload_report import (
     verdict,
     write_outputs,
 )
-from loadtest.studies.overload_rows import load_runs, row, unfinished_row
-from loadtest.studies.study import Study
+from loadtest.studies.overload.rows import load_runs, row, unfinished_row
+from loadtest.target import apply
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
 __all__ = ["verdict", "WITH_POLICY", "WITHOUT_POLICY", "measure", "main", "row", "unfinished_row", "load_runs"]
 
 OUT = Path("reports/overload")
-CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
+CAMPAIGNS = Path(__file__).parents[2] / "campaigns"
 FACTORS = (1.0, 1.5, 2.0)
 TRIALS = 3
 """Trials per config and load by default: 18 runs of 15 s with the search, the reloads and the drains of the

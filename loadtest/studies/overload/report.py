@@ -1,5 +1,5 @@
 """The overload report: each load level's figures over its trials with their intervals and the three-way verdict
-against the budget, the tables (console and Markdown), summary.md and the plot of ``loadtest.studies.overload``,
+against the budget, the tables (console and Markdown), summary.md and the plot of ``loadtest.studies.overload.command``,
 and the names of the two configs it compares.
 
 Per config and load factor, over the trials: the p99 of accepted requests, the refusal share, the goodput (share
@@ -17,10 +17,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Slo
-from loadtest.measure import evidence, slo
-from loadtest.measure.evidence import Interval, Verdict
-from loadtest.measure.study_report import ms_text, save_report
+from loadtest.core import evidence, slo
+from loadtest.core.evidence import Interval, Verdict
+from loadtest.core.spec import Slo
+from loadtest.reports.writer import ms_text, save_report
 
 WITH_POLICY, WITHOUT_POLICY = "queue-policy", "no-queue-policy"
 LEVEL_FIGURES = ("p99_ms", "refusal_rate", "goodput_share", "goodput_rps", "accepted_rps", "drop_rate")

@@ -1,4 +1,4 @@
-"""The overload study's figures of one run (``loadtest.studies.overload``): the row of the trials table, from
+"""The overload study's figures of one run (``loadtest.studies.overload.command``): the row of the trials table, from
 the measured window of a ``RunResult`` (offered, accepted, refused and dropped counts and rates, goodput, p99 of
 accepted requests against the budget, the statuses refusals came with), the row of a run that did not finish,
 and the runs of a results.json read back.
@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadtest.drive.client_stats import DROPPED, is_refusal
-from loadtest.measure import evidence
-from loadtest.measure.results import RunResult, from_dict
-from loadtest.measure.saturation import keeps_up
+from loadtest.core import evidence
+from loadtest.core.client_stats import DROPPED, is_refusal
+from loadtest.core.results import RunResult, from_dict
+from loadtest.generators.saturation import keeps_up
 
 
 def unfinished_row(config: str, factor: float, target_rps: float, budget_ms: float, why: str) -> dict[str, Any]:

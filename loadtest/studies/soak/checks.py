@@ -1,4 +1,4 @@
-"""The soak's three checks (``loadtest.studies.soak``): no errors, p99 steady from the first full window to the
+"""The soak's three checks (``loadtest.studies.soak.command``): no errors, p99 steady from the first full window to the
 last, memory flat from the first window after the memory warm-up to the last.
 """
 

@@ -2,7 +2,7 @@
 
 ``tritonkit soak [--model digits] [--minutes 10] [--fraction 0.7]`` (``make soak``):
 
-1. Saturation of the config as deployed, or ``--saturation-rps`` (the searches of ``loadtest.measure.saturation``,
+1. Saturation of the config as deployed, or ``--saturation-rps`` (the searches of ``loadtest.generators.saturation``,
    shared with the overload study): closed-loop users doubling until throughput stops growing, then
    open-loop rates rising 1.2x from an eighth of that (``find_sustained_rate``) until the server falls
    behind: it completes under 95% of the offered rate (less at low rates, within Poisson noise:
@@ -24,9 +24,9 @@ The server (and its stubs) and the load generator run on their own CPUs by defau
 half of those this process may use (``--no-split-cpus`` shares them; ``--server-cpus``/``--client-cpus``
 choose). Sharing two cores, the open-loop generator's own stalls showed up as server latency.
 
-``--generator perf_analyzer`` puts the load on perf_analyzer (``loadtest.drive.perf_windows``, one pass per
-window) instead of Locust: a Python generator's own stalls, at a rate near what one core of it sends,
-appear in its p99.
+``--generator perf_analyzer`` puts the load on perf_analyzer (``loadtest.generators.perf_analyzer.windows``, one pass
+per window) instead of Locust: a Python generator's own stalls, at a rate near what one core of it sends, appear in its
+p99.
 
 Writes ``reports/soak/<model>/``: ``results.json`` (checks, windows, memory samples, the run),
 ``summary.md`` and ``soak.png`` (p99 per window and per second; memory over time). Exit status: 0 every check
@@ -46,16 +46,17 @@ from typing import Any
 
 import psutil
 
-from loadtest.campaign import Candidate
-from loadtest.drive import flags, target
-from loadtest.drive.payloads import PayloadOptions, payload_options
+from loadtest.cli import flags
+from loadtest.cli.study import Study
+from loadtest.core.measurement import Load
+from loadtest.core.spec import Candidate
 from loadtest.errors import PayloadError
-from loadtest.measure import generators
-from loadtest.measure.probe import Load
-from loadtest.measure.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
-from loadtest.studies.soak_checks import check_errors, check_memory, check_p99, full_windows
-from loadtest.studies.soak_report import write_outputs
-from loadtest.studies.study import Study
+from loadtest.generators import seam as generators
+from loadtest.generators.payloads import PayloadOptions, payload_options
+from loadtest.generators.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
+from loadtest.studies.soak.checks import check_errors, check_memory, check_p99, full_windows
+from loadtest.studies.soak.report import write_outputs
+from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
 OUT = Path("reports/soak")

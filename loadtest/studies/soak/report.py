@@ -1,4 +1,4 @@
-"""The soak's outputs (``loadtest.studies.soak``): ``summary.md`` (the checks, the saturation search, p99 per
+"""The soak's outputs (``loadtest.studies.soak.command``): ``summary.md`` (the checks, the saturation search, p99 per
 window) and ``soak.png`` (p99 per window and per second; memory over time), beside ``results.json``.
 """
 
@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from loadtest.measure.saturation import KEEP_UP, KNEE
-from loadtest.measure.study_report import ms_text, save_report
+from loadtest.generators.saturation import KEEP_UP, KNEE
+from loadtest.reports.writer import ms_text, save_report
 
 
 def cpu_text(server_cpus: list[int] | None, client_cpus: list[int] | None) -> str:

@@ -26,7 +26,7 @@ are cast to that dtype (a float where integers are expected is refused).
 Threads: torch's (or onnxruntime's) own default (all cores it may use) unless ``threads`` is given; that is what
 a user gets. ``serve_in_subprocess(cpus=...)`` pins the process to the cores a measurement gives it.
 
-Run: ``python -m loadtest.studies.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
+Run: ``python -m loadtest.studies.bench.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
-from loadtest.measure.inprocess import ExportedModel, model_file
+from loadtest.probes.inprocess import ExportedModel, model_file
 
 _ENV_PREFIX = "TRITONKIT_BASELINE_"
 
@@ -70,7 +70,7 @@ class InferRequest(BaseModel):
 
 # -- the model ------------------------------------------------------------------------------------
 class Predictor(ExportedModel):
-    """The exported file called with numpy arrays by name (``loadtest.measure.inprocess.ExportedModel``);
+    """The exported file called with numpy arrays by name (``loadtest.probes.inprocess.ExportedModel``);
     thread-safe (torch and onnxruntime are)."""
 
 
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     parser = argparse.ArgumentParser(
-        prog="python -m loadtest.studies.baselines.fastapi_app", description=__doc__.split("\n")[0]
+        prog="python -m loadtest.studies.bench.baselines.fastapi_app", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--model", required=True)
     parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         model_file(args.model, args.repository)  # fail here, not in each worker
         uvicorn.run(
-            "loadtest.studies.baselines.fastapi_app:app_from_env",
+            "loadtest.studies.bench.baselines.fastapi_app:app_from_env",
             factory=True,
             host="127.0.0.1",
             port=args.port,
@@ -488,7 +488,7 @@ def serve_in_subprocess(
     cmd = [
         sys.executable,
         "-m",
-        "loadtest.studies.baselines.fastapi_app",
+        "loadtest.studies.bench.baselines.fastapi_app",
         "--model",
         model,
         "--port",

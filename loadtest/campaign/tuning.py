@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadtest.campaign import Campaign, Scenario
-from loadtest.drive import apply
+from loadtest.campaign.file import Campaign
+from loadtest.core.measurement import Load
+from loadtest.core.results import CampaignResult
+from loadtest.core.spec import Scenario
 from loadtest.errors import CampaignError
-from loadtest.measure.probe import Load
-from loadtest.measure.results import CampaignResult
+from loadtest.target import apply
 from loadtest.tune import compare, writer
 from loadtest.tune import report as tune_report
 from loadtest.tune.tuner import TuneError, TuneOptions

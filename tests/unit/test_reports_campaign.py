@@ -1,4 +1,4 @@
-"""The report of a streamed run (``loadtest.measure.report``): its TTFT, ITL and tokens/s in a Streams table of
+"""The report of a streamed run (``loadtest.reports.campaign``): its TTFT, ITL and tokens/s in a Streams table of
 the summary, on the console line and in results.json; the stream budgets in the SLO line; a run of a model
 that does not stream reports as before."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import math
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.streams import stream_summary
-from loadtest.execution import trial_line
-from loadtest.measure.report import STREAM_HEADERS, stream_text, write_report
-from loadtest.measure.results import CampaignResult, Trial
-from loadtest.measure.run import run_result
+from loadtest.campaign.execution import trial_line
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.results import CampaignResult, Trial
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.core.streams import stream_summary
+from loadtest.generators.locust.run import run_result
+from loadtest.reports.campaign import STREAM_HEADERS, stream_text, write_report
 from tests.trial_samples import trial as plain_trial
 
 ROWS = [[120.0, 30.0 + i, 6.0 + i / 10, 16] for i in range(10)]

@@ -1,4 +1,4 @@
-"""loadtest/measure/study_report.py: the one report writer the studies extend."""
+"""loadtest/reports/writer.py: the one report writer the studies extend."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.measure.study_report import save_report, write_json
+from loadtest.core.results import write_json
+from loadtest.reports.writer import save_report
 
 
 def _csv(rows: list[dict]) -> str:

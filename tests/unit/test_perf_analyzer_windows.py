@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from loadtest.drive import perf_windows
+from loadtest.generators.perf_analyzer import windows as perf_windows
 
 # The lines perf_analyzer 2.51 prints with -v --percentile 99 (copied from a run against digits).
 OUTPUT = """\

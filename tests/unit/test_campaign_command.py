@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from loadtest import campaign as campaign_io
-from loadtest.cli import file_campaign, model_campaign
+from loadtest.campaign import file as campaign_io
+from loadtest.campaign.command import file_campaign, model_campaign
 from loadtest.errors import CampaignError
 from tritonkit_cli import build_parser
 
@@ -61,7 +61,7 @@ def test_a_bad_stream_budget_in_a_campaign_is_one_error_naming_the_key(table):
 
 
 def test_processes_default_to_one_per_client_core_and_no_more_than_the_users():
-    from loadtest.cli import default_processes
+    from loadtest.campaign.command import default_processes
 
     assert default_processes(args("--client-cpus", "0-3")) == 4
     assert default_processes(args("--client-cpus", "0-3"), users=2) == 2
@@ -69,7 +69,7 @@ def test_processes_default_to_one_per_client_core_and_no_more_than_the_users():
 
 
 def test_the_master_takes_its_worker_count_and_refuses_flags_of_the_other_role():
-    from loadtest.cli import master_of
+    from loadtest.campaign.command import master_of
 
     master = master_of(args("--model", "digits", "--master", "--expect-workers", "3"))
     assert master is not None and master.workers == 3

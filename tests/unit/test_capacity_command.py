@@ -1,4 +1,4 @@
-"""loadtest/capacity_cli.py without a server: bad arguments (a stream budget for a tensor model among them) and a
+"""loadtest/capacity/command.py without a server: bad arguments (a stream budget for a tensor model among them) and a
 model that is not in the repository exit 2 with one line naming the bad value, before any server starts; the
 arrival patterns perf_analyzer plays, and the request-intervals schedules it plays them from."""
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import tritonkit_cli
-from loadtest import capacity_cli
-from loadtest.drive.arrivals import parse_arrival
-from loadtest.measure.probe import Measurement
+from loadtest.capacity import command as capacity_cli
+from loadtest.core.measurement import Measurement
+from loadtest.generators.arrivals import parse_arrival
 from tritonkit_errors import ExitStatus
 
 

@@ -1,4 +1,4 @@
-"""Stream figures wherever a load test reports (``loadtest.measure.report_streams``): the Streams table of
+"""Stream figures wherever a load test reports (``loadtest.reports.streams``): the Streams table of
 summary.md and index.html, runs.csv's stream columns, and for a streamed run of several trials each trial's
 p99 TTFT, p99 ITL and tokens/s, their intervals (report, console) and the verdict over the trials by the one
 SLO rule. A campaign without streams reports as it did before them."""
@@ -10,16 +10,16 @@ import math
 
 import pytest
 
-from loadtest.campaign import Candidate, Scenario, Slo
-from loadtest.drive.client_stats import ClientStats
-from loadtest.drive.latency import new_histogram, to_us
-from loadtest.drive.streams import stream_summary
-from loadtest.execution import interval_line
-from loadtest.measure import evidence
-from loadtest.measure.report import RUN_FIELDS, TRIAL_HEADERS, write_report
-from loadtest.measure.report_streams import STREAM_FIELDS, STREAM_FIGURES
-from loadtest.measure.results import STREAM_METRICS, CampaignResult, Trial, goodput_of
-from loadtest.measure.run import run_result
+from loadtest.campaign.execution import interval_line
+from loadtest.core import evidence
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.latency import new_histogram, to_us
+from loadtest.core.results import STREAM_METRICS, CampaignResult, Trial, goodput_of
+from loadtest.core.spec import Candidate, Scenario, Slo
+from loadtest.core.streams import stream_summary
+from loadtest.generators.locust.run import run_result
+from loadtest.reports.campaign import RUN_FIELDS, TRIAL_HEADERS, write_report
+from loadtest.reports.streams import STREAM_FIELDS, STREAM_FIGURES
 from tests.trial_samples import run_of
 
 SCENARIO = Scenario("gen-grpc", "text_generator", "grpc", {"kind": "users", "users": 2})

@@ -1,0 +1,40 @@
+"""``tritonkit report results.json``: re-render a campaign's report (summary, plots, CSVs, index.html) from its
+``results.json``; ``python -m loadtest.reports`` is the same command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from loadtest.cli import flags
+from loadtest.core.results import CampaignResult
+from loadtest.reports.campaign import write_report
+from tritonkit_errors import ExitStatus, alias_parser
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json",
+        description="Regenerate a campaign report from its results.json.",
+    )
+    parser.add_argument("results", type=_results_file, help="reports/<campaign>/results.json")
+    flags.add_out_flag(parser, None, "output folder (default: the json's folder)")
+    parser.set_defaults(handler=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m loadtest.reports``: the same command as ``tritonkit report``."""
+    return run_command(alias_parser(register, "python -m loadtest.reports").parse_args(argv))
+
+
+def _results_file(text: str) -> Path:
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    return Path(text)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    for path in write_report(CampaignResult.load(args.results), args.out or args.results.parent):
+        print(path)
+    return ExitStatus.OK

@@ -1,0 +1,7 @@
+"""``python -m loadtest.studies.bench ...`` = ``tritonkit bench ...``."""
+
+import sys
+
+from loadtest.studies.bench.command import main
+
+sys.exit(main())

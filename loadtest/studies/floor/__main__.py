@@ -1,0 +1,7 @@
+"""``python -m loadtest.studies.floor ...`` = ``tritonkit floor ...``."""
+
+import sys
+
+from loadtest.studies.floor.command import main
+
+sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m loadtest.studies.overload ...`` = ``tritonkit overload ...``."""
+
+import sys
+
+from loadtest.studies.overload.command import main
+
+sys.exit(main())
