@@ -86,7 +86,7 @@ def test_a_budget_within_the_generators_floor_is_refused_in_one_line_with_exit_2
     """A budget the generator's own time takes over a quarter of is the generator's, not the server's, to meet:
     the first run measures the floor (client minus Triton's own time: its trace's p50 and p99, or untraced, the
     means of its metrics) and the command stops there. (No rate meeting a budget the generator leaves room for
-    exits 1: tests/unit/test_capacity.py.)"""
+    exits 1: tests/unit/loadtest/capacity/test_search.py.)"""
     done = capacity(
         server, "digits", "--slo-p99-ms", "0.1", "--trials", "3", *SHORT, "--start-rate", "10", "--out", str(tmp_path)
     )

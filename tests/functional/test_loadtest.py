@@ -212,7 +212,7 @@ def test_a_streamed_model_reports_ttft_itl_and_tokens(server, tmp_path, protocol
     """``tritonkit loadtest --model text_generator`` (decoupled: a gRPC stream) reports time to first token,
     inter-token latency and output tokens/s (results.json, summary.md, index.html, runs.csv), each request's
     figures within its latency. HTTP generate_stream's event-by-event timing is checked against a local server
-    in tests/unit/test_users.py (the suite's time)."""
+    in tests/unit/loadtest/generators/locust/test_users.py (the suite's time)."""
     c = server.config
     done = subprocess.run(
         [

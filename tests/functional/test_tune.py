@@ -36,7 +36,7 @@ def user_repository(scorer_export, tmp_path_factory) -> Path:
 
 def test_a_user_models_pick_is_reported_written_to_its_folder_and_served(user_repository, tmp_path):
     """One tune of a model the user brings, checked end to end. A dry run (nothing written) is checked by
-    tests/functional/test_loadtest.py's campaign [tune] and tests/unit/test_writer.py."""
+    tests/functional/test_loadtest.py's campaign [tune] and tests/unit/loadtest/tune/test_writer.py."""
     out = tmp_path / "report"
     done = tritonkit("tune", "scorer", "--repository", str(user_repository), *TUNE, "--out", str(out))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,6 +1,8 @@
 """The test suite's own layout, read statically with ``ast``: no file under ``tests/`` imports a test module
 (shared helpers live in ``tests/*.py`` helper modules and ``conftest.py`` fixtures), and every unit test file is
-named after the project module it tests."""
+named after the project module it tests: ``tests/unit/loadtest/`` mirrors ``loadtest/`` by path
+(``tests/unit/loadtest/tune/test_command.py`` tests ``loadtest/tune/command.py``), and a file directly in
+``tests/unit/`` is named after a module of another package."""
 
 from __future__ import annotations
 
@@ -66,12 +68,18 @@ def imports_of_test_modules(root: Path = PROJECT_ROOT) -> list[str]:
 # --- unit test files are named after a module ----------------------------------------------------
 
 
+MIRRORED = "loadtest"
+"""The package whose unit tests mirror its folders under ``tests/unit/<package>/``."""
+
+
 def module_names(root: Path = PROJECT_ROOT) -> set[str]:
-    """The names a unit test file may take after ``test_``: each project module's name (a package's folder
-    name), and, where a name is not unique, the module with its packages in front, joined by ``_``
-    (``loadtest/tune/command.py``: ``command``, ``tune_command``, ``loadtest_tune_command``)."""
+    """The names a unit test file directly in ``tests/unit/`` may take after ``test_``: each module's name outside
+    ``MIRRORED`` (a package's folder name), and, where a name is not unique, the module with its packages in front,
+    joined by ``_`` (``export/cli.py``: ``cli``, ``export_cli``)."""
     names = {path.stem for path in root.glob("*.py")}
     for package in PACKAGES:
+        if package == MIRRORED:
+            continue
         for path in (root / package).rglob("*.py"):
             parts = list(path.relative_to(root).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -82,8 +90,22 @@ def module_names(root: Path = PROJECT_ROOT) -> set[str]:
     return names
 
 
+def unmirrored(root: Path = PROJECT_ROOT) -> list[str]:
+    """Test files under ``tests/unit/<MIRRORED>/`` whose path names no module: ``.../tune/test_command.py`` needs
+    ``<MIRRORED>/tune/command.py`` (or a package ``command/``)."""
+    tests = root / "tests" / "unit" / MIRRORED
+    found = []
+    for path in sorted(tests.rglob("test_*.py")):
+        folder = root / MIRRORED / path.parent.relative_to(tests)
+        name = path.stem.removeprefix("test_")
+        if not ((folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file()):
+            found.append(f"{path.relative_to(root)} names no module in {folder.relative_to(root)}/")
+    return found
+
+
 def misnamed(root: Path = PROJECT_ROOT, allowed: dict[str, str] = CROSS_CUTTING) -> list[str]:
-    """Unit test files named after no module and not allowed; allow-list entries that name no file."""
+    """Unit test files directly in ``tests/unit/`` named after no module outside ``MIRRORED`` and not allowed;
+    allow-list entries that name no file."""
     names = module_names(root)
     stems = {path.stem.removeprefix("test_") for path in (root / "tests" / "unit").glob("test_*.py")}
     return [f"tests/unit/test_{stem}.py names no project module" for stem in sorted(stems - names - set(allowed))] + [
@@ -102,9 +124,15 @@ def test_every_unit_test_file_is_named_after_a_module():
     assert misnamed() == []
 
 
+def test_the_unit_tests_of_loadtest_mirror_its_folders():
+    assert unmirrored() == []
+
+
 def test_the_checks_read_the_project():
-    assert {"command", "tune_command", "export_cli", "export", "zoo", "tritonkit_cli", "gpu_check"} <= module_names()
+    assert {"export_cli", "export", "zoo", "tritonkit_cli", "gpu_check"} <= module_names()
     assert "__main__" not in module_names() and "" not in module_names()
+    assert "tune_command" not in module_names()  # loadtest's tests are named by path
+    assert len(list((PROJECT_ROOT / "tests" / "unit" / MIRRORED).rglob("test_*.py"))) > 50
 
 
 # --- each check can fail -------------------------------------------------------------------------
@@ -157,7 +185,7 @@ def test_a_unit_test_file_named_after_no_module_is_named(tmp_path):
             "deploy/__main__.py": "",
             "tests/unit/test_tool.py": "",
             "tests/unit/test_export_cli.py": "",
-            "tests/unit/test_tune_command.py": "",
+            "tests/unit/test_tune_command.py": "",  # loadtest's: named by path under tests/unit/loadtest/
             "tests/unit/test_zoo.py": "",
             "tests/unit/test_export.py": "",
             "tests/unit/test_pieces.py": "",
@@ -168,7 +196,26 @@ def test_a_unit_test_file_named_after_no_module_is_named(tmp_path):
     assert misnamed(root, {"k8s": "manifests"}) == [
         "tests/unit/test_main.py names no project module",
         "tests/unit/test_pieces.py names no project module",
+        "tests/unit/test_tune_command.py names no project module",
     ]
-    assert misnamed(root, {"k8s": "manifests", "main": "x", "pieces": "y", "gone": "z"}) == [
+    assert misnamed(root, {"k8s": "manifests", "main": "x", "pieces": "y", "tune_command": "w", "gone": "z"}) == [
         "allow-list entry 'gone': no tests/unit/test_gone.py"
+    ]
+
+
+def test_a_loadtest_unit_test_file_whose_path_names_no_module_is_named(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "loadtest/tune/command.py": "",
+            "loadtest/studies/bench/__init__.py": "",
+            "tests/unit/loadtest/tune/test_command.py": "",
+            "tests/unit/loadtest/studies/test_bench.py": "",  # a package
+            "tests/unit/loadtest/test_command.py": "",  # not at loadtest/'s top
+            "tests/unit/loadtest/capacity/test_command.py": "",  # no such folder
+        },
+    )
+    assert unmirrored(root) == [
+        "tests/unit/loadtest/capacity/test_command.py names no module in loadtest/capacity/",
+        "tests/unit/loadtest/test_command.py names no module in loadtest/",
     ]

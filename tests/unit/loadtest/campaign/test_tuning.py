@@ -17,8 +17,8 @@ from loadtest.errors import VariantError
 from loadtest.target import apply
 from loadtest.tune import autotune
 
-DATA = Path(__file__).parents[1] / "data" / "loadtest"
-REPOSITORY = Path(__file__).parents[2] / "model_repository"
+DATA = Path(__file__).parents[3] / "data" / "loadtest"
+REPOSITORY = Path(__file__).parents[4] / "model_repository"
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from loadtest.tune.search import Budget, Trial, coordinate_descent, grid
 from loadtest.tune.space import OFF, Point, SearchSpace, space_for
 from tests.served import served_config
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "tune"
+DATA = Path(__file__).resolve().parents[3] / "data" / "tune"
 RECORDED = DATA / "digits_grid.json"
 """`tritonkit tune digits --strategy grid` on the local server: every point of a small space measured by
 perf_analyzer at 16 users (see the file's `command`)."""

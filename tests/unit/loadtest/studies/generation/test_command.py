@@ -9,7 +9,7 @@ import pytest
 
 from loadtest.studies.generation import command as gb
 
-COMMITTED = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "config.pbtxt"
+COMMITTED = Path(__file__).resolve().parents[5] / "model_repository" / "text_generator" / "config.pbtxt"
 
 
 def params(text: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[4]
 
 
 def tune(*args: str) -> subprocess.CompletedProcess:

@@ -10,7 +10,7 @@ from loadtest.errors import CampaignError
 from loadtest.generators.locust.runner import locust_command
 from tests.campaign_samples import MINIMAL
 
-CAMPAIGNS = sorted(Path(campaign.__file__).with_name("campaigns").glob("*.toml"))
+CAMPAIGNS = sorted((Path(campaign.__file__).parents[1] / "campaigns").glob("*.toml"))
 
 
 def example() -> str:

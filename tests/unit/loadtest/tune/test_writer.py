@@ -19,7 +19,7 @@ from loadtest.tune.search import SearchResult, Trial
 from loadtest.tune.space import Point, SearchSpace
 from loadtest.tune.tuner import Outcome, TuneOptions
 
-REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
+REPOSITORY = Path(__file__).resolve().parents[4] / "model_repository"
 
 
 def outcome_for(model: str, repository: Path, point: Point) -> Outcome:

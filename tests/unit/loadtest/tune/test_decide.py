@@ -16,7 +16,7 @@ SERVED = Point("torchscript/fp32", 1000, (8, 16), 2, 64)
 NO_DELAY = Point("torchscript/fp32", 0, (), 2, 64)
 ONNX = Point("onnx/fp32", 0, (), 2, 64)
 SLO = Slo(10.0)
-RECORDED = Path(__file__).resolve().parents[1] / "data" / "tune" / "digits_leaders.json"
+RECORDED = Path(__file__).resolve().parents[3] / "data" / "tune" / "digits_leaders.json"
 """The served config and two leaders, 3 interleaved trials each, of a real `tritonkit tune digits` (see its
 `command` and `note`)."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from loadtest.generators.perf_analyzer import perf
 
-PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
+PERF_DATA = Path(__file__).resolve().parents[4] / "data" / "perf"
 
 
 # -- perf_analyzer --------------------------------------------------------------------------------

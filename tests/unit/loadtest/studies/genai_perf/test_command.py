@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 import tritonkit_cli
 from loadtest.studies.genai_perf import command as genai_perf
 
-GENERATOR_VERSION = Path(__file__).resolve().parents[2] / "model_repository" / "text_generator" / "1"
+GENERATOR_VERSION = Path(__file__).resolve().parents[5] / "model_repository" / "text_generator" / "1"
 
 
 def test_the_tokenizer_folder_loads_offline_and_tokenizes_as_the_generator(tmp_path):

@@ -27,10 +27,10 @@ from loadtest.tune.analyzer import (
 )
 from tests.served import served_config
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "analyzer"
+DATA = Path(__file__).resolve().parents[3] / "data" / "analyzer"
 CHECKPOINT = DATA / "digits.ckpt"  # `model-analyzer profile` on digits, budget 5 ms (checkpoints/0.ckpt)
 CSV = DATA / "metrics-model-inference.csv"  # the same run's results CSV
-REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
+REPOSITORY = Path(__file__).resolve().parents[4] / "model_repository"
 
 
 def csv_rows() -> list[dict]:

@@ -11,7 +11,7 @@ import pytest
 
 from loadtest.generators.perf_analyzer import perf, profile_export
 
-PERF_DATA = Path(__file__).resolve().parent.parent / "data" / "perf"
+PERF_DATA = Path(__file__).resolve().parents[4] / "data" / "perf"
 
 
 def _fake_binary(tmp_path: Path, body: str) -> Path:
