@@ -11,6 +11,7 @@ import argparse
 import sys
 import textwrap
 
+from tritonkit_command import Command
 from tritonkit_errors import EXIT_MEANINGS, ExitStatus, TritonkitError, one_line_usage_errors
 
 MAKE_TARGETS = (
@@ -87,48 +88,36 @@ HELP_COLUMN = len("    bench-generation  ")
 """Where each subcommand's one line of help starts in ``tritonkit --help``."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from deploy import cli as deploy_cli
-    from export import bench as export_bench
-    from export import cli as export_cli
-    from loadtest.campaign import command as loadtest_cli
-    from loadtest.capacity import command as capacity_cli
-    from loadtest.reports import command as report
-    from loadtest.studies.bench import command as bench
-    from loadtest.studies.compare import command as compare_cli
-    from loadtest.studies.first_request import command as first_request
-    from loadtest.studies.floor import command as floor
-    from loadtest.studies.genai_perf import command as genai_perf
-    from loadtest.studies.generation import command as generation
-    from loadtest.studies.overload import command as overload
-    from loadtest.studies.soak import command as soak
-    from loadtest.tune import analyzer
-    from loadtest.tune import command as tune_cli
-    from tritonkit import demo
-    from tritonkit.gpu import cli as gpu_check_cli
+COMMANDS = (
+    Command("export", "export.cli"),
+    Command("serve", "deploy.cli"),
+    Command("loadtest", "loadtest.campaign.command"),
+    Command("tune", "loadtest.tune.command"),
+    Command("compare", "loadtest.studies.compare.command"),
+    Command("capacity", "loadtest.capacity.command"),
+    Command("analyzer", "loadtest.tune.analyzer.command", alias="loadtest.tune.analyzer"),
+    Command("bench", "loadtest.studies.bench.command", alias="loadtest.studies.bench"),
+    Command("overload", "loadtest.studies.overload.command", alias="loadtest.studies.overload"),
+    Command("soak", "loadtest.studies.soak.command", alias="loadtest.studies.soak"),
+    Command("floor", "loadtest.studies.floor.command", alias="loadtest.studies.floor"),
+    Command("bench-generation", "loadtest.studies.generation.command", alias="loadtest.studies.generation"),
+    Command("genai-perf", "loadtest.studies.genai_perf.command"),
+    Command("bench-export", "export.bench", alias="export.bench"),
+    Command("first-request", "loadtest.studies.first_request.command", alias="loadtest.studies.first_request"),
+    Command("report", "loadtest.reports.command", alias="loadtest.reports"),
+    Command("demo", "tritonkit.demo"),
+    Command("gpu-check", "tritonkit.gpu.cli"),
+)
+"""Every ``tritonkit`` subcommand, in ``tritonkit --help``'s order (tritonkit_command.py: the shape)."""
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tritonkit", description=__doc__, epilog=epilog(), formatter_class=CommandListFormatter
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    export_cli.register(subparsers)
-    deploy_cli.register(subparsers)
-    loadtest_cli.register(subparsers)
-    tune_cli.register(subparsers)
-    compare_cli.register(subparsers)
-    capacity_cli.register(subparsers)
-    analyzer.register(subparsers)
-    bench.register(subparsers)
-    overload.register(subparsers)
-    soak.register(subparsers)
-    floor.register(subparsers)
-    generation.register(subparsers)
-    genai_perf.register(subparsers)
-    export_bench.register(subparsers)
-    first_request.register(subparsers)
-    report.register(subparsers)
-    demo.register(subparsers)
-    gpu_check_cli.register(subparsers)
+    for command in COMMANDS:
+        command.register(subparsers)
     one_line_usage_errors(parser)
     for subparser in subparsers.choices.values():
         if "error" not in vars(subparser):  # loadtest words its own

@@ -112,7 +112,7 @@ side_venv() {  # NAME VENV PINS BINARY
         echo "$want_pins" > "$venv/.pins-stamp"
     fi
 }
-# Triton Model Analyzer (loadtest/tune/analyzer.py): it wants tritonclient[all].
+# Triton Model Analyzer (loadtest/tune/analyzer/profile.py): it wants tritonclient[all].
 side_venv "Model Analyzer" "$ROOT/.venv-analyzer" "$ROOT/deploy/analyzer-requirements.txt" model-analyzer
 # GenAI-Perf (loadtest/studies/genai_perf/command.py): transformers 5, pandas 3.
 side_venv "GenAI-Perf" "$ROOT/.venv-genai-perf" "$ROOT/deploy/genai-perf-requirements.txt" genai-perf

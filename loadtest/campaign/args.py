@@ -12,9 +12,10 @@ from pathlib import Path
 
 from loadtest.campaign import file as campaign_io
 from loadtest.campaign.file import Campaign
+from loadtest.cli import flags
 from loadtest.core.spec import Scenario, Slo
 from loadtest.generators.arrivals import parse_arrival
-from loadtest.generators.payloads import PayloadOptions, payload_options
+from loadtest.generators.payloads import PayloadOptions
 
 DEFAULT_USERS = 8
 
@@ -115,7 +116,7 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         if args.rate is None and arrival.name != "replay":
             raise ValueError(f"--arrival {args.arrival} needs --rate R (requests/s)")
         shape = {"kind": "open", **({"rate": args.rate} if args.rate else {}), **arrival.shape_keys()}
-    options = payload_options(args)
+    options = flags.payload_options(args)
     scenario = Scenario(
         f"{args.model}-{args.protocol}",
         args.model,

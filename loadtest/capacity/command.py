@@ -49,7 +49,7 @@ from loadtest.errors import LoadTestError
 from loadtest.generators import probe
 from loadtest.generators import seam as generators
 from loadtest.generators.arrivals import Arrival, parse_arrival, write_request_intervals
-from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.generators.perf_analyzer import perf, profile_export
 from loadtest.generators.saturation import settle
 from loadtest.reports import writer as study_report
@@ -130,7 +130,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--processes", type=int, help="Locust processes (default: one per generator CPU)")
     parser.add_argument("--out", type=Path, help="report folder (default reports/capacity-NAME)")
-    add_payload_arguments(parser)
+    flags.add_payload_flags(parser)
     flags.add_server_flags(parser, split=True)
     parser.set_defaults(handler=run)
 
@@ -199,7 +199,7 @@ def models_to_load(repository: Path, model: str, config=None) -> tuple[str, ...]
 def run(args: argparse.Namespace) -> int:
     try:
         arrival = check_arguments(args)
-        options = default_options(args.model, payload_options(args))
+        options = default_options(args.model, flags.payload_options(args))
     except (ValueError, LoadTestError) as exc:  # ArrivalError and PayloadError among them
         return _usage(str(exc))
     repository = Path(args.repository).resolve()

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from loadtest.core.spec import PROTOCOLS
-from loadtest.generators.payloads import add_payload_arguments
+from loadtest.errors import LoadTestError, PayloadError
+from loadtest.generators.payloads import DEFAULT_COUNT, INT_RANGE, PayloadOptions, parse_int_range, parse_shape
 from loadtest.target.endpoints import default_repository, parse_cpus, split_cpus
 
 __all__ = [
@@ -23,18 +24,29 @@ __all__ = [
     "add_payload_flags",
     "add_p99_budget_flag",
     "add_protocol_flag",
+    "argument_type",
     "add_server_flags",
     "add_trial_flags",
     "add_warmup_seconds",
     "deprecated_alias",
     "number",
+    "payload_options",
     "positive",
     "resolve_cpus",
 ]
 
-add_payload_flags = add_payload_arguments
-"""The payload group (``--shape``, ``--int-range``, ``--input-data``, ``--samples``, ``--payload-seed``,
-``--payload-count``), defined beside the payloads it builds."""
+
+def argument_type(parse):
+    """``parse`` as an argparse type: its LoadTestError (which names the bad value) is the one-line usage error."""
+
+    def parsed(text: str):
+        try:
+            return parse(text)
+        except LoadTestError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parsed.__name__ = parse.__name__
+    return parsed
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -89,7 +101,7 @@ def add_server_flags(
     default = " (default: the upper half of this machine's)" if split else ""
     group.add_argument(
         "--server-cpus",
-        type=parse_cpus,
+        type=argument_type(parse_cpus),
         default=frozenset(),
         metavar="CPUS",
         help=f"pin the local server and its stubs to these CPUs (e.g. 1 or 2-7){default}",
@@ -97,7 +109,7 @@ def add_server_flags(
     default = " (default: the lower half)" if split else ""
     group.add_argument(
         "--client-cpus",
-        type=parse_cpus,
+        type=argument_type(parse_cpus),
         default=frozenset(),
         metavar="CPUS",
         help=f"pin the load generator (this process and the generators it starts) to these CPUs (e.g. 0){default}",
@@ -183,3 +195,61 @@ def add_trial_flags(
         "--duration", type=float, default=duration, metavar="S", help=f"{duration_help} (default {duration:g})"
     )
     add_warmup_seconds(group, warmup_s)
+
+
+def add_payload_flags(parser: argparse.ArgumentParser) -> None:
+    """The payload flags (the same for ``tritonkit loadtest --model``, ``tritonkit tune`` and the studies)."""
+    group = parser.add_argument_group(
+        "payloads",
+        "what the requests carry: by default random values from the served config; real data "
+        "from a perf_analyzer input-data file or a Python function",
+    )
+    group.add_argument(
+        "--shape",
+        action="append",
+        type=argument_type(parse_shape),
+        default=[],
+        metavar="NAME:D1,D2",
+        help="shape of an input with a dynamic dim (-1), batch dim left out, as perf_analyzer "
+        "spells it; repeat per input",
+    )
+    group.add_argument(
+        "--int-range",
+        type=argument_type(parse_int_range),
+        default=INT_RANGE,
+        metavar="LO:HI",
+        help="random integer inputs take values LO <= v < HI (default 0:100)",
+    )
+    group.add_argument(
+        "--input-data",
+        type=Path,
+        metavar="FILE.json",
+        help="request data in perf_analyzer's input-data format, checked against the config",
+    )
+    group.add_argument(
+        "--samples",
+        metavar="FILE.py:FUNC",
+        help="a function returning a list of dicts, input name -> numpy array (batch 1)",
+    )
+    group.add_argument("--payload-seed", type=int, default=0, help="seed of the random values (default 0)")
+    group.add_argument(
+        "--payload-count",
+        type=int,
+        default=DEFAULT_COUNT,
+        help=f"how many random samples to cycle through (default {DEFAULT_COUNT})",
+    )
+
+
+def payload_options(args: argparse.Namespace) -> PayloadOptions:
+    """The parsed payload flags as :class:`PayloadOptions` (PayloadError when they contradict each other, or
+    name a file that is not there: said before any server is started or reached)."""
+    if args.input_data is not None and not Path(args.input_data).is_file():
+        raise PayloadError(f"--input-data {args.input_data}: no such file")
+    return PayloadOptions(
+        shapes=dict(args.shape or []),
+        int_range=tuple(args.int_range),
+        input_data=args.input_data,
+        samples=args.samples,
+        seed=args.payload_seed,
+        count=args.payload_count,
+    )

@@ -20,19 +20,17 @@ so the union of their arrivals is the schedule itself: independent gamma streams
 something closer to Poisson and lose the burstiness asked for.
 
 :func:`write_request_intervals` writes any schedule as perf_analyzer 2.51's ``--request-intervals`` file,
-e.g. ``python -m loadtest.generators.arrivals schedule.jsonl intervals.txt``.
+e.g. ``python -m loadtest.generators schedule.jsonl intervals.txt``.
 """
 
 from __future__ import annotations
 
 import abc
-import argparse
 import csv
 import dataclasses
 import itertools
 import json
 import math
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -356,27 +354,3 @@ def write_request_intervals(path: str | Path, offsets: Iterable[float]) -> Path:
     path = Path(path)
     path.write_text("".join(f"{gap}\n" for gap in request_intervals_us(offsets)))
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.generators.arrivals",
-        description="Write a recorded schedule as perf_analyzer's --request-intervals file (µs, one a line).",
-    )
-    parser.add_argument("schedule", help="the schedule (.jsonl or .csv; docs/load-testing.md)")
-    parser.add_argument("out", type=Path, help="the intervals file to write")
-    parser.add_argument("--speed", type=float, help="play this many times faster than recorded (default 1)")
-    args = parser.parse_args(argv)
-    try:
-        replay = parse_arrival(f"replay:{args.schedule}", "schedule")
-        factor = dataclasses.replace(replay, speed=args.speed).factor(None)
-    except ArrivalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    write_request_intervals(args.out, (t / factor for t in replay.offsets))
-    print(f"{args.out}: {len(replay.offsets)} intervals, {replay.describe()}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

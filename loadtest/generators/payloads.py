@@ -23,7 +23,6 @@ make a run look faster.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import importlib.util
@@ -59,8 +58,6 @@ __all__ = [
     "ServedModel",
     "payloads",
     "input_data_json",
-    "add_payload_arguments",
-    "payload_options",
     "served_model",
     "default_options",
     "stack",
@@ -133,7 +130,7 @@ class PayloadOptions:
                 seed=table.get("seed", 0),
                 count=table.get("count", DEFAULT_COUNT),
             )
-        except (PayloadError, argparse.ArgumentTypeError) as exc:
+        except PayloadError as exc:
             raise PayloadError(f"{where}: {exc}") from None
 
     def to_table(self) -> dict[str, Any]:
@@ -155,7 +152,7 @@ class PayloadOptions:
 TABLE_KEYS = frozenset({"shape", "int_range", "input_data", "samples", "seed", "count"})
 
 
-# -- the command line -----------------------------------------------------------------------------
+# -- the payload flags' values (parsed in loadtest.cli.flags) ---------------------------------------
 def parse_shape(text: str, flag: str = "--shape") -> tuple[str, tuple[int, ...]]:
     """``input_ids:32`` / ``IMAGE:3,224,224`` -> (name, dims), perf_analyzer's ``--shape`` spelling."""
     name, sep, dims = str(text).rpartition(":")
@@ -164,7 +161,7 @@ def parse_shape(text: str, flag: str = "--shape") -> tuple[str, tuple[int, ...]]
     except ValueError:
         parsed = ()
     if not sep or not name or not parsed or any(d < 1 for d in parsed):
-        raise argparse.ArgumentTypeError(f"{flag} {text!r} is not NAME:D1,D2,... with dims >= 1")
+        raise PayloadError(f"{flag} {text!r} is not NAME:D1,D2,... with dims >= 1")
     return name, parsed
 
 
@@ -176,66 +173,8 @@ def parse_int_range(text: str, flag: str = "--int-range") -> tuple[int, int]:
     except ValueError:
         bounds = None
     if not sep or bounds is None or bounds[0] >= bounds[1]:
-        raise argparse.ArgumentTypeError(f"{flag} {text!r} is not LO:HI with integers LO < HI")
+        raise PayloadError(f"{flag} {text!r} is not LO:HI with integers LO < HI")
     return bounds
-
-
-def add_payload_arguments(parser: argparse.ArgumentParser) -> None:
-    """The payload flags (the same for ``tritonkit loadtest --model``, ``tritonkit tune`` and the studies)."""
-    group = parser.add_argument_group(
-        "payloads",
-        "what the requests carry: by default random values from the served config; real data "
-        "from a perf_analyzer input-data file or a Python function",
-    )
-    group.add_argument(
-        "--shape",
-        action="append",
-        type=parse_shape,
-        default=[],
-        metavar="NAME:D1,D2",
-        help="shape of an input with a dynamic dim (-1), batch dim left out, as perf_analyzer "
-        "spells it; repeat per input",
-    )
-    group.add_argument(
-        "--int-range",
-        type=parse_int_range,
-        default=INT_RANGE,
-        metavar="LO:HI",
-        help="random integer inputs take values LO <= v < HI (default 0:100)",
-    )
-    group.add_argument(
-        "--input-data",
-        type=Path,
-        metavar="FILE.json",
-        help="request data in perf_analyzer's input-data format, checked against the config",
-    )
-    group.add_argument(
-        "--samples",
-        metavar="FILE.py:FUNC",
-        help="a function returning a list of dicts, input name -> numpy array (batch 1)",
-    )
-    group.add_argument("--payload-seed", type=int, default=0, help="seed of the random values (default 0)")
-    group.add_argument(
-        "--payload-count",
-        type=int,
-        default=DEFAULT_COUNT,
-        help=f"how many random samples to cycle through (default {DEFAULT_COUNT})",
-    )
-
-
-def payload_options(args: argparse.Namespace) -> PayloadOptions:
-    """The parsed payload flags as :class:`PayloadOptions` (PayloadError when they contradict each other, or
-    name a file that is not there: said before any server is started or reached)."""
-    if args.input_data is not None and not Path(args.input_data).is_file():
-        raise PayloadError(f"--input-data {args.input_data}: no such file")
-    return PayloadOptions(
-        shapes=dict(args.shape or []),
-        int_range=tuple(args.int_range),
-        input_data=args.input_data,
-        samples=args.samples,
-        seed=args.payload_seed,
-        count=args.payload_count,
-    )
 
 
 def default_options(model: str, options: PayloadOptions | None = None) -> PayloadOptions:

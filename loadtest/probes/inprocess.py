@@ -16,15 +16,13 @@ It computes on the load test's own payloads stacked into batches (``loadtest.gen
 Also here: :func:`model_file`, the exported file and tensors of a served model, read from its config, and
 :func:`load_exported`, the file as a callable (the FastAPI baseline serves it with the same code).
 
-Run: ``python -m loadtest.probes.inprocess --model digits [--seconds 2] [--cpus 1]`` with the payload flags
+Run: ``python -m loadtest.probes --model digits [--seconds 2] [--cpus 1]`` with the payload flags
 of ``tritonkit loadtest --model``.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -39,8 +37,6 @@ from export import formats
 from export.config import parse
 from loadtest.core.client_stats import percentiles
 from loadtest.generators.input_data import NUMPY_DTYPES
-from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads, stack
-from loadtest.target.endpoints import parse_cpus
 
 DEFAULT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WARMUP_CALLS = 3
@@ -267,45 +263,3 @@ def model_file(model: str, repository: Path = DEFAULT_REPOSITORY) -> ModelFile:
         int(config.max_batch_size),
         as_json,
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.probes.inprocess", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True, help="a TorchScript or ONNX model of the repository")
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
-    parser.add_argument("--seconds", type=float, default=2.0, help="per batch size")
-    parser.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)))
-    parser.add_argument("--max-batch", type=int, default=None, help="default: the config's max_batch_size")
-    parser.add_argument("--threads", type=int, default=None, help="default: one per core")
-    parser.add_argument("--cpus", type=parse_cpus, default=None, help="run on these cores (e.g. 1 or 2-7)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_payload_arguments(parser)
-    args = parser.parse_args(argv)
-
-    spec = model_file(args.model, args.repository)
-    samples = payloads(spec.config, default_options(args.model, payload_options(args)))
-    result = limit(
-        spec,
-        lambda n: stack(samples, n),
-        tuple(int(b) for b in args.batch_sizes.split(",")),
-        args.seconds,
-        args.threads,
-        args.max_batch or spec.max_batch_size or None,
-        args.cpus,
-    )
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-        return 0
-    print(
-        f"{args.model}: in-process {spec.model_path.name}, {result.threads} threads, {args.seconds:g} s per batch size"
-    )
-    print("| batch | calls | items/s | median ms | p90 ms |\n|---|---|---|---|---|")
-    for r in result.table:
-        print(f"| {r.batch} | {r.calls} | {r.items_per_s:.0f} | {r.median_ms:.3f} | {r.p90_ms:.3f} |")
-    batch1 = "not measured" if result.batch1_median_ms is None else f"{result.batch1_median_ms:.3f} ms"
-    print(f"best: batch {result.best_batch}, {result.best_items_per_s:.0f} items/s; batch 1 median {batch1}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,6 @@ optionally pinned to its own CPUs apart from the load generator."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -59,9 +58,9 @@ def parse_cpus(text: str) -> frozenset[int]:
         try:
             low, high = int(first), int(last or first)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not N or N-M") from None
+            raise LoadTestError(f"CPU list {text!r}: {part!r} is not N or N-M") from None
         if low < 0 or high < low:
-            raise argparse.ArgumentTypeError(f"CPU list {text!r}: {part!r} is not a range of CPU numbers")
+            raise LoadTestError(f"CPU list {text!r}: {part!r} is not a range of CPU numbers")
         cpus.update(range(low, high + 1))
     return frozenset(cpus)
 

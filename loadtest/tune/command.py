@@ -38,12 +38,7 @@ from loadtest.core.evidence import require_trials
 from loadtest.core.measurement import Load
 from loadtest.core.spec import Slo
 from loadtest.errors import LoadTestError, PayloadError
-from loadtest.generators.payloads import (
-    add_payload_arguments,
-    default_options,
-    payload_options,
-    payloads,
-)
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.generators.perf_analyzer import perf
 from loadtest.target import apply
 from loadtest.target import endpoints as target
@@ -187,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--preprocess` wrote), with its requests (--samples): NAME is tuned at the batches the pipeline gives it",
     )
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
-    add_payload_arguments(parser)
+    flags.add_payload_flags(parser)
     flags.add_server_flags(parser, split=True)
 
 
@@ -220,7 +215,7 @@ def options_from(args: argparse.Namespace, out: Path) -> TuneOptions:
         strategy=args.strategy,
         max_instances=args.max_instances,
         measurement_ms=args.measurement_ms,
-        payload=default_options(args.via or args.model, payload_options(args)),
+        payload=default_options(args.via or args.model, flags.payload_options(args)),
         work=out / "runs",
         axes=_axes(args),
         leaders=args.leaders,

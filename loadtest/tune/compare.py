@@ -20,7 +20,7 @@ from loadtest.core import evidence
 from loadtest.core.evidence import Comparison, EvidenceError
 from loadtest.core.spec import Slo
 from loadtest.target.endpoints import Endpoints
-from loadtest.tune import analyzer
+from loadtest.tune.analyzer import profile as analyzer
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
 from loadtest.tune.tuner import Outcome, measure_side_by_side

@@ -11,7 +11,7 @@ import pytest
 from deploy.client import connect, infer
 from loadtest.core.spec import Candidate
 from loadtest.target import apply
-from loadtest.tune import analyzer
+from loadtest.tune.analyzer import profile as analyzer
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"
 installed = pytest.mark.skipif(

@@ -9,6 +9,7 @@ here, in this process (no server, no subprocess).
 
 import argparse
 import importlib
+import inspect
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import pytest
 
 import tritonkit_cli
 from tritonkit_cli import MAKE_TARGETS, build_parser
+from tritonkit_command import Command
 from tritonkit_errors import EXIT_MEANINGS, ExitStatus
 
 MAKEFILE = Path(__file__).resolve().parents[2] / "Makefile"
@@ -234,18 +236,24 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 SUBCOMMANDS = subcommands()
-ALIASES = {
-    "bench": "loadtest.studies.bench",
-    "overload": "loadtest.studies.overload",
-    "soak": "loadtest.studies.soak",
-    "bench-generation": "loadtest.studies.generation",
-    "bench-export": "export.bench",
-    "first-request": "loadtest.studies.first_request",
-    "analyzer": "loadtest.tune.analyzer",
-    "report": "loadtest.reports",
-}
+ALIASES = {command.name: command.alias for command in tritonkit_cli.COMMANDS if command.alias}
 """The subcommands with a ``python -m`` alias: a module with ``main``, or a package whose ``command`` module has it
 (its ``__main__`` calls that)."""
+
+
+def test_every_subcommand_is_a_command_of_the_one_list_registered_by_its_module():
+    assert list(SUBCOMMANDS) == [command.name for command in tritonkit_cli.COMMANDS]
+    for command in tritonkit_cli.COMMANDS:
+        handler = SUBCOMMANDS[command.name].get_default("handler")
+        owner = type(handler.__self__) if inspect.ismethod(handler) else handler  # a study's bound command
+        assert owner.__module__ == command.module, command
+    assert len({command.module for command in tritonkit_cli.COMMANDS}) == len(tritonkit_cli.COMMANDS)
+
+
+def test_a_command_whose_module_registers_another_name_is_refused():
+    subparsers = argparse.ArgumentParser().add_subparsers()
+    with pytest.raises(ValueError, match=r"added \['report'\], not the one subcommand 'reprt'"):
+        Command("reprt", "loadtest.reports.command").register(subparsers)
 
 
 def passes_flags_on(parser: argparse.ArgumentParser) -> bool:

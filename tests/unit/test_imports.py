@@ -16,12 +16,13 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("backends", "deploy", "export", "loadtest", "tritonkit")
-SINGLE_MODULES = ("tritonkit_cli", "tritonkit_errors")
+SINGLE_MODULES = ("tritonkit_cli", "tritonkit_command", "tritonkit_errors")
 PYTHON_MODELS = "model_repository/*/[0-9]*/model.py"
 """The repository's Python models, named ``model_repository.<model>.<version>.model`` in the graph."""
 
 PACKAGE_LAYERS = {
     "tritonkit_errors": 0,
+    "tritonkit_command": 0,
     "backends": 1,
     "export": 2,
     "deploy": 3,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from loadtest.cli import flags
 from loadtest.errors import LoadTestError
-from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.generators.perf_analyzer.perf import PerfAnalyzerError, run, write_input_data
 from loadtest.target import apply
 
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--stability-percentage", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
-    add_payload_arguments(parser)
+    flags.add_payload_flags(parser)
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="perf-data-") as tmp:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
                 if args.protocol == "grpc"
                 else apply.served_config(args.url, args.model)
             )
-            options = default_options(args.model, payload_options(args))
+            options = default_options(args.model, flags.payload_options(args))
             input_data = write_input_data(Path(tmp) / "input.json", payloads(config, options), config)
             result = run(
                 args.model,

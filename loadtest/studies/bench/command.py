@@ -58,7 +58,7 @@ from loadtest.cli import flags
 from loadtest.cli.study import Study
 from loadtest.core.trials import Arm, run_trials
 from loadtest.errors import LoadTestError
-from loadtest.generators.payloads import default_options, payload_options, payloads
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.probes.inprocess import model_file
 from loadtest.reports.writer import save_report
 from loadtest.studies.bench.baselines.fastapi_app import stop_subprocess
@@ -332,7 +332,7 @@ def options_of(args: argparse.Namespace) -> Options:
         inprocess_s=args.inprocess_s,
         perf_ms=args.perf_ms,
         steady=args.steady,
-        payload=payload_options(args),
+        payload=flags.payload_options(args),
         server_cpus=args.server_cpus if args.server_cpus else none,
         client_cpus=args.client_cpus if args.client_cpus else none,
     )

@@ -32,7 +32,7 @@ from loadtest.core.measurement import Load, Measurement
 from loadtest.errors import LoadTestError
 from loadtest.generators import probe
 from loadtest.generators import seam as generators
-from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.generators.perf_analyzer import perf, profile_export
 from loadtest.generators.seam import LoadGenerator
 from loadtest.reports.writer import save_report
@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-ms", type=flags.positive(float), help="latency budget that goodput counts")
     flags.add_protocol_flag(parser)
     parser.add_argument("--out", type=Path, help="report folder (default reports/compare-MODEL)")
-    add_payload_arguments(parser)
+    flags.add_payload_flags(parser)
     flags.add_server_flags(parser, split=True)
 
 
@@ -166,7 +166,7 @@ def _compare(args: argparse.Namespace, arms: list[ServedArm], aa: bool, endpoint
                 if arm.spec.changes:
                     serving.load(arm.served, configs[arm.name])
         generator = _generator([apply.served_config(endpoints.http, arm.served) for arm in arms])
-        options = default_options(args.model, payload_options(args))
+        options = default_options(args.model, flags.payload_options(args))
         config = apply.served_config(endpoints.http, arms[0].served)
         out.mkdir(parents=True, exist_ok=True)
         input_data = None

@@ -10,7 +10,6 @@ import sys
 from deploy.errors import DeployError
 from loadtest.cli import flags
 from loadtest.errors import PayloadError
-from loadtest.generators.payloads import payload_options
 from loadtest.probes import first_request
 from loadtest.probes.first_request import FirstRequest, measure, payload_for
 from tritonkit_errors import ExitStatus, alias_parser
@@ -62,7 +61,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"error: --steady must be at least 1, got {args.steady}", file=sys.stderr)
         return ExitStatus.USAGE
     try:  # every payload first: a model without one stops the run before any server starts
-        options = payload_options(args)
+        options = flags.payload_options(args)
         requests = {m: payload_for(args.repository, m, options) for m in args.model}
     except (FileNotFoundError, PayloadError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -33,7 +33,7 @@ from loadtest.core.measurement import Load
 from loadtest.core.trials import Arm, run_trials
 from loadtest.errors import LoadTestError
 from loadtest.generators import seam as generators
-from loadtest.generators.payloads import add_payload_arguments, default_options, payload_options, payloads
+from loadtest.generators.payloads import default_options, payloads
 from loadtest.generators.perf_analyzer import perf, profile_export
 from loadtest.reports.writer import commit, save_report
 from loadtest.target import apply, server_trace
@@ -71,7 +71,7 @@ def arm_name(generator: str, protocol: str, rate: float) -> str:
 def measure(args: argparse.Namespace, endpoints, out: Path, log=print) -> dict[str, Any]:
     """Every arm's rounds, and the figures with their intervals."""
     config = apply.served_config(endpoints.http, args.model)
-    options = default_options(args.model, payload_options(args))
+    options = default_options(args.model, flags.payload_options(args))
     out.mkdir(parents=True, exist_ok=True)
     input_data = perf.write_input_data(out / "input_data.json", payloads(config, options), config)
     built = {}
@@ -205,7 +205,7 @@ class Floor(Study):
         parser.add_argument("--trials", type=int, default=3, help="interleaved rounds (>= 2, default 3)")
         parser.add_argument("--duration", type=float, default=6.0, help="seconds per run (default 6)")
         flags.add_out_flag(parser, None, "report folder (default reports/floor-NAME)")
-        add_payload_arguments(parser)
+        flags.add_payload_flags(parser)
         flags.add_server_flags(parser, split=True)
 
     def run(self, args: argparse.Namespace) -> dict[str, Any] | int:
@@ -213,7 +213,7 @@ class Floor(Study):
             evidence.require_trials(args.trials)
             if not (math.isfinite(args.duration) and args.duration >= 1):
                 raise ValueError(f"--duration {args.duration:g} must be at least 1 s")
-            payload_options(args)
+            flags.payload_options(args)
         except (ValueError, LoadTestError) as exc:
             print(f"floor: error: {exc}", file=sys.stderr)
             return ExitStatus.USAGE

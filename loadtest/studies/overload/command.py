@@ -47,7 +47,7 @@ from loadtest.core import evidence
 from loadtest.core.spec import Candidate, Slo
 from loadtest.errors import PayloadError, RunError
 from loadtest.generators.locust.run import run_scenario
-from loadtest.generators.payloads import PayloadOptions, payload_options
+from loadtest.generators.payloads import PayloadOptions
 from loadtest.generators.saturation import Saturation, find_saturation, open_scenario, settle
 from loadtest.reports.writer import ms_text
 from loadtest.studies.overload.report import (
@@ -338,7 +338,7 @@ class Overload(Study):
                 raise ValueError(f"--trials {args.trials} must be >= 1")
             if any(v is not None and v < 0 for v in (args.max_queue_size, args.timeout_us)):
                 raise ValueError("--max-queue-size and --timeout-us must be >= 0")
-            options = payload_options(args)
+            options = flags.payload_options(args)
         except (ValueError, PayloadError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return ExitStatus.USAGE

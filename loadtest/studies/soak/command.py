@@ -52,7 +52,7 @@ from loadtest.core.measurement import Load
 from loadtest.core.spec import Candidate
 from loadtest.errors import PayloadError
 from loadtest.generators import seam as generators
-from loadtest.generators.payloads import PayloadOptions, payload_options
+from loadtest.generators.payloads import PayloadOptions
 from loadtest.generators.saturation import START_FRACTION, find_saturation, find_sustained_rate, settle
 from loadtest.studies.soak.checks import check_errors, check_memory, check_p99, full_windows
 from loadtest.studies.soak.report import write_outputs
@@ -272,7 +272,7 @@ class Soak(Study):
             )
             return ExitStatus.USAGE
         try:
-            options = payload_options(args)
+            options = flags.payload_options(args)
         except PayloadError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return ExitStatus.USAGE

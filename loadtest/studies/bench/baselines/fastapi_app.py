@@ -26,12 +26,11 @@ are cast to that dtype (a float where integers are expected is refused).
 Threads: torch's (or onnxruntime's) own default (all cores it may use) unless ``threads`` is given; that is what
 a user gets. ``serve_in_subprocess(cpus=...)`` pins the process to the cores a measurement gives it.
 
-Run: ``python -m loadtest.studies.bench.baselines.fastapi_app --model digits [--batcher] [--port 8080] [--workers 1]``.
+Run: ``python -m loadtest.studies.bench.baselines --model digits [--batcher] [--port 8080] [--workers 1]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import concurrent.futures
@@ -57,7 +56,7 @@ from pydantic import BaseModel
 from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT
 from loadtest.probes.inprocess import ExportedModel, model_file
 
-_ENV_PREFIX = "TRITONKIT_BASELINE_"
+ENV_PREFIX = "TRITONKIT_BASELINE_"
 
 
 class BadRequest(ValueError):
@@ -403,65 +402,13 @@ def app_from_env() -> FastAPI:
     """uvicorn factory for ``--workers N`` (each worker process builds its own app from the env)."""
     env = os.environ
     return app_for_model(
-        env[_ENV_PREFIX + "MODEL"],
-        Path(env[_ENV_PREFIX + "REPOSITORY"]),
-        batcher=env.get(_ENV_PREFIX + "BATCHER") == "1",
-        max_batch=int(env.get(_ENV_PREFIX + "MAX_BATCH") or 0) or None,
-        max_wait_ms=float(env.get(_ENV_PREFIX + "MAX_WAIT_MS") or 2.0),
-        threads=int(env.get(_ENV_PREFIX + "THREADS") or 0) or None,
+        env[ENV_PREFIX + "MODEL"],
+        Path(env[ENV_PREFIX + "REPOSITORY"]),
+        batcher=env.get(ENV_PREFIX + "BATCHER") == "1",
+        max_batch=int(env.get(ENV_PREFIX + "MAX_BATCH") or 0) or None,
+        max_wait_ms=float(env.get(ENV_PREFIX + "MAX_WAIT_MS") or 2.0),
+        threads=int(env.get(ENV_PREFIX + "THREADS") or 0) or None,
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    import uvicorn
-
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.studies.bench.baselines.fastapi_app", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--repository", type=Path, default=DEFAULT_REPOSITORY)
-    parser.add_argument("--batcher", action="store_true", help="use the asyncio micro-batcher")
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes")
-    parser.add_argument(
-        "--max-batch", type=int, default=None, help="batcher rows per forward (default: the config's max_batch_size)"
-    )
-    parser.add_argument("--max-wait-ms", type=float, default=2.0, help="batcher wait after the first request")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's own)")
-    args = parser.parse_args(argv)
-
-    if args.workers > 1:  # uvicorn needs an import string to fork workers; they read the env
-        os.environ.update(
-            {
-                _ENV_PREFIX + "MODEL": args.model,
-                _ENV_PREFIX + "REPOSITORY": str(args.repository.resolve()),
-                _ENV_PREFIX + "BATCHER": "1" if args.batcher else "0",
-                _ENV_PREFIX + "MAX_BATCH": str(args.max_batch or ""),
-                _ENV_PREFIX + "MAX_WAIT_MS": str(args.max_wait_ms),
-                _ENV_PREFIX + "THREADS": str(args.threads or ""),
-            }
-        )
-        model_file(args.model, args.repository)  # fail here, not in each worker
-        uvicorn.run(
-            "loadtest.studies.bench.baselines.fastapi_app:app_from_env",
-            factory=True,
-            host="127.0.0.1",
-            port=args.port,
-            workers=args.workers,
-            log_level="warning",
-            access_log=False,
-        )
-        return 0
-    app = app_for_model(
-        args.model,
-        args.repository,
-        batcher=args.batcher,
-        max_batch=args.max_batch,
-        max_wait_ms=args.max_wait_ms,
-        threads=args.threads,
-    )
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
-    return 0
 
 
 # -- running it in a subprocess -------------------------------------------------------------------
@@ -488,7 +435,7 @@ def serve_in_subprocess(
     cmd = [
         sys.executable,
         "-m",
-        "loadtest.studies.bench.baselines.fastapi_app",
+        "loadtest.studies.bench.baselines",
         "--model",
         model,
         "--port",
@@ -568,7 +515,3 @@ def _tail(path: Path, chars: int = 3000) -> str:
         return Path(path).read_text(errors="replace")[-chars:]
     except OSError:
         return "(no output)"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,7 +15,7 @@ from loadtest.campaign import file as campaign
 from loadtest.campaign.command import model_campaign, run
 from loadtest.core import spec as run_spec
 from loadtest.errors import CampaignError
-from loadtest.generators import arrivals
+from loadtest.generators import arrivals, command
 from loadtest.generators.arrivals import ArrivalError, Gamma, Poisson, Ramp, Replay, from_shape, parse_arrival
 from tests.campaign_samples import MINIMAL
 
@@ -142,9 +142,9 @@ def test_request_intervals_looped_as_perf_analyzer_loops_them_are_the_replay(sch
 
 def test_the_intervals_command_writes_the_file_and_refuses_a_bad_schedule(schedule, tmp_path, capsys):
     out = tmp_path / "intervals.txt"
-    assert arrivals.main([str(schedule), str(out), "--speed", "2"]) == 0
+    assert command.main([str(schedule), str(out), "--speed", "2"]) == 0
     assert out.read_text().split() == [str(g) for g in arrivals.request_intervals_us(t / 2 for t, _ in RECORDED)]
-    assert arrivals.main([str(tmp_path / "none.jsonl"), str(out)]) == 2
+    assert command.main([str(tmp_path / "none.jsonl"), str(out)]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 

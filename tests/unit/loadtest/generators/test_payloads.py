@@ -10,17 +10,9 @@ import pytest
 
 from export import catalog
 from export.model_kind import is_decoupled
+from loadtest.cli import flags
 from loadtest.errors import PayloadError
-from loadtest.generators.payloads import (
-    PayloadOptions,
-    add_payload_arguments,
-    default_options,
-    input_data_json,
-    payload_options,
-    payloads,
-    served_model,
-    stack,
-)
+from loadtest.generators.payloads import PayloadOptions, default_options, input_data_json, payloads, served_model, stack
 
 DATATYPES = ("BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64")
 
@@ -132,11 +124,11 @@ def test_configs_in_every_form_read_alike():
 
 def test_options_from_flags_and_from_a_campaign_table(tmp_path):
     parser = argparse.ArgumentParser()
-    add_payload_arguments(parser)
+    flags.add_payload_flags(parser)
     args = parser.parse_args(
         ["--shape", "input_ids:32", "--shape", "IMAGE:3,224,224", "--int-range", "0:1000", "--payload-seed", "3"]
     )
-    options = payload_options(args)
+    options = flags.payload_options(args)
     assert options.shapes == {"input_ids": (32,), "IMAGE": (3, 224, 224)} and options.int_range == (0, 1000)
     assert PayloadOptions.from_table(options.to_table()) == options
     table = {"shape": ["input_ids:32", "IMAGE:3,224,224"], "int_range": "0:1000", "seed": 3}

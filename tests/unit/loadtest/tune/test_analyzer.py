@@ -15,8 +15,9 @@ from export import config as config_io
 from export.changes import ServingChanges
 from loadtest.core.spec import Candidate
 from loadtest.target import apply
-from loadtest.tune import analyzer
-from loadtest.tune.analyzer import (
+from loadtest.tune.analyzer import command as analyzer_command
+from loadtest.tune.analyzer import profile as analyzer
+from loadtest.tune.analyzer.profile import (
     AnalyzerFailed,
     AnalyzerNotInstalled,
     AnalyzerPick,
@@ -205,7 +206,9 @@ def test_timeout_kills_model_analyzer_and_its_children(tmp_path, monkeypatch):
 
 
 def test_a_model_not_in_the_repository_is_a_bad_argument_in_one_line(tmp_path, capsys):
-    status = analyzer.main(["nosuch", "--budget-ms", "5", "--repository", str(REPOSITORY), "--out", str(tmp_path)])
+    status = analyzer_command.main(
+        ["nosuch", "--budget-ms", "5", "--repository", str(REPOSITORY), "--out", str(tmp_path)]
+    )
     assert status == 2 and not any(tmp_path.iterdir()), "refused before Model Analyzer starts"
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'nosuch' is not in" in err and "digits" in err, err

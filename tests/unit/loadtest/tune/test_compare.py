@@ -6,7 +6,7 @@ import math
 from loadtest.core.measurement import Measurement
 from loadtest.core.spec import Slo
 from loadtest.tune import compare
-from loadtest.tune.analyzer import AnalyzerPick
+from loadtest.tune.analyzer.profile import AnalyzerPick
 from loadtest.tune.search import Trial
 from loadtest.tune.space import Point
 

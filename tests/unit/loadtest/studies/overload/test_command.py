@@ -8,10 +8,11 @@ from scipy.stats import poisson
 
 from export.spec import QueuePolicy
 from loadtest.campaign import file as campaign
+from loadtest.cli import flags
 from loadtest.core.client_stats import ClientStats, failure_status
 from loadtest.core.latency import Merger, Recorder
 from loadtest.core.spec import Candidate
-from loadtest.errors import CampaignError, VariantError
+from loadtest.errors import CampaignError, LoadTestError, VariantError
 from loadtest.generators import saturation
 from loadtest.generators.locust.runner import load_settings
 from loadtest.studies.overload import command as overload
@@ -142,8 +143,10 @@ def test_cpu_lists_parse(text, cpus):
 
 @pytest.mark.parametrize("text", ["x", "1-x", "3-1", "-1", ""])
 def test_bad_cpu_lists_name_the_part(text):
-    with pytest.raises(argparse.ArgumentTypeError, match="CPU list"):
+    with pytest.raises(LoadTestError, match="CPU list"):
         target.parse_cpus(text)
+    with pytest.raises(argparse.ArgumentTypeError, match="CPU list"):  # as the --server-cpus flag's type
+        flags.argument_type(target.parse_cpus)(text)
 
 
 def test_server_cpus_must_be_this_machines(tmp_path):

@@ -14,7 +14,6 @@ Analyzer, its server, their stubs and /dev/shm regions ended first.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -22,19 +21,14 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import yaml
 
-from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
-from loadtest.cli import flags
 from loadtest.errors import TuneError
-from loadtest.target import endpoints as target
-from tritonkit_errors import ExitStatus, alias_parser
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
@@ -110,7 +104,7 @@ def write_server_wrapper(target: Path, backends: Path | None = None) -> Path:
     backends = assemble_backends(dist, backends or target.parent / "backends")
     venv_bin = Path(sys.prefix) / "bin"  # the stub finds the venv (torch, backends.*) via python3 on PATH
     target.write_text(f"""#!/usr/bin/env bash
-# tritonserver 2.51 (nvidia-pytriton) for Model Analyzer's local launch mode, written by loadtest/tune/analyzer.py
+# tritonserver 2.51 (nvidia-pytriton) for Model Analyzer's local launch mode, written by loadtest.tune.analyzer
 export PATH={shlex.quote(str(venv_bin))}:"$PATH"
 export LD_LIBRARY_PATH={shlex.quote(str(dist.libs))}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
 unset PYTHONPATH
@@ -296,64 +290,6 @@ def profile(
         raise NoConfigMeetsBudget(exc.args[0], _log_tail(log)) from None
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "analyzer",
-        help="Triton Model Analyzer on a local server: profile one model under a p99 budget, print its pick",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("model", metavar="MODEL", help="a model of the repository")
-    parser.add_argument("--budget-ms", type=float, required=True, help="p99 latency budget (ms)")
-    # Model Analyzer starts the server itself (local launch mode): the repository only
-    flags.add_server_flags(parser, urls=False, cpus=False)
-    flags.add_out_flag(parser, None, "Model Analyzer's work folder (default reports/analyzer/MODEL)")
-    parser.add_argument("--max-instances", type=int, default=2, help="instance counts profiled: 1 to this (default 2)")
-    parser.add_argument("--max-batch-size", type=int, help="profile this max_batch_size only")
-    parser.add_argument(
-        "--timeout-s", type=float, default=600, help="stop Model Analyzer after this long (default 600)"
-    )
-    parser.set_defaults(handler=run_command)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m loadtest.tune.analyzer``: the same command as ``tritonkit analyzer``."""
-    return run_command(alias_parser(register, "python -m loadtest.tune.analyzer").parse_args(argv))
-
-
-def run_command(args: argparse.Namespace) -> int:
-    if missing := target.missing_model(args.repository, args.model):
-        print(f"analyzer: error: {missing}", file=sys.stderr)
-        return ExitStatus.USAGE
-    out = args.out or PROJECT_ROOT / "reports" / "analyzer" / args.model
-    started = time.monotonic()
-    try:
-        # Model Analyzer starts its own server; SIGINT/SIGTERM unwind the run once (128 + signum), and the
-        # unwinding ends Model Analyzer's family (`profile`), as for a command that holds a local server.
-        with local_server(None):
-            pick = profile(
-                args.model,
-                args.repository,
-                args.budget_ms,
-                out,
-                max_instances=args.max_instances,
-                max_batch_size=args.max_batch_size,
-                timeout_s=args.timeout_s,
-            )
-    except NoConfigMeetsBudget as exc:
-        print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return ExitStatus.FAILED
-    except AnalyzerError as exc:  # Model Analyzer missing, failed or timed out; no checkpoint to read
-        print(f"analyzer: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return ExitStatus.BROKEN
-    print(
-        f"{pick.config_name}: {pick.throughput_infer_s:.1f} infer/s, p99 {pick.p99_ms:.2f} ms "
-        f"at concurrency {pick.concurrency} (budget {args.budget_ms} ms; MA ran {time.monotonic() - started:.0f} s)"
-    )
-    print(json.dumps({k: v for k, v in dataclasses.asdict(pick.changes()).items() if v is not None}, indent=2))
-    return ExitStatus.OK
-
-
 # -- reading MA's checkpoint -----------------------------------------------------------------------
 def _field(config: dict, name: str, default=None):
     """A model-config field under its proto name or the camelCase name MA's checkpoint also uses."""
@@ -424,7 +360,3 @@ def pick_from_results(path: Path, p99_budget_ms: float, *, model: str | None = N
             f"({best.config_name}, concurrency {best.concurrency}, {len(rows)} measurements)"
         )
     return max(within, key=lambda r: (r.throughput_infer_s, -r.p99_ms))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
