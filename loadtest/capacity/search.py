@@ -59,6 +59,7 @@ from loadtest.capacity.result import (
 from loadtest.core import evidence, slo
 from loadtest.core.evidence import Verdict
 from loadtest.core.measurement import Measurement
+from loadtest.core.metrics import LATENCY_LIMITS
 from loadtest.core.spec import Slo
 from loadtest.core.trials import Arm, ArmResult, line, run_trials
 from loadtest.errors import LoadTestError
@@ -99,7 +100,7 @@ def describe(m: Measurement, measured_s: float | None = None) -> str:
     return f"{figures}  (generator: {behind})" if behind else figures
 
 
-BUDGETS = {"p99": ("p99_ms", "p99_ms")} | slo.STREAM_LIMITS
+BUDGETS = LATENCY_LIMITS
 """The latency budgets a run is judged on: name (``slo.STREAM_LIMITS`` for streams) -> (the ``Measurement``'s
 figure, the ``Slo``'s budget); a stream budget counts when it is set."""
 

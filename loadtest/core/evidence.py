@@ -23,14 +23,10 @@ from typing import Any
 import numpy as np
 
 from loadtest.core.latency import new_histogram
+from loadtest.core.metrics import HIGHER_IS_BETTER, METRICS, SHARES  # noqa: F401 (METRICS: evidence's)
 from loadtest.errors import LoadTestError
 
 CONFIDENCE = 0.95
-METRICS = ("throughput", "p50_ms", "p99_ms", "error_rate", "goodput_share", "goodput_rps")
-"""The figures every trial gives and every interval is reported for."""
-HIGHER_IS_BETTER = frozenset({"throughput", "goodput_share", "goodput_rps"})
-SHARES = frozenset({"error_rate", "goodput_share"})
-"""Figures that are fractions of the requests: their intervals stay within [0, 1]."""
 MAX_TRIALS_ADVISED = 50
 """Past this many trials a verdict is called unlikely to settle (the estimate sits at the limit)."""
 

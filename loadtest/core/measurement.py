@@ -9,6 +9,7 @@ import dataclasses
 import math
 from typing import Any
 
+from loadtest.core.metrics import STREAM_METRICS
 from loadtest.errors import LoadTestError
 
 
@@ -117,7 +118,7 @@ class Measurement:
         return cls(**raw)
 
 
-STREAM_FIELDS = ("ttft_p99_ms", "itl_p99_ms", "output_token_throughput")
+STREAM_FIELDS = STREAM_METRICS
 """``Measurement``'s stream figures: ``results.STREAM_METRICS``, the figures trials carry for streams."""
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from loadtest.core import evidence
 from loadtest.core.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
 from loadtest.core.latency import new_histogram, value_at
+from loadtest.core.metrics import STREAM_METRICS
 from loadtest.core.streams import count_streams_within, stream_summary
 
 
@@ -59,11 +60,6 @@ class ServerStats:
     @property
     def avg_batch(self) -> float:
         return self.inferences / self.executions if self.executions else 0.0
-
-
-STREAM_METRICS = ("ttft_p99_ms", "itl_p99_ms", "output_token_throughput")
-"""Figures of a streamed run (decoupled model) beside ``evidence.METRICS``, each with its interval over trials:
-the p99s the TTFT/ITL budgets limit, and output tokens/s."""
 
 
 def goodput_of(

@@ -14,11 +14,9 @@ from collections.abc import Sequence
 
 from loadtest.core import evidence
 from loadtest.core.evidence import Limit, SloVerdict, Verdict
+from loadtest.core.metrics import STREAM_LIMITS
 from loadtest.core.results import CampaignResult, RunResult
 from loadtest.core.spec import Slo
-
-STREAM_LIMITS = {"p99 TTFT": ("ttft_p99_ms", "ttft_ms"), "p99 ITL": ("itl_p99_ms", "itl_ms")}
-"""Limits of streams (decoupled models): limit name -> (the trials' figure, the ``Slo`` budget)."""
 
 
 def error_interval(

@@ -36,7 +36,7 @@ from loadtest.reports.streams import (  # noqa: F401 (stream_text: the console's
     stream_text,
 )
 from loadtest.core.results import CampaignResult, RunResult
-from loadtest.core.metrics import FIGURES
+from loadtest.core.metrics import FIGURES, column
 from loadtest.reports.writer import save_report
 
 LATENCY_KEYS = PCT_KEYS + ["mean", "max"]
@@ -152,7 +152,8 @@ SUMMARY_HEADERS = (
 )
 """Figures of a run of 2+ trials read ``estimate (low-high)``, the 95% interval over its trials; the other
 columns (requests, p90, mean, ...) are its trials pooled."""
-_FIGURE_OF = {"error rate": "error_rate", "req/s": "throughput", "p50 ms": "p50_ms", "p99 ms": "p99_ms"}
+_FIGURE_OF = {column(name): name for name in FIGURES}
+"""A summary column -> the metric whose interval it shows."""
 
 
 def _summary_table(result: CampaignResult) -> list[list[str]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.core import evidence, trials
+from loadtest.core import evidence, metrics, trials
 from loadtest.core.evidence import Comparison, Difference
 from loadtest.core.trials import ArmResult
 from tritonkit_errors import ExitStatus
@@ -22,13 +22,7 @@ from tritonkit_errors import ExitStatus
 COMPARED = ("throughput", "p50_ms", "p99_ms", "goodput_rps")
 """The metrics the gate judges on the trials' values (goodput: successes within the budget per second); the error
 rate is judged too, on counts (``error_comparison``)."""
-LABELS = {
-    "throughput": "throughput",
-    "p50_ms": "p50",
-    "p99_ms": "p99",
-    "goodput_rps": "goodput",
-    "error_rate": "errors",
-}
+LABELS = {name: metrics.label(name) for name in (*COMPARED, "error_rate")}
 ERROR_MIN_EFFECT = 0.01
 """The error-rate change that matters: one percentage point, absolute (a relative change of a rate near 0 means
 nothing). B with a few percent more errors than A is worse whatever its latency."""
