@@ -356,7 +356,7 @@ def _write_generators(args: argparse.Namespace, repository: Path, exported: set[
     """The token generators' configs for the target; one is rewritten when this run wrote all its step models."""
     if args.model_file or not (args.target == "gpu" or args.generator_step_mode):
         return
-    from export.generator import write_for_target
+    from export.token_generator import write_for_target
 
     for path in write_for_target(
         repository,

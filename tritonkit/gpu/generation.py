@@ -2,7 +2,7 @@
 
 Step ``generation`` of the GPU check (:mod:`tritonkit.gpu.run`). It exports the SmolLM2 steps (``smollm2_prefill`` /
 ``smollm2_decode``, TorchScript FP32 and FP16, parity against eager FP32 on the GPU) into a repository
-of its own and writes two generators with ``export.generator`` exactly as ``export --target gpu``
+of its own and writes two generators with ``export.token_generator`` exactly as ``export --target gpu``
 does (``KIND_GPU``, the steps in the generator's process on ``cuda:<device_id>``): ``text_generator``
 on the FP32 steps and ``text_generator_fp16`` on the FP16 ones (the default GPU config). It serves
 both from a server of its own and, for 1, 8 and 32 concurrent gRPC streams (greedy, 64 tokens each),
@@ -32,7 +32,7 @@ def generation(check: Check):
     from deploy.server import DEFAULT_REPOSITORY, ServerConfig, free_ports
     from export import catalog, zoo
     from export import config as config_io
-    from export import generator as gen
+    from export import token_generator as gen
     from export.pipeline import export_entry
     from export.variants import Variant
     from loadtest.studies.generation.command import PROMPTS, served_row

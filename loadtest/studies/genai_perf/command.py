@@ -24,7 +24,7 @@ from pathlib import Path
 from backends import chat
 from deploy.server import PROJECT_ROOT
 from export import config as config_io
-from export.generator import STEP_PARAMETERS, is_generator
+from export.token_generator import STEP_PARAMETERS, is_generator
 from loadtest.cli import flags
 from loadtest.generators.locust import runner
 from loadtest.target import endpoints as target

@@ -1,4 +1,4 @@
-"""export/generator.py: the token generator's GPU config, and the Triton image it must run in."""
+"""export/token_generator.py: the token generator's GPU config, and the Triton image it must run in."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from export import catalog
 from export.cli import main as export_main
 from export.config import parse
 from export.errors import SpecError
-from export.generator import for_target, is_generator, write_for_target
+from export.token_generator import for_target, is_generator, write_for_target
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "model_repository" / "text_generator" / "config.pbtxt"
