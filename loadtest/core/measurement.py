@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from loadtest.core.metrics import STREAM_METRICS
+from loadtest.core.spec import Scenario
 from loadtest.errors import LoadTestError
 
 
@@ -40,6 +41,19 @@ class Load:
         """The campaign shape of this load (for Locust)."""
         kind = {"kind": "users", "users": self.users} if self.users else {"kind": "open", "rate": self.rate}
         return {**kind, **dict(self.shape_keys)}
+
+    def scenario(
+        self,
+        name: str,
+        model: str,
+        protocol: str,
+        duration_s: float,
+        warmup_s: float,
+        processes: int = 1,
+        payload: dict[str, Any] | None = None,
+    ) -> Scenario:
+        """The run spec of one Locust run at this load: what every command but a campaign file builds."""
+        return Scenario(name, model, protocol, self.shape(), duration_s, warmup_s, processes, payload=payload)
 
 
 @dataclasses.dataclass

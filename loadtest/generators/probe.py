@@ -26,7 +26,7 @@ from export.model_kind import is_decoupled
 from loadtest.core import evidence
 from loadtest.core.measurement import Load, Measurement
 from loadtest.core.results import goodput_of
-from loadtest.core.spec import CLOSED_LOOP_RPS_PER_USER, Scenario
+from loadtest.core.spec import CLOSED_LOOP_RPS_PER_USER
 from loadtest.errors import LoadTestError
 from loadtest.generators.locust.run import measure_run
 from loadtest.generators.perf_analyzer import perf
@@ -258,16 +258,7 @@ def with_locust(
     counts against (infinite: every success counts), and for streams ``ttft_ms`` and ``itl_ms`` too (None: not
     a budget). A streamed run gets its p99 TTFT, p99 ITL and output tokens/s from the client's stream figures."""
     processes = processes or max(1, len(client_cpus()))
-    scenario = Scenario(
-        name=label,
-        model=model,
-        protocol=protocol,
-        shape=load.shape(),
-        duration_s=duration_s,
-        warmup_s=locust_warmup_s(duration_s),
-        processes=processes,
-        payload=payload,
-    )
+    scenario = load.scenario(label, model, protocol, duration_s, locust_warmup_s(duration_s), processes, payload)
     usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from deploy.client import metrics, model_metric
+from loadtest.core.measurement import Load
 from loadtest.core.spec import Scenario
 from loadtest.generators.locust.run import measure_run
 
@@ -54,14 +55,8 @@ def find_saturation(
     steps = []
     users = start_users
     while users <= max_users:
-        scenario = Scenario(
-            f"saturation-{users}u",
-            model,
-            protocol,
-            {"kind": "users", "users": users},
-            duration_s,
-            warmup_s,
-            payload=payload,
+        scenario = Load(users=users).scenario(
+            f"saturation-{users}u", model, protocol, duration_s, warmup_s, payload=payload
         )
         client, _ = measure_run(scenario, served, endpoints, work, scenario.name, log=lambda *_: None)
         step = {
@@ -109,16 +104,8 @@ def open_scenario(
     name: str = "",
     payload: dict | None = None,
 ) -> Scenario:
-    return Scenario(
-        name or f"{model}-open-{rate:g}",
-        model,
-        protocol,
-        {"kind": "open", "rate": rate, "max_inflight": max_inflight},
-        duration_s,
-        warmup_s,
-        processes,
-        payload=payload,
-    )
+    load = Load(rate=rate, shape_keys=(("max_inflight", max_inflight),))
+    return load.scenario(name or f"{model}-open-{rate:g}", model, protocol, duration_s, warmup_s, processes, payload)
 
 
 KEEP_UP = 0.95

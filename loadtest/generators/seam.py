@@ -30,7 +30,6 @@ from deploy.client import metrics, model_metric
 from loadtest.core.client_stats import ClientStats
 from loadtest.core.measurement import Load, Measurement
 from loadtest.core.results import ServerStats
-from loadtest.core.spec import Scenario
 from loadtest.errors import LoadTestError
 from loadtest.generators import probe
 from loadtest.generators.input_data import read_input_data, served_model
@@ -230,15 +229,14 @@ class Locust(LoadGenerator):
         """One Locust run of ``duration_s`` (``generators.locust.run.measure_run``), its files named ``label``."""
         self.work.mkdir(parents=True, exist_ok=True)
         label = label or f"{served}-{next(self._runs)}"
-        scenario = Scenario(
+        scenario = load.scenario(
             label,
             model,
             self.protocol,
-            load.shape(),
             self.duration_s,
             probe.locust_warmup_s(self.duration_s) if self.warmup_s is None else self.warmup_s,
             self.processes or max(1, len(probe.client_cpus())),
-            payload=self.payload,
+            self.payload,
         )
         extra = {"window_s": self.window_s} if self.window_s is not None else None
         client, server = measure_run(scenario, served, self.endpoints, self.work, label, self.log, extra)

@@ -23,7 +23,7 @@ from deploy.server import DEFAULT_REPOSITORY, PROJECT_ROOT, free_ports
 from export import catalog
 from export.variants import base_model
 from loadtest.core.measurement import Load
-from loadtest.core.spec import Candidate, Scenario
+from loadtest.core.spec import Candidate
 from loadtest.core.trials import Arm
 from loadtest.generators import seam as generators
 from loadtest.generators.locust.runner import run_locust
@@ -150,15 +150,9 @@ def measure_inprocess(bench: Bench, opts: Options) -> Trial:
 
 
 def locust_scenario(model: str, protocol: str, users: int, opts: Options, name: str):
-    return Scenario(
-        name,
-        model,
-        protocol,
-        {"kind": "users", "users": users},
-        opts.duration_s,
-        min(opts.warmup_s, opts.duration_s / 3),
-        opts.processes,
-        payload=opts.payload.to_table(),
+    warmup_s = min(opts.warmup_s, opts.duration_s / 3)
+    return Load(users=users).scenario(
+        name, model, protocol, opts.duration_s, warmup_s, opts.processes, opts.payload.to_table()
     )
 
 
