@@ -175,13 +175,9 @@ def _print_supervisor_events() -> None:
         logger.setLevel(logging.INFO)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "serve",
-        help="run the local tritonserver until Ctrl-C",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "run the local tritonserver until Ctrl-C"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=run)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from export import catalog
 from export.variants import Variant
+from tritonkit_command import Command
 from tritonkit_errors import ExitStatus, alias_parser
 
 BATCHES = (1, 8, 32)
@@ -70,20 +71,19 @@ def bench_model(name: str, workdir: Path, batches=BATCHES) -> list[dict]:
     return rows
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bench-export",
-        help="in-process latency of eager PyTorch vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "in-process latency of eager PyTorch vs TorchScript vs ONNX Runtime vs FP16, batch 1/8/32"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("models", nargs="*", help="models from export/models.toml (default: all)")
     parser.set_defaults(handler=run_command)
 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m export.bench``: the same command as ``tritonkit bench-export``."""
-    return run_command(alias_parser(register, "python -m export.bench").parse_args(argv))
+    return run_command(
+        alias_parser(Command("bench-export", __name__).register, "python -m export.bench").parse_args(argv)
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:

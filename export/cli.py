@@ -378,14 +378,10 @@ def _remove_stale(repository: Path, names: list[str]) -> None:
             print(f"export: removed {folder}, left by an earlier export", flush=True)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "export",
-        help="export models (TorchScript, ONNX, Torch-TensorRT), check them, write config.pbtxt",
-        description=__doc__,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "export models (TorchScript, ONNX, Torch-TensorRT), check them, write config.pbtxt"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=run)
 

@@ -288,13 +288,10 @@ def _campaign(urls: Endpoints, args: argparse.Namespace, models: tuple[str, ...]
     return execute(smoke, urls, args.repository, out, dry_run=True)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "demo",
-        help="export, serve, send real requests, print results, stop",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "export, serve, send real requests, print results, stop"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     from loadtest.cli import flags
 
     flags.add_server_flags(parser)

@@ -63,19 +63,18 @@ CAMPAIGNS = Path(__file__).parents[1] / "campaigns"
 REPORTS = Path("reports")
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "loadtest",
-        help="load any served model (a campaign file or --model): Locust through tritonclient, "
-        "Triton's metrics, report, SLO gate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = (
+    "load any served model (a campaign file or --model): Locust through tritonclient, "
+    "Triton's metrics, report, SLO gate"
+)
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "campaign",
         type=Path,
         nargs="?",
-        help=f"campaign TOML file (see loadtest/campaign/spec.py; examples in {CAMPAIGNS})",
+        help=f"campaign TOML file (see loadtest/campaign/file.py; examples in {CAMPAIGNS})",
     )
     parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder (default: reports/)")
     parser.add_argument(

@@ -74,14 +74,11 @@ examples:
 """
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "capacity",
-        help="the highest open-loop rate whose p99 meets a budget, with its interval, and a replica plan",
-        description=__doc__,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "the highest open-loop rate whose p99 meets a budget, with its interval, and a replica plan"
+EPILOG = EXAMPLES
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     flags.add_p99_budget_flag(parser, required=True)
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")

@@ -1,12 +1,12 @@
 """A study is one shape: a ``tritonkit`` subcommand with its arguments, a run and a report.
 
-``tritonkit bench``, ``overload``, ``soak`` and ``bench-generation`` are each one ``Study`` subclass in their
-module, whose instance gives the module's ``register`` (what tritonkit_cli.py calls), ``run_command`` and
-``main`` (the ``python -m`` alias, the same parser). A new study is one class: its ``name``, ``help`` and
-``alias``; ``arguments`` (its flags, from the shared groups of ``loadtest.cli.flags`` where it shares
-them); ``run`` (checks the arguments, measures, and answers the data, or an exit status where it stopped);
-``report`` (writes its files through ``loadtest.reports.writer.save_report`` and prints, answering the
-exit status); then one ``register`` line in tritonkit_cli.py. docs/architecture.md has a worked example.
+``tritonkit bench``, ``overload``, ``soak`` and ``bench-generation`` are each one ``Study`` subclass in their module,
+``STUDY``, whose instance gives the module's ``register`` (what ``tritonkit_command.Command`` calls), ``run_command``
+and ``main`` (the ``python -m`` alias, the same parser). A new study is one class: its ``name``, ``help`` and ``alias``;
+``arguments`` (its flags, from the shared groups of ``loadtest.cli.flags`` where it shares them); ``run`` (checks the
+arguments, measures, and answers the data, or an exit status where it stopped); ``report`` (writes its files through
+``loadtest.reports.writer.save_report`` and prints, answering the exit status); then one ``Command`` line in
+``tritonkit_cli.COMMANDS``. docs/architecture.md has a worked example.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import sys
 from typing import Any, ClassVar
 
+from tritonkit_command import add_parser
 from tritonkit_errors import alias_parser
 
 
@@ -52,13 +53,8 @@ class Study(abc.ABC):
     def register(self, subparsers) -> argparse.ArgumentParser:
         """Adds ``tritonkit <name>`` to ``subparsers``."""
         module = sys.modules[type(self).__module__]
-        parser = subparsers.add_parser(
-            self.name,
-            help=self.help,
-            description=module.__doc__ if self.description is None else self.description,
-            epilog=self.epilog,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        description = module.__doc__ if self.description is None else self.description
+        parser = add_parser(subparsers, self.name, help=self.help, description=description, epilog=self.epilog)
         self.arguments(parser)
         parser.set_defaults(handler=self.command)
         return parser

@@ -9,15 +9,15 @@ from pathlib import Path
 from loadtest.cli import flags
 from loadtest.core.results import CampaignResult
 from loadtest.reports.campaign import write_report
+from tritonkit_command import Command
 from tritonkit_errors import ExitStatus, alias_parser
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json",
-        description="Regenerate a campaign report from its results.json.",
-    )
+HELP = "re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json"
+DESCRIPTION = "Regenerate a campaign report from its results.json."
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=_results_file, help="reports/<campaign>/results.json")
     flags.add_out_flag(parser, None, "output folder (default: the json's folder)")
     parser.set_defaults(handler=run_command)
@@ -25,7 +25,8 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m loadtest.reports``: the same command as ``tritonkit report``."""
-    return run_command(alias_parser(register, "python -m loadtest.reports").parse_args(argv))
+    parser = alias_parser(Command("report", __name__).register, "python -m loadtest.reports")
+    return run_command(parser.parse_args(argv))
 
 
 def _results_file(text: str) -> Path:

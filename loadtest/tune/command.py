@@ -186,14 +186,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_server_flags(parser, split=True)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "tune",
-        help="search batching, instances, max batch size and formats for the best config in a p99 budget",
-        description=__doc__,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "search batching, instances, max batch size and formats for the best config in a p99 budget"
+EPILOG = EXAMPLES
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=run)
 

@@ -250,10 +250,19 @@ def test_every_subcommand_is_a_command_of_the_one_list_registered_by_its_module(
     assert len({command.module for command in tritonkit_cli.COMMANDS}) == len(tritonkit_cli.COMMANDS)
 
 
-def test_a_command_whose_module_registers_another_name_is_refused():
+def test_a_command_is_refused_when_its_module_sets_no_handler_or_its_study_is_another():
     subparsers = argparse.ArgumentParser().add_subparsers()
-    with pytest.raises(ValueError, match=r"added \['report'\], not the one subcommand 'reprt'"):
-        Command("reprt", "loadtest.reports.command").register(subparsers)
+    with pytest.raises(ValueError, match=r"loadtest.studies.soak.command.STUDY is 'soak', not the subcommand 'sok'"):
+        Command("sok", "loadtest.studies.soak.command").register(subparsers)
+    with pytest.raises(ValueError, match=r"tests.unit.test_cli.arguments sets no handler for 'x'"):
+        Command("x", __name__).register(subparsers)
+
+
+HELP = "a module-shaped command for the test above"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flag")
 
 
 def passes_flags_on(parser: argparse.ArgumentParser) -> bool:

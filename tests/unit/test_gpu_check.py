@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tritonkit.gpu import cli, measure, results, steps_export, steps_serve, wheels
+from tritonkit_command import Command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -207,7 +208,7 @@ def test_the_gpu_check_subcommand_and_its_python_m_alias_take_the_same_flags(tmp
     import argparse
 
     parser = argparse.ArgumentParser(prog="tritonkit")
-    cli.register(parser.add_subparsers(dest="command"))
+    Command("gpu-check", cli.__name__).register(parser.add_subparsers(dest="command"))
     argv = [str(tmp_path), "--dry-run", "--models", "digits", "minilm", "--wheels", str(tmp_path), "--keep"]
     sub = parser.parse_args(["gpu-check", *argv])
     assert sub.handler is cli.command

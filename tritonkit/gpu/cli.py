@@ -71,13 +71,10 @@ def command(args: argparse.Namespace) -> int:
     return run(Check(args.out_dir, args.dry_run, models, args.wheels, args.keep, not args.no_generation))
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "gpu-check",
-        help="the GPU paths on one NVIDIA GPU: export, parity, KIND_GPU serving, figures (--dry-run on a CPU)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "the GPU paths on one NVIDIA GPU: export, parity, KIND_GPU serving, figures (--dry-run on a CPU)"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=command)
 

@@ -91,14 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_server_flags(parser, split=True)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "compare",
-        help="A/B regression gate: two configs, versions or models measured interleaved; --aa: noise floor",
-        description=__doc__,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "A/B regression gate: two configs, versions or models measured interleaved; --aa: noise floor"
+EPILOG = EXAMPLES
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=run)
 

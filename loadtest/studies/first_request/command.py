@@ -12,20 +12,20 @@ from loadtest.cli import flags
 from loadtest.errors import PayloadError
 from loadtest.probes import first_request
 from loadtest.probes.first_request import FirstRequest, measure, payload_for
+from tritonkit_command import Command
 from tritonkit_errors import ExitStatus, alias_parser
 
+HELP = "first-request latency after the server reports ready, against the steady median: what warmup buys"
+DESCRIPTION = first_request.__doc__.split("\n")[0]
+EPILOG = (
+    "examples:\n  tritonkit first-request --model digits\n"
+    "  tritonkit first-request --model image_classifier text_embedder\n"
+    "  tritonkit first-request --model text_embedder --model-warmup off\n"
+    "  tritonkit first-request --model mine --repository DIR --input-data request.json"
+)
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "first-request",
-        help="first-request latency after the server reports ready, against the steady median: what warmup buys",
-        description=first_request.__doc__.split("\n")[0],
-        epilog="examples:\n  tritonkit first-request --model digits\n"
-        "  tritonkit first-request --model image_classifier text_embedder\n"
-        "  tritonkit first-request --model text_embedder --model-warmup off\n"
-        "  tritonkit first-request --model mine --repository DIR --input-data request.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         required=True,
@@ -53,7 +53,8 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m loadtest.studies.first_request``: the same command as ``tritonkit first-request``."""
-    return run_command(alias_parser(register, "python -m loadtest.studies.first_request").parse_args(argv))
+    parser = alias_parser(Command("first-request", __name__).register, "python -m loadtest.studies.first_request")
+    return run_command(parser.parse_args(argv))
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -162,13 +162,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_server_flags(parser)
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "genai-perf",
-        help="NVIDIA GenAI-Perf against the served token generator: TTFT, inter-token latency, tokens/s",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+HELP = "NVIDIA GenAI-Perf against the served token generator: TTFT, inter-token latency, tokens/s"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
     parser.set_defaults(handler=_handler)
 

@@ -15,16 +15,14 @@ from loadtest.cli import flags
 from loadtest.target import endpoints as target
 from loadtest.tune.analyzer import profile as analyzer
 from loadtest.tune.analyzer.profile import AnalyzerError, NoConfigMeetsBudget, profile
+from tritonkit_command import Command
 from tritonkit_errors import ExitStatus, alias_parser
 
+HELP = "Triton Model Analyzer on a local server: profile one model under a p99 budget, print its pick"
+DESCRIPTION = analyzer.__doc__
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "analyzer",
-        help="Triton Model Analyzer on a local server: profile one model under a p99 budget, print its pick",
-        description=analyzer.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="a model of the repository")
     parser.add_argument("--budget-ms", type=float, required=True, help="p99 latency budget (ms)")
     # Model Analyzer starts the server itself (local launch mode): the repository only
@@ -40,7 +38,9 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m loadtest.tune.analyzer``: the same command as ``tritonkit analyzer``."""
-    return run_command(alias_parser(register, "python -m loadtest.tune.analyzer").parse_args(argv))
+    return run_command(
+        alias_parser(Command("analyzer", __name__).register, "python -m loadtest.tune.analyzer").parse_args(argv)
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
