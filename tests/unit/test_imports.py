@@ -370,6 +370,25 @@ def test_loadtest_layers_import_one_way_and_no_study_imports_another(project):
     assert layer_violations(project) == []
 
 
+def argparse_outside_commands(edges: dict[str, list[Import]]) -> list[str]:
+    """loadtest modules that import argparse but are neither in ``loadtest.cli`` nor a folder's command module."""
+    return sorted(
+        module
+        for module, imps in edges.items()
+        if module.startswith("loadtest.")
+        and not module.startswith("loadtest.cli.")
+        and module.rpartition(".")[2] not in COMMAND_MODULES
+        and any(not i.project and i.imported == "argparse" for i in imps)
+    )
+
+
+def test_only_the_command_line_folder_and_command_modules_of_loadtest_import_argparse(project):
+    assert argparse_outside_commands(project) == []
+    assert argparse_outside_commands(
+        graph({"loadtest.core.slo": "import argparse\n", "loadtest.tune.command": "import argparse\n"})
+    ) == ["loadtest.core.slo"]
+
+
 def test_loadtest_imports_project_modules_at_the_top_unless_that_defers_a_heavy_package(project):
     assert lazy_project_imports(project) == []
 
