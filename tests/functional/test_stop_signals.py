@@ -25,6 +25,7 @@ import pytest
 
 from deploy.lifecycle import local_server
 from deploy.server import PROJECT_ROOT, free_ports
+from loadtest.generators.locust import runner
 from tests.conftest import read_until, server_config
 
 # A server start (~8 s on CI) per run: while it loads or once it is ready (drawn), at a moment and with a burst
@@ -201,12 +202,13 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
 # demo and gpu-check export digits into a folder of their own first; analyzer's server is Model Analyzer's.
 REPO, OUT, TINY = ("--repository", "{repo}"), ("--out", "{out}"), ("--repository", "{tiny}")
 TERM, INT = signal.SIGTERM, signal.SIGINT
+LOCUST = runner.LAUNCHER  # in every Locust process's command line
 LONG_RUNNING = {
     "loadtest": (
         ["tritonkit_cli", "loadtest"],
         ["--model", "digits", "--users", "1", "--duration", "600", *REPO, *OUT],
         TERM,
-        "locust_main",
+        LOCUST,
     ),
     "capacity": (
         ["tritonkit_cli", "capacity"],
@@ -237,13 +239,13 @@ LONG_RUNNING = {
         ["--model", "digits", "--saturation-rps", "50", "--factors", "1", "--trials", "1", "--duration", "600"]
         + ["--max-queue-size", "1", "--budget-ms", "1000", *REPO, *OUT],
         INT,
-        "locust_main",
+        LOCUST,
     ),
     "soak": (
         ["tritonkit_cli", "soak"],
         ["--model", "digits", "--saturation-rps", "20", "--minutes", "10", "--no-split-cpus", *REPO, *OUT],
         TERM,
-        "locust_main",
+        LOCUST,
     ),
     "bench-generation": (
         ["tritonkit_cli", "bench-generation"],
@@ -267,7 +269,7 @@ LONG_RUNNING = {
         ["tritonkit_cli", "demo"],
         ["--models", "digits", "--campaign-seconds", "600", "--repository", "{fresh}", "--reports", "{out}"],
         TERM,
-        "locust_main",
+        LOCUST,
     ),
     "gpu-check": (["tritonkit_cli", "gpu-check"], ["{out}", "--dry-run"], INT, None),
     "analyzer": (

@@ -25,6 +25,7 @@ from tritonclient.utils import InferenceServerException
 from deploy.retry import RetryPolicy, call_with_retry
 from deploy.server import PROJECT_ROOT, LocalServer
 from deploy.supervisor import parse_stub
+from loadtest.generators.locust import runner
 from tests.digits_server import digits_repository, scans, small_server
 
 RETRY = {"attempts": 10, "backoff_ms": 50, "max_backoff_ms": 2000}
@@ -197,10 +198,10 @@ def test_killed_stub_under_load_with_retries_loses_no_request(supervised, tmp_pa
         [
             sys.executable,
             "-m",
-            "loadtest.generators.locust.main",
+            runner.LAUNCHER,
             "-f",
-            str(PROJECT_ROOT / "loadtest" / "drive" / "locustfile.py"),
-            "TritonUser",
+            str(runner.LOCUSTFILE),
+            runner.USER_CLASS,
             "--headless",
             "--host",
             server.config.http_url,

@@ -35,6 +35,8 @@ from loadtest.generators.arrivals import from_shape
 from loadtest.generators.payloads import PayloadOptions, default_options, payloads
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+LAUNCHER = "loadtest.generators.locust.main"
+"""The module every Locust process runs as (``python -m``): gRPC made gevent-friendly before Locust loads."""
 PROGRESS_PREFIX = "  ... "
 MARGIN_S = 90.0
 """How long past its duration a run may take (start-up, stopping users) before it is killed."""
@@ -90,7 +92,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
     cmd = [
         sys.executable,
         "-m",
-        "loadtest.generators.locust.main",
+        LAUNCHER,
         "-f",
         str(LOCUSTFILE),
         USER_CLASS,
@@ -122,7 +124,7 @@ def locust_command(scenario: Scenario, url: str) -> list[str]:
 
 def worker_command(master_host: str, master_port: int, processes: int) -> list[str]:
     """One Locust worker (``processes`` of them forked) for the next run of the master at ``master_host``."""
-    cmd = [sys.executable, "-m", "loadtest.generators.locust.main", "-f", str(LOCUSTFILE), USER_CLASS, "--worker"]
+    cmd = [sys.executable, "-m", LAUNCHER, "-f", str(LOCUSTFILE), USER_CLASS, "--worker"]
     cmd += ["--master-host", master_host, "--master-port", str(master_port), "--loglevel", "WARNING"]
     return cmd + (["--processes", str(processes)] if processes > 1 else [])
 
