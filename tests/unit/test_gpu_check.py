@@ -3,11 +3,13 @@
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from tritonkit.gpu import cli, measure, results, steps_export, steps_serve, wheels
+from tritonkit.gpu import cli, load, measure, results, steps_export, steps_serve, wheels
 from tritonkit_command import Command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -313,3 +315,15 @@ def test_requirements_command_lists_groups(capsys):
     lines = capsys.readouterr().out.split()
     assert lines[0] == "nvidia-pytriton==0.7.0" and "tritonclient==2.73.0" not in lines
     assert len(lines) == len([w for w in wheels.WHEELS if w.group == "server"])
+
+
+def test_a_client_whose_server_is_gone_before_the_window_counts_one_error_and_prints_no_traceback(capsys):
+    from deploy.server import free_ports
+
+    out: list = []
+    port = free_ports()[0]  # nothing listens there
+    inputs = {"x": np.zeros((1, 4), np.float32)}
+    load._client_loop(f"127.0.0.1:{port}", "digits", inputs, time.time(), time.time() + 1, out)
+    [(done, errors, latencies, rejected, messages)] = out
+    assert (done, errors, latencies, rejected) == (0, 1, [], 0) and "InferenceServerException" in messages[0]
+    assert "Traceback" not in capsys.readouterr().err

@@ -27,7 +27,12 @@ def _client_loop(url: str, model: str, inputs: dict, start_at: float, stop_at: f
         tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
         tensor.set_data_from_numpy(array)
         request.append(tensor)
-    client.is_server_ready()  # open the channel before the window starts
+    try:
+        client.is_server_ready()  # open the channel before the window starts
+    except Exception as exc:  # noqa: BLE001 - the server went away first (a stop signal): one error, no traceback
+        client.close()
+        out.append((0, 1, [], 0, [f"{type(exc).__name__}: {str(exc).strip()[:200]}"]))
+        return
     done, errors, rejected, latencies, messages = 0, 0, 0, [], set()
     time.sleep(max(0.0, start_at - time.time()))
     while True:
