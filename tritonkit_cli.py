@@ -92,7 +92,7 @@ COMMANDS = (
     Command("export", "export.cli"),
     Command("serve", "deploy.cli"),
     Command("loadtest", "loadtest.campaign.command"),
-    Command("tune", "loadtest.tune.command"),
+    Command("tune", "loadtest.tune.command", alias="loadtest.tune"),
     Command("compare", "loadtest.studies.compare.command"),
     Command("capacity", "loadtest.capacity.command"),
     Command("analyzer", "loadtest.tune.analyzer.command", alias="loadtest.tune.analyzer"),

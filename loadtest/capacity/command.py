@@ -65,7 +65,7 @@ CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
 STREAM_BUDGETS = {"--slo-ttft-ms": "p99 time to first token (TTFT)", "--slo-itl-ms": "p99 inter-token latency (ITL)"}
 """tritonkit loadtest's stream budgets, for streamed (decoupled) models measured by Locust: flag -> its figure."""
-EXAMPLES = """\
+EPILOG = """\
 examples:
   tritonkit capacity digits --slo-p99-ms 50
   tritonkit capacity digits --slo-p99-ms 50 --target-rps 5000 --write-patch hpa-patch.yaml
@@ -75,7 +75,6 @@ examples:
 
 
 HELP = "the highest open-loop rate whose p99 meets a budget, with its interval, and a replica plan"
-EPILOG = EXAMPLES
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:

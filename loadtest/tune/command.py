@@ -47,10 +47,11 @@ from loadtest.tune import compare, decide, search, writer
 from loadtest.tune import report as tune_report
 from loadtest.tune.space import Point, formats_in
 from loadtest.tune.tuner import TuneError, TuneOptions, tune
-from tritonkit_errors import ExitStatus
+from tritonkit_command import Command
+from tritonkit_errors import ExitStatus, alias_parser
 
 REPORTS = Path("reports") / "tune"
-EXAMPLES = """\
+EPILOG = """\
 examples:
   tritonkit tune digits --slo-p99-ms 30 --users 4 --trials 3
   tritonkit tune digits --slo-p99-ms 30 --users 4 --analyzer       also Model Analyzer's pick, same load
@@ -96,7 +97,10 @@ def _preferred(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(sets)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+HELP = "search batching, instances, max batch size and formats for the best config in a p99 budget"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     flags.add_p99_budget_flag(parser, required=True)
     load = parser.add_mutually_exclusive_group(required=True)
@@ -184,14 +188,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="report folder (default reports/tune/NAME)")
     flags.add_payload_flags(parser)
     flags.add_server_flags(parser, split=True)
-
-
-HELP = "search batching, instances, max batch size and formats for the best config in a p99 budget"
-EPILOG = EXAMPLES
-
-
-def arguments(parser: argparse.ArgumentParser) -> None:
-    add_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -347,13 +343,7 @@ def _cpus(cpus) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadtest.tune",
-        description=__doc__,
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_arguments(parser)
+    parser = alias_parser(Command("tune", __name__).register, "python -m loadtest.tune")
     return run(parser.parse_args(argv))
 
 

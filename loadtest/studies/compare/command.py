@@ -43,7 +43,7 @@ from loadtest.target import endpoints as target
 from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
-EXAMPLES = """\
+EPILOG = """\
 examples:
   tritonkit compare digits --b max_queue_delay_us=5000 --users 1
   tritonkit compare digits --b model=digits_onnx --rate 400 --budget-ms 5
@@ -92,7 +92,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 HELP = "A/B regression gate: two configs, versions or models measured interleaved; --aa: noise floor"
-EPILOG = EXAMPLES
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
