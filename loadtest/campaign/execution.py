@@ -24,8 +24,9 @@ from loadtest.core.results import CampaignResult, RunResult, Trial
 from loadtest.core.spec import Candidate, Scenario, Slo
 from loadtest.generators import probe
 from loadtest.generators.locust import runner
-from loadtest.generators.locust.run import measure_trial, run_result, trial_floor
+from loadtest.generators.locust.run import run_result, trial_floor, trial_of
 from loadtest.generators.locust.runner import check_payloads
+from loadtest.generators.seam import Locust
 from loadtest.reports import campaign as report
 from loadtest.target import apply, server_trace
 from loadtest.target.endpoints import Endpoints
@@ -72,6 +73,7 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
     runs: dict[tuple[str, str], RunResult] = {}
     limits: dict[tuple[str, str], str] = {}  # the first trial's generator limit, where one fell behind
     order = schedule(pairs)
+    locust = Locust(endpoints, work, log=log)  # each run's protocol, shape and duration are its scenario's
     started = time.monotonic()
     with apply.ServedConfigs(endpoints.http) as configs:
         for index, (variant, scenario, trial) in enumerate(order, 1):
@@ -95,7 +97,8 @@ def run_campaign(campaign: Campaign, endpoints: Endpoints, out_dir: Path, log=pr
             )
             label = f"{scenario.name}--{variant.name}" + (f"--{trial + 1}" if many else "")
             usage, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-            measured = measure_trial(scenario, served, endpoints, work, label, campaign.slo, log)
+            record = locust.run_scenario(scenario, served, label=label)
+            measured = trial_of(record.client, record.server, campaign.slo)
             if limit := generator_limit(scenario, measured.client, _cpu_share(scenario, usage, wall)):
                 log(f"      {limit}")
                 limits.setdefault((variant.name, scenario.name), limit)

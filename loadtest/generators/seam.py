@@ -30,6 +30,7 @@ from deploy.client import metrics, model_metric
 from loadtest.core.client_stats import ClientStats
 from loadtest.core.measurement import Load, Measurement
 from loadtest.core.results import ServerStats
+from loadtest.core.spec import Scenario
 from loadtest.errors import LoadTestError
 from loadtest.generators import probe
 from loadtest.generators.input_data import read_input_data, served_model
@@ -227,7 +228,6 @@ class Locust(LoadGenerator):
 
     def run(self, model, served, load, *, label=None) -> RunRecord:
         """One Locust run of ``duration_s`` (``generators.locust.run.measure_run``), its files named ``label``."""
-        self.work.mkdir(parents=True, exist_ok=True)
         label = label or f"{served}-{next(self._runs)}"
         scenario = load.scenario(
             label,
@@ -238,6 +238,14 @@ class Locust(LoadGenerator):
             self.processes or max(1, len(probe.client_cpus())),
             self.payload,
         )
+        return self.run_scenario(scenario, served, label=label)
+
+    def run_scenario(self, scenario: Scenario, served: str, *, label: str | None = None) -> RunRecord:
+        """One Locust run of a whole run spec, as a campaign file gives it (any shape, arrivals, retry,
+        processes, payload), its files named ``label``; this generator's protocol and durations are the run
+        spec's own."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        label = label or f"{served}-{next(self._runs)}"
         extra = {"window_s": self.window_s} if self.window_s is not None else None
         client, server = measure_run(scenario, served, self.endpoints, self.work, label, self.log, extra)
         return RunRecord(client, server.failures, server)

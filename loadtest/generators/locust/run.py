@@ -1,7 +1,7 @@
 """Measure one run: Locust's load for a scenario between two reads of Triton's counters, both sides of it
-(``measure_run``), one trial of a (scenario, variant) pair with its goodput (``measure_trial``), and the
-pair's ``RunResult`` over its trials with the intervals and the SLO verdict (``run_result``; one trial:
-``run_scenario``)."""
+(``measure_run``, which the generator seam's ``Locust`` calls), one run as a trial of a (scenario, variant) pair
+with its goodput (``trial_of``), and the pair's ``RunResult`` over its trials with the intervals and the SLO verdict
+(``run_result``)."""
 
 from __future__ import annotations
 
@@ -53,19 +53,10 @@ def measure_run(
     return client, server
 
 
-def measure_trial(
-    scenario: Scenario,
-    served_model: str,
-    endpoints: Endpoints,
-    work: Path,
-    label: str,
-    budget: Slo,
-    log=print,
-) -> Trial:
-    """One run of the pair (its own warm-up window left out), with its goodput: requests answered without
-    error within the p99 budget (every success when there is none), counted on the client's histogram; with a
-    TTFT or ITL budget, streamed requests within those too, counted on each request's figures."""
-    client, server = measure_run(scenario, served_model, endpoints, work, label, log)
+def trial_of(client: ClientStats, server: ServerStats | None, budget: Slo) -> Trial:
+    """One run of a pair (its own warm-up window left out) as a campaign's trial, with its goodput: requests
+    answered without error within the p99 budget (every success when there is none), counted on the client's
+    histogram; with a TTFT or ITL budget, streamed requests within those too, counted on each request's figures."""
     share, rate = goodput_of(client, budget.p99_ms, budget.ttft_ms, budget.itl_ms)
     return Trial(client, server, share, rate, budget.p99_ms, budget.ttft_ms, budget.itl_ms)
 
@@ -109,12 +100,3 @@ def run_result(
     within = sum(round(t.goodput_share * t.client.requests) for t in trials if t.client.requests)
     run.goodput_share, run.goodput_rps = evidence.goodput(within, client.requests, client.duration_s)
     return slo.record_verdict(run, budget)
-
-
-def run_scenario(
-    scenario: Scenario, variant: Candidate, served_model: str, endpoints: Endpoints, work: Path, budget: Slo, log=print
-) -> RunResult:
-    """One trial of the pair and its result."""
-    label = f"{scenario.name}--{variant.name}"
-    trial = measure_trial(scenario, served_model, endpoints, work, label, budget, log)
-    return run_result(scenario, variant, served_model, [trial], budget)

@@ -44,11 +44,13 @@ from export.spec import QueuePolicy
 from loadtest.cli import flags
 from loadtest.cli.study import Study
 from loadtest.core import evidence
-from loadtest.core.spec import Candidate, Slo
+from loadtest.core.results import RunResult
+from loadtest.core.spec import Candidate, Scenario, Slo
 from loadtest.errors import PayloadError, RunError
-from loadtest.generators.locust.run import run_scenario
+from loadtest.generators.locust.run import run_result, trial_of
 from loadtest.generators.payloads import PayloadOptions
 from loadtest.generators.saturation import Saturation, find_saturation, open_scenario, settle
+from loadtest.generators.seam import Locust
 from loadtest.reports.writer import ms_text
 from loadtest.studies.overload.report import (
     LEVEL_HEADERS,
@@ -64,6 +66,7 @@ from loadtest.studies.overload.report import (
 from loadtest.studies.overload.rows import load_runs, row, unfinished_row
 from loadtest.target import apply
 from loadtest.target import endpoints as target
+from loadtest.target.endpoints import Endpoints
 from tritonkit_errors import ExitStatus
 
 __all__ = ["verdict", "WITH_POLICY", "WITHOUT_POLICY", "measure", "main", "row", "unfinished_row", "load_runs"]
@@ -146,6 +149,14 @@ def saturation_without_policy(
 
 
 # --- the whole measurement -----------------------------------------------------------------------
+
+
+def run_scenario(
+    scenario: Scenario, variant: Candidate, served: str, endpoints: Endpoints, work: Path, budget: Slo, log
+) -> RunResult:
+    """One trial of the pair, through the generator seam, and its result."""
+    record = Locust(endpoints, work, log=log).run_scenario(scenario, served, label=f"{scenario.name}--{variant.name}")
+    return run_result(scenario, variant, served, [trial_of(record.client, record.server, budget)], budget)
 
 
 def measure(

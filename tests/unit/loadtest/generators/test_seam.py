@@ -1,6 +1,9 @@
 """The load-generator seam (loadtest/generators/seam.py): perf_analyzer and Locust behind one interface,
 each run with its own settings, an unknown generator or a bad setting refused by name."""
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from loadtest.core.measurement import Load, Measurement
@@ -209,3 +212,30 @@ def test_a_locust_with_its_own_warm_up_refuses_measure_whose_warm_up_is_fixed(mo
     with pytest.raises(LoadTestError, match="warmup_s: Locust's measure leaves out probe.locust_warmup_s"):
         generator.measure("digits", "digits", Load(users=2))
     assert not calls
+
+
+RUNS_LOCUST = {"run_locust", "measure_run", "measure_trial", "run_scenario"}
+"""Every function of ``loadtest.generators.locust`` that starts a Locust run, and those the campaign and overload
+called before they went through the seam (``measure_trial``, ``run_scenario``)."""
+
+
+def locust_routes() -> dict[str, set[str]]:
+    """Module -> the functions of ``loadtest.generators.locust`` that start a Locust run (``RUNS_LOCUST``) it imports,
+    for every loadtest module outside ``loadtest.generators``: the commands' ways to Locust around the seam."""
+    root = Path(__file__).resolve().parents[4]
+    found: dict[str, set[str]] = {}
+    for path in sorted((root / "loadtest").rglob("*.py")):
+        module = ".".join(path.relative_to(root).with_suffix("").parts)
+        if module.startswith("loadtest.generators"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("loadtest.generators.locust"):
+                names = {a.name for a in node.names} & RUNS_LOCUST
+                if names:
+                    found.setdefault(module, set()).update(names)
+    return found
+
+
+def test_every_command_reaches_locust_through_the_generator_seam():
+    # bench's FastAPI rows are the one exception: a FastAPI server has no Triton config or counters to read
+    assert locust_routes() == {"loadtest.studies.bench.rows": {"run_locust"}}

@@ -28,7 +28,7 @@ NO_BUDGET = Slo(math.inf)
 
 def stream_trial(first_ttft_ms: float, tokens: int = 16, budget: Slo = NO_BUDGET) -> Trial:
     """Ten streamed requests of 120 ms over 5 s: TTFTs from ``first_ttft_ms`` up by 1 ms (p99 the last), ITLs
-    6.0 to 6.9 ms, ``tokens`` each (tokens/s: 2 x ``tokens``); goodput counted as ``measure_trial`` does."""
+    6.0 to 6.9 ms, ``tokens`` each (tokens/s: 2 x ``tokens``); goodput counted as ``trial_of`` does."""
     rows = [[120.0, first_ttft_ms + i, 6.0 + i / 10, tokens] for i in range(10)]
     hist = new_histogram()
     hist.record_value(to_us(0.12), len(rows))

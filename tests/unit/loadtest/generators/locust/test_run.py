@@ -19,7 +19,7 @@ NO_BUDGET = Slo(math.inf)
 
 def stream_trial(ttfts_ms, itl_ms=5.0, latency_ms=100.0, failures=0, budget: Slo = NO_BUDGET) -> Trial:
     """A trial of streamed requests with these TTFTs (one ITL and latency for all), judged for goodput the way
-    ``measure_trial`` does."""
+    ``trial_of`` does."""
     rows = [[latency_ms, t, itl_ms, 16] for t in ttfts_ms]
     hist = new_histogram()
     hist.record_value(to_us(latency_ms / 1000), len(rows))
