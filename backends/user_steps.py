@@ -7,7 +7,7 @@ arrays with the batch first (BYTES as object arrays of ``bytes``), and returns a
 itself. Extra keys are ignored, so a tokenizer may return ``token_type_ids`` the model does not take.
 
 This module needs neither torch nor Triton: the served step (``backends/user_step_model.py``) and the export's
-end-to-end check (``export/user_pipeline.py``) both call :func:`run`, so what the export checks is what serves.
+end-to-end check (``export/user/pipeline.py``) both call :func:`run`, so what the export checks is what serves.
 """
 
 from __future__ import annotations

@@ -13,10 +13,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from export import catalog, formats, recorded, user_pipeline
+from export import catalog, formats
 from export.changes import ServingChanges
 from export.errors import ExportError, RepositoryNotWritable, SpecError
 from export.spec import INSTANCE_KINDS, PRECISIONS, TensorSpec
+from export.user import pipeline as user_pipeline
+from export.user import recorded
 from export.variants import TARGETS, Variant
 from tritonkit_errors import ExitStatus
 
@@ -209,7 +211,7 @@ def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.C
     if args.model_file:
         if args.models:
             raise SpecError("give either built-in model names or --model-file, not both")
-        from export.usermodel import user_entry
+        from export.user.model import user_entry
 
         return [user_entry(args.model_file, args.name, args.inputs or [], args.outputs or [], repository)]
     # Tuned settings belong to the built-in catalog; another catalog file stands alone.
@@ -226,7 +228,7 @@ def _entries(args: argparse.Namespace, repository: Path) -> list[tuple[catalog.C
                 f"{repository / name} holds no --model-file export"
             )
         inputs = [TensorSpec.parse(t) for t in previous["inputs"]]
-        from export.usermodel import user_entry
+        from export.user.model import user_entry
 
         found.append(user_entry(previous["model_file"], name, inputs, previous["outputs"], repository))
     return found or [(entries[n], None, None) for n in entries]

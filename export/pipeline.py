@@ -25,11 +25,12 @@ from typing import Any
 import torch
 
 from export import config as config_io
-from export import parity, recorded, zoo
+from export import parity, zoo
 from export.catalog import CatalogEntry
 from export.errors import FormatUnavailable
 from export.result import ConversionResult
 from export.spec import ModelSpec
+from export.user import recorded
 from export.variants import Variant
 from export.zoo.base import ZooModel
 
@@ -107,7 +108,7 @@ def export_entry(
 ) -> list[Export]:
     """Export the entry's variants for ``target`` (or the ``variants`` given); one ``Export`` each.
     ``record``: a ``--model-file`` export's arguments, kept in each manifest as ``export_args`` with the
-    serving settings it was exported with (``export.recorded``)."""
+    serving settings it was exported with (``export.user.recorded``)."""
     variants = variants or entry.variants[target]
     for variant in variants:
         variant.check_target(target)

@@ -5,7 +5,7 @@ printing the diff of what would be written and writing nothing.
   then the model is exported again, so every format's config.pbtxt and manifest agree with it.
 - Any other model (a ``--model-file`` export, a hand-written one): each of its formats' config.pbtxt is
   read back into a ``ModelSpec`` (``export.config.read``), changed and written again; a ``--model-file``
-  export's manifest records the new settings (``export.recorded``), so ``tritonkit export`` keeps them.
+  export's manifest records the new settings (``export.user.recorded``), so ``tritonkit export`` keeps them.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from export import catalog, recorded
+from export import catalog
 from export import config as config_io
 from export.errors import ExportError
+from export.user import recorded
 from loadtest.errors import TuneError
 from loadtest.tune import autotune
 from loadtest.tune.space import Point, formats_in

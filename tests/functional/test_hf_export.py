@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from deploy.client import connect, infer
 from deploy.server import PROJECT_ROOT
-from export.usermodel import load_factory
+from export.user.model import load_factory
 from loadtest.target.endpoints import Endpoints
 from tests.conftest import server_config, start_or_fail
 

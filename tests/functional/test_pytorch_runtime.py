@@ -16,7 +16,7 @@ from deploy.client import connect, infer, metrics, model_metric
 from export import catalog, pipeline
 from export import config as config_io
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, TensorSpec
-from export.usermodel import load_user_model
+from export.user.model import load_user_model
 from export.variants import Variant
 from tests.conftest import infer_concurrently, server_config, start_or_fail
 

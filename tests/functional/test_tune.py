@@ -11,7 +11,7 @@ import pytest
 
 from deploy.client import connect
 from export import config as config_io
-from export import recorded
+from export.user import recorded
 from tests.conftest import server_config, start_or_fail
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -1,14 +1,15 @@
-"""export.recorded: a --model-file export records its arguments and serving settings in its manifest, so
+"""export.user.recorded: a --model-file export records its arguments and serving settings in its manifest, so
 `tritonkit export NAME` exports it again, and a re-export keeps the settings `tritonkit tune` wrote."""
 
 import json
 import subprocess
 import sys
 
-from export import catalog, recorded
+from export import catalog
 from export import config as config_io
 from export.changes import ServingChanges
 from export.spec import DynamicBatching, InstanceGroup, ModelSpec, QueuePolicy, TensorSpec
+from export.user import recorded
 from tests.user_models import USER_MODEL, scorer_export_args
 
 

@@ -1,4 +1,4 @@
-"""tritonkit export --preprocess/--postprocess (export/user_pipeline*.py): around tests/data/user_model.py (a
+"""tritonkit export --preprocess/--postprocess (export/user/pipeline*.py): around tests/data/user_model.py (a
 scorer, features FP32 [16] -> 4 scores), the Python steps and the ensemble it writes, the in-process check on the
 sample, and one line with exit status 2 for each wrong request."""
 
@@ -13,7 +13,7 @@ import pytest
 from export import cli
 from export import config as config_io
 from export.spec import TensorSpec
-from export.user_pipeline_spec import sample_array
+from export.user.pipeline_spec import sample_array
 
 USER_MODEL = Path(__file__).resolve().parents[1] / "data" / "user_model.py"
 STEPS = textwrap.dedent('''

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from export import catalog, recorded
+from export import catalog
 from export import config as config_io
 from export.errors import SpecError
 from export.spec import InstanceGroup
+from export.user import recorded
 from loadtest.core.measurement import Load, Measurement
 from loadtest.core.spec import Slo
 from loadtest.tune import writer

@@ -25,10 +25,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from export import catalog, recorded
+from export import catalog
 from export import outputs as results
 from export.errors import SpecError, UserModelError
 from export.spec import TensorSpec
+from export.user import recorded
 from export.variants import Variant
 from export.zoo.base import Tolerance, ZooModel
 

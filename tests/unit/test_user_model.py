@@ -1,4 +1,4 @@
-"""export.usermodel: a user's model file as it comes. Inputs bind to forward by name (keyword-only too), outputs
+"""export.user.model: a user's model file as it comes. Inputs bind to forward by name (keyword-only too), outputs
 are picked from what forward returns (nested tuples, dicts), every format exports the same adapter, and each
 wrong request is one clear error."""
 
@@ -15,7 +15,7 @@ from export import config as config_io
 from export.errors import SpecError, UserModelError
 from export.formats import torchscript
 from export.spec import TensorSpec
-from export.usermodel import load_user_model
+from export.user.model import load_user_model
 from export.variants import Variant
 
 HF_ENCODER = Path(__file__).resolve().parents[1] / "data" / "hf_encoder.py"

@@ -1,5 +1,5 @@
-"""What the pipeline flags of ``tritonkit export`` ask for (``export/user_pipeline.py``), and the Python steps'
-specs: shared by the writer and the in-process run (``export/user_pipeline_run.py``)."""
+"""What the pipeline flags of ``tritonkit export`` ask for (``export/user/pipeline.py``), and the Python steps'
+specs: shared by the writer and the in-process run (``export/user/pipeline_run.py``)."""
 
 from __future__ import annotations
 

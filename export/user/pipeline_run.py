@@ -1,5 +1,5 @@
 """The user's pipeline bound and run once in-process: which tensors each step takes, the sample through the
-functions and the eager model, and the configs that follow (``export/user_pipeline.py`` writes them)."""
+functions and the eager model, and the configs that follow (``export/user/pipeline.py`` writes them)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from backends import user_steps
 from export.errors import SpecError, UserModelError
 from export.spec import ModelSpec, TensorSpec
-from export.user_pipeline_spec import PipelinePlan, Step, sample_array, step_spec
+from export.user.pipeline_spec import PipelinePlan, Step, sample_array, step_spec
 
 
 @dataclasses.dataclass
