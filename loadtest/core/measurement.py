@@ -122,7 +122,7 @@ class Measurement:
         """Every field; the stream figures only for a run that streamed (a tensor model's record is as before)."""
         raw = dataclasses.asdict(self)
         if not self.streamed:
-            for key in STREAM_FIELDS:
+            for key in STREAM_METRICS:
                 raw.pop(key)
         return raw
 
@@ -130,10 +130,6 @@ class Measurement:
     def from_dict(cls, raw: dict[str, Any]) -> Measurement:
         """A record of ``to_dict``; one without stream figures (a tensor model's, or written before them) has NaN."""
         return cls(**raw)
-
-
-STREAM_FIELDS = STREAM_METRICS
-"""``Measurement``'s stream figures: ``results.STREAM_METRICS``, the figures trials carry for streams."""
 
 
 def floor_figures(floor: dict[str, float]) -> str:

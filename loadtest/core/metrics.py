@@ -66,8 +66,8 @@ STREAM_LIMITS = {name: pair for name, pair in LATENCY_LIMITS.items() if BY_NAME[
 """The latency budgets of streams (decoupled models)."""
 
 
-def label(name: str) -> str:
-    """``p99_ms`` -> ``p99``: the word a verdict line uses."""
+def word(name: str) -> str:
+    """``goodput_rps`` -> ``goodput``: the word a verdict line uses (``Metric.word``, else its label)."""
     return BY_NAME[name].said
 
 

@@ -22,7 +22,7 @@ from tritonkit_errors import ExitStatus
 COMPARED = ("throughput", "p50_ms", "p99_ms", "goodput_rps")
 """The metrics the gate judges on the trials' values (goodput: successes within the budget per second); the error
 rate is judged too, on counts (``error_comparison``)."""
-LABELS = {name: metrics.label(name) for name in (*COMPARED, "error_rate")}
+LABELS = {name: metrics.word(name) for name in (*COMPARED, "error_rate")}
 ERROR_MIN_EFFECT = 0.01
 """The error-rate change that matters: one percentage point, absolute (a relative change of a rate near 0 means
 nothing). B with a few percent more errors than A is worse whatever its latency."""

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from loadtest.core.client_stats import ClientStats
-from loadtest.core.measurement import STREAM_FIELDS, Load, Measurement
+from loadtest.core.measurement import Load, Measurement
+from loadtest.core.metrics import STREAM_METRICS
 from loadtest.core.streams import stream_summary
 from loadtest.errors import LoadTestError
 from loadtest.generators import probe
@@ -186,7 +187,7 @@ def test_a_tensor_run_has_no_stream_figures_and_its_record_is_as_before(monkeypa
     _locust_run(monkeypatch, [])
     m = probe.with_locust(ENDPOINTS, "digits", "digits", Load(rate=5.0), tmp_path, "run", log=print)
     assert not m.streamed and math.isnan(m.itl_p99_ms) and math.isnan(m.output_token_throughput)
-    assert not set(STREAM_FIELDS) & set(m.to_dict())
+    assert not set(STREAM_METRICS) & set(m.to_dict())
 
 
 def test_a_record_written_before_the_stream_figures_loads_without_them():
@@ -195,7 +196,7 @@ def test_a_record_written_before_the_stream_figures_loads_without_them():
     old |= {"server": {"queue_ms": 0.1}, "goodput_share": 1.0, "goodput_rps": 49.0}
     m = Measurement.from_dict(old)
     assert m.p99_ms == 9.0 and not m.streamed
-    assert all(math.isnan(getattr(m, key)) for key in STREAM_FIELDS)
+    assert all(math.isnan(getattr(m, key)) for key in STREAM_METRICS)
 
 
 def test_a_send_rate_short_by_a_poisson_counts_chance_is_forgiven_when_its_seconds_are_known():
