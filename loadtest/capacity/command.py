@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
-    """(measure_at, measured seconds per run, what the arrivals are) for the chosen generator."""
+    """(measure_at, what the arrivals are) for the chosen generator."""
     if args.generator == "perf_analyzer":
         config = apply.served_config(endpoints.http, args.model)
         out.mkdir(parents=True, exist_ok=True)
@@ -243,8 +243,8 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
             )
 
         if schedule:
-            return measure_pa, generator.measured_s, f"{arrival.describe()} (perf_analyzer --request-intervals)"
-        return measure_pa, generator.measured_s, "constant-rate arrivals (perf_analyzer)"
+            return measure_pa, f"{arrival.describe()} (perf_analyzer --request-intervals)"
+        return measure_pa, "constant-rate arrivals (perf_analyzer)"
     generator = generators.generator(
         "locust",
         endpoints,
@@ -265,7 +265,7 @@ def _measurer(args, arrival: Arrival, options, endpoints: Endpoints, out: Path):
         load = Load(rate=rate, shape_keys=keys)
         return generator.measure(args.model, args.model, load, label=f"run{next(count):03d}-{rate:.0f}rps")
 
-    return measure_locust, generator.measured_s, arrival.describe()
+    return measure_locust, arrival.describe()
 
 
 def request_schedules(arrival: Arrival, span_s: float, folder: Path):
@@ -301,7 +301,7 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
     budget = Slo(args.slo_p99_ms, args.max_error_rate, ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
     if args.generator is None:  # the model's own: perf_analyzer for a tensor model, Locust for the rest
         args.generator = probe.generator_for_config(apply.served_config(endpoints.http, args.model, decoupled=True))
-    measure_at, measured_s, arrivals = _measurer(args, arrival, options, endpoints, out)
+    measure_at, arrivals = _measurer(args, arrival, options, endpoints, out)
     floor: dict = {}
     measure_at = floor_guard(measure_at, args.slo_p99_ms, args.generator, floor)
     print(
@@ -318,7 +318,6 @@ def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) 
         max_rate=args.max_rate,
         growth=args.growth,
         tolerance=args.tolerance,
-        measured_s=measured_s,
         log=lambda text: print(text, flush=True),
         late_round=args.late_round,
     )

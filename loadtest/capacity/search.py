@@ -7,10 +7,11 @@ or a recorded curve in the tests). The search:
 
 1. Bracket: one run at ``start_rate``, then each rate ``growth`` times the last, until a run *fails*: its
    p99 (or p99 TTFT, p99 ITL) is over its budget, its error rate over the limit, or the server fell behind the
-   offered rate (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run whose
-   generator could not offer the rate (``generator_behind``) also ends the bracket, and makes the result a
-   lower bound. A first run that fails is measured again with ``trials`` runs: no rate meets the budget only
-   when their verdict fails; a pass or an inconclusive verdict carries the bracket on (said in the notes).
+   offered rate (``saturation.keeps_up``: completions short of the arrivals by more than Poisson noise). A run
+   whose generator could not offer the rate (``probe.saturation``, recorded on the run) also ends the bracket,
+   and makes the result a lower bound. A first run that fails is measured again with ``trials`` runs: no rate
+   meets the budget only when their verdict fails; a pass or an inconclusive verdict carries the bracket on
+   (said in the notes).
 2. Narrow: between the last passing and the first failing rate, the next rate is where a straight line
    through their p99s meets the budget (kept inside the middle of the bracket), or the geometric middle
    when the failing run has no usable p99, until the two are within ``tolerance`` (5%) of each other. With
@@ -58,12 +59,11 @@ from loadtest.capacity.result import (
 )
 from loadtest.core import evidence, slo
 from loadtest.core.evidence import Verdict
-from loadtest.core.measurement import Measurement
+from loadtest.core.measurement import Measurement, samples
 from loadtest.core.metrics import LATENCY_LIMITS
 from loadtest.core.spec import Slo
 from loadtest.core.trials import Arm, ArmResult, line, run_trials
 from loadtest.errors import LoadTestError
-from loadtest.generators import probe
 from loadtest.generators.saturation import keeps_up
 from tritonkit_errors import ExitStatus
 
@@ -79,25 +79,12 @@ class CapacityError(LoadTestError):
     """A capacity search was asked something it cannot do (a bad start rate, growth or tolerance)."""
 
 
-def generator_behind(m: Measurement, measured_s: float | None = None) -> str:
-    """Why the generator, not the server, limited this run ("" when it kept up). ``probe.saturation`` calls
-    any send rate under 95% of the asked one short; a Poisson count over a short run falls that short by
-    chance, so a shortfall within ``saturation.keeps_up``'s noise is forgiven when ``measured_s`` is known."""
-    if not m.saturated:
-        return ""
-    reasons = m.saturated.split("; ")
-    if measured_s and m.offered_rate and m.sent_rate is not None and keeps_up(m.sent_rate, m.offered_rate, measured_s):
-        reasons = [r for r in reasons if not r.startswith("sent ")]
-    return "; ".join(reasons)
-
-
-def describe(m: Measurement, measured_s: float | None = None) -> str:
-    """One run on one line: its figures, or why it failed."""
+def describe(m: Measurement) -> str:
+    """One run on one line: its figures, or why it failed, and why its generator fell behind if it did."""
     if m.error:
         return f"failed: {m.error}"
     figures = line(dataclasses.replace(m, saturated=""))
-    behind = generator_behind(m, measured_s)
-    return f"{figures}  (generator: {behind})" if behind else figures
+    return f"{figures}  (generator: {m.saturated})" if m.saturated else figures
 
 
 BUDGETS = LATENCY_LIMITS
@@ -127,21 +114,22 @@ def worst_share(m: Measurement, budget: Slo) -> float:
     return math.nan if any(math.isnan(v) for v in shares) else max(shares)
 
 
-def run_outcome(m: Measurement, rate: float, budget: Slo, measured_s: float | None = None) -> str:
-    """One run's outcome against the budget (``PASS`` or why not; ``over`` names the latency budgets missed)."""
+def run_outcome(m: Measurement, rate: float, budget: Slo) -> str:
+    """One run's outcome against the budget (``PASS`` or why not; ``over`` names the latency budgets missed): the
+    SLO's own verdict on one trial (``slo.verdict``), after the checks that the run measured the server at
+    ``rate``: it did not fail, its generator kept up (``probe.saturation``, recorded on the run) and so did the
+    server (``saturation.keeps_up``: its completions against the offered rate)."""
     if m.error:
         return FAILED
-    if generator_behind(m, measured_s):
+    if m.saturated:
         return GENERATOR
-    if m.error_rate > budget.max_error_rate:
+    missed = {lim.name for lim in slo.verdict(samples([m]), budget).limits if lim.verdict is not Verdict.PASS}
+    if "error rate" in missed:
         return ERRORS
-    completed = m.throughput
-    if (measured_s and not keeps_up(completed, rate, measured_s)) or (
-        not measured_s and completed < probe.RATE_SHORTFALL * rate
-    ):
+    if not keeps_up(m.throughput, rate, m.measured_s):
         return BEHIND
-    missed = [name for name, share in budget_shares(m, budget).items() if not share <= 1]  # NaN fails too
-    return over(missed) if missed else PASS
+    latency = [name for name in BUDGETS if name in missed]
+    return over(latency) if latency else PASS
 
 
 def next_rate(low: Probe, high: Probe, budget: Slo) -> float:
@@ -161,14 +149,12 @@ def next_rate(low: Probe, high: Probe, budget: Slo) -> float:
 @dataclasses.dataclass(frozen=True)
 class _Settings:
     """What the trials after the bracket share: how one rate is measured (its generator saturation already
-    judged by ``generator_behind``), the trials per rate, the log, the step down and the seconds each run
-    measures."""
+    judged by ``probe.saturation``), the trials per rate, the log and the step down."""
 
     measure_at: Callable[[float], Measurement]
     trials: int
     log: Log
     step_down: float
-    measured_s: float | None
     late_round: bool = False
 
     def trials_at(self, rate: float) -> ArmResult:
@@ -190,14 +176,14 @@ def find_capacity(
     max_probes: int = MAX_PROBES,
     step_down: float = STEP_DOWN,
     max_step_downs: int = MAX_STEP_DOWNS,
-    measured_s: float | None = None,
     warmup_runs: int = 1,
     late_round: bool = False,
 ) -> CapacityResult:
     """The highest rate at which ``measure_at(rate)`` meets ``budget``, confirmed by ``trials`` runs (module
-    docstring). ``measured_s``: the seconds each run measures (for the Poisson-aware keep-up checks);
-    ``warmup_runs``: runs at ``start_rate`` first, left out. ``late_round``: one more round of the knee after
-    the verdict (``_late_round``), so the interval covers the run's minutes, and a rate that moved is said.
+    docstring). Each run says how long its counts cover (``Measurement.measured_s``), for the Poisson-aware
+    keep-up checks; ``warmup_runs``: runs at ``start_rate`` first, left out. ``late_round``: one more round of
+    the knee after the verdict (``_late_round``), so the interval covers the run's minutes, and a rate that
+    moved is said.
     ``status``: OK found; FAILED no rate met it (or the trials failed at every step down); INCONCLUSIVE the
     verdict stayed inconclusive; BROKEN a run failed, or the generator could not offer the lowest rate."""
     evidence.require_trials(trials)
@@ -206,18 +192,17 @@ def find_capacity(
     if not growth > 1 or not 0 < tolerance < growth - 1 or not 0 < step_down < 1:
         raise CapacityError(f"growth {growth} must be > 1, tolerance {tolerance} in (0, growth - 1), step down < 1")
     result = CapacityResult(budget, ExitStatus.OK)
-    measure_at = _rejudged(measure_at, measured_s)
-    settings = _Settings(measure_at, trials, log, step_down, measured_s, late_round)
+    settings = _Settings(measure_at, trials, log, step_down, late_round)
 
     def run(rate: float, phase: str) -> Probe:
         m = measure_at(rate)
-        p = Probe(rate, m, phase, run_outcome(m, rate, budget, measured_s))
+        p = Probe(rate, m, phase, run_outcome(m, rate, budget))
         result.probes.append(p)
-        log(f"  {phase:8s} {rate:10.1f} req/s offered: {describe(m, measured_s)}  -> {p.outcome}")
+        log(f"  {phase:8s} {rate:10.1f} req/s offered: {describe(m)}  -> {p.outcome}")
         return p
 
     for _ in range(warmup_runs):  # a cold server (first connections, lazy JIT) is slow for its first seconds
-        log(f"  warm-up  {start_rate:10.1f} req/s offered: {describe(measure_at(start_rate), measured_s)} (left out)")
+        log(f"  warm-up  {start_rate:10.1f} req/s offered: {describe(measure_at(start_rate))} (left out)")
 
     best: Probe | None = None
     rate = start_rate
@@ -247,7 +232,7 @@ def find_capacity(
     if best is None:
         if result.first_fail is not None and result.first_fail.outcome == GENERATOR:
             m = result.first_fail.measurement
-            return _broken(result, f"the generator could not offer {rate:g} req/s: {generator_behind(m, measured_s)}")
+            return _broken(result, f"the generator could not offer {rate:g} req/s: {m.saturated}")
         result.status = ExitStatus.FAILED
         return result
     while result.first_fail is not None and len(result.probes) < max_probes:
@@ -279,7 +264,7 @@ def _knee_then_confirm(result: CapacityResult, settings: _Settings, rate: float,
         points = []
         for r in rates:
             m = by_rate[r].trials[i]
-            outcome = run_outcome(m, r, result.budget, settings.measured_s)
+            outcome = run_outcome(m, r, result.budget)
             if outcome not in (FAILED, GENERATOR):
                 share = worst_share(m, result.budget) if outcome != ERRORS else math.nan
                 points.append(knee.Point(r, share, outcome == PASS))
@@ -310,9 +295,9 @@ def _late_round(result: CapacityResult, settings: _Settings, rates: Sequence[flo
     points = []
     for r in rates:
         m = settings.measure_at(r)
-        outcome = run_outcome(m, r, result.budget, settings.measured_s)
+        outcome = run_outcome(m, r, result.budget)
         result.probes.append(Probe(r, m, "late", outcome))
-        settings.log(f"  late     {r:10.1f} req/s offered: {describe(m, settings.measured_s)}  -> {outcome}")
+        settings.log(f"  late     {r:10.1f} req/s offered: {describe(m)}  -> {outcome}")
         if outcome not in (FAILED, GENERATOR):
             share = worst_share(m, result.budget) if outcome != ERRORS else math.nan
             points.append(knee.Point(r, share, outcome == PASS))
@@ -377,17 +362,6 @@ def _lowest_rate_verdict(result: CapacityResult, settings: _Settings, probe_: Pr
     if confirmation.verdict.verdict is not Verdict.PASS:
         result.confirmations.append(confirmation)
     return confirmation.verdict.verdict
-
-
-def _rejudged(measure_at: Callable[[float], Measurement], measured_s: float | None) -> Callable[[float], Measurement]:
-    """``measure_at`` with each run's generator saturation judged by ``generator_behind`` (a Poisson count's
-    shortfall forgiven), so the trials keep the runs the search would have kept."""
-
-    def measure(rate: float) -> Measurement:
-        m = measure_at(rate)
-        return dataclasses.replace(m, saturated=generator_behind(m, measured_s)) if m.saturated else m
-
-    return measure
 
 
 def _broken(result: CapacityResult, why: str) -> CapacityResult:

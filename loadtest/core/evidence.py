@@ -120,7 +120,7 @@ def interval(
     ``log``: on the log scale (for latencies: positive and skewed), i.e. the geometric mean with a
     multiplicative interval that never reaches 0, so a tiny budget is failed, not straddled."""
     array = _finite(values)
-    if log and len(array) and (array > 0).all():
+    if log and len(array) > 1 and (array > 0).all():  # one value is its own mean on either scale
         iv = interval(np.log(array), confidence)
         return Interval(*(math.exp(v) for v in (iv.estimate, iv.low, iv.high)), iv.trials, confidence)
     n = len(array)

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from loadtest.core.metrics import STREAM_METRICS
+from loadtest.core.client_stats import ClientStats
+from loadtest.core.metrics import METRICS, STREAM_METRICS
 from loadtest.core.spec import Scenario
 from loadtest.errors import LoadTestError
 
@@ -96,6 +98,41 @@ class Measurement:
     """The generator's own time in ``p50_ms`` and ``p99_ms`` (``server_trace.floor_ms``: the client's percentile
     minus Triton's own over the run), or without a trace its ``mean`` (the client's mean minus Triton's mean request
     time, from its metrics); empty when neither is known."""
+    measured_s: float | None = None
+    """The seconds the run's counts cover (its warm-up left out): what ``saturation.keeps_up`` reckons a count's
+    chance on; None in a record that does not say."""
+
+    @classmethod
+    def of_client(
+        cls, client: ClientStats, generator: str, goodput: tuple[float, float] = (math.nan, math.nan), **fields: Any
+    ) -> Measurement:
+        """The record of a run from the client's whole record (``ClientStats``): its figures, its stream figures
+        when it streamed, ``goodput`` (share, rate) as counted against the run's budgets, and ``fields`` (the
+        generator's and the server's view)."""
+        streams = {}
+        if client.streams:
+            streams = {
+                "ttft_p99_ms": client.ttft_ms.get("p99", math.nan),
+                "itl_p99_ms": client.itl_ms.get("p99", math.nan),  # none when every request streamed one token
+                "output_token_throughput": client.output_token_throughput,
+            }
+        return cls(
+            throughput=client.throughput_rps,
+            p50_ms=client.latency_ms.get("p50", math.nan),
+            p99_ms=client.latency_ms.get("p99", math.nan),
+            error_rate=client.error_rate,
+            generator=generator,
+            mean_ms=client.latency_ms.get("mean", math.nan),
+            goodput_share=goodput[0],
+            goodput_rps=goodput[1],
+            **streams,
+            **fields,
+        )
+
+    def figures(self) -> dict[str, float]:
+        """``METRICS``, and ``STREAM_METRICS`` when the run streamed: the figures trials are judged and reported on."""
+        names = METRICS + (STREAM_METRICS if self.streamed else ())
+        return {name: float(getattr(self, name)) for name in names}
 
     @property
     def streamed(self) -> bool:
@@ -130,6 +167,14 @@ class Measurement:
     def from_dict(cls, raw: dict[str, Any]) -> Measurement:
         """A record of ``to_dict``; one without stream figures (a tensor model's, or written before them) has NaN."""
         return cls(**raw)
+
+
+def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
+    """Figure -> the trials' values: ``METRICS``, and ``STREAM_METRICS`` when a trial streamed (the figures
+    ``slo.verdict`` judges the TTFT and ITL budgets on; NaN for a trial without them)."""
+    streamed = any(m.streamed for m in measurements)
+    names = METRICS + (STREAM_METRICS if streamed else ())
+    return {name: [float(getattr(m, name)) for m in measurements] for name in names}
 
 
 def floor_figures(floor: dict[str, float]) -> str:

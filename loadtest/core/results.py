@@ -24,6 +24,7 @@ from typing import Any
 from loadtest.core import evidence
 from loadtest.core.client_stats import PERCENTILES, ClientStats, TimelinePoint, percentile_key
 from loadtest.core.latency import new_histogram, value_at
+from loadtest.core.measurement import Measurement
 from loadtest.core.metrics import STREAM_METRICS
 from loadtest.core.streams import count_streams_within, stream_summary
 
@@ -91,32 +92,17 @@ class Trial:
     goodput_itl_ms: float | None = None
     """The ITL budget the goodput was also counted against (streams; None: none)."""
 
-    def figures(
+    def measurement(
         self, budget_ms: float | None = None, ttft_ms: float | None = None, itl_ms: float | None = None
-    ) -> dict[str, float]:
-        """This trial's ``evidence.METRICS`` (and ``STREAM_METRICS`` when it streamed); goodput as recorded, or
-        recounted when ``budget_ms`` (with the stream budgets ``ttft_ms``, ``itl_ms``) differs from what it was
-        counted against (infinite: every success counts)."""
-        c = self.client
+    ) -> Measurement:
+        """This trial as the one record of a run (``Measurement.of_client``); goodput as recorded, or recounted
+        when ``budget_ms`` (with the stream budgets ``ttft_ms``, ``itl_ms``) differs from what it was counted
+        against (infinite: every success counts)."""
         share, rate = self.goodput_share, self.goodput_rps
         budgets = (budget_ms, ttft_ms, itl_ms)
         if budget_ms is not None and budgets != (self.goodput_budget_ms, self.goodput_ttft_ms, self.goodput_itl_ms):
-            share, rate = goodput_of(c, *budgets)
-        out = {
-            "throughput": c.throughput_rps,
-            "p50_ms": c.latency_ms.get("p50", math.nan),
-            "p99_ms": c.latency_ms.get("p99", math.nan),
-            "error_rate": c.error_rate,
-            "goodput_share": share,
-            "goodput_rps": rate,
-        }
-        if c.streams:
-            out |= {
-                "ttft_p99_ms": c.ttft_ms.get("p99", math.nan),
-                "itl_p99_ms": c.itl_ms.get("p99", math.nan),
-                "output_token_throughput": c.output_token_throughput,
-            }
-        return out
+            share, rate = goodput_of(self.client, *budgets)
+        return Measurement.of_client(self.client, "locust", (share, rate))
 
 
 @dataclasses.dataclass
@@ -174,8 +160,8 @@ class RunResult:
     def samples(
         self, budget_ms: float | None = None, ttft_ms: float | None = None, itl_ms: float | None = None
     ) -> dict[str, list[float]]:
-        """Figure -> the trials' values (see ``Trial.figures``); ``STREAM_METRICS`` too when the run streamed."""
-        figures = [t.figures(budget_ms, ttft_ms, itl_ms) for t in self.all_trials()]
+        """Figure -> the trials' values (see ``Trial.measurement``); ``STREAM_METRICS`` too when the run streamed."""
+        figures = [t.measurement(budget_ms, ttft_ms, itl_ms).figures() for t in self.all_trials()]
         metrics = evidence.METRICS + (STREAM_METRICS if self.client.streams else ())
         return {metric: [f.get(metric, math.nan) for f in figures] for metric in metrics}
 

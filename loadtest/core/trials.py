@@ -15,9 +15,8 @@ from typing import Any
 
 from loadtest.core import evidence
 from loadtest.core.evidence import Interval
-from loadtest.core.measurement import Measurement, floor_figures
+from loadtest.core.measurement import Measurement, floor_figures, samples
 from loadtest.core.metrics import STREAM_FIGURES
-from loadtest.core.results import STREAM_METRICS
 
 Log = Callable[[str], None]
 
@@ -62,14 +61,6 @@ class ArmResult:
             "warmup": [m.to_dict() for m in self.warmup],
             "intervals": {k: v.to_dict() for k, v in self.intervals().items()},
         }
-
-
-def samples(measurements: Sequence[Measurement]) -> dict[str, list[float]]:
-    """Figure -> the trials' values: ``evidence.METRICS``, and ``STREAM_METRICS`` when a trial streamed (the
-    figures ``slo.verdict`` judges the TTFT and ITL budgets on)."""
-    streamed = any(m.streamed for m in measurements)
-    metrics = evidence.METRICS + (STREAM_METRICS if streamed else ())
-    return {metric: [float(getattr(m, metric)) for m in measurements] for metric in metrics}
 
 
 def error_counts(measurements: Sequence[Measurement]) -> tuple[int, int] | None:

@@ -36,8 +36,6 @@ from loadtest.target.endpoints import Endpoints
 
 CPU_LIMIT = 0.9
 """A generator using this share of its CPUs (or more) is taken to be the bottleneck."""
-RATE_SHORTFALL = 0.95
-"""Open loop: sending less than this share of the rate asked for means the generator fell behind."""
 DELAYED_LIMIT_PERCENT = 5.0
 """Open loop: a generator sending more than this share of requests late fell behind its schedule
 (perf_analyzer's own count; Locust's is those sent more than ``latency.LATE_S``, 10 ms, after they fell due)."""
@@ -53,9 +51,10 @@ def saturation(
     measured_s: float | None = None,
     dropped: int = 0,
 ) -> str:
-    """Why a generator run cannot be trusted to rank configs ("" when it kept up). Where the run's counts are
-    known (Locust's), chance is forgiven: ``measured_s``, the seconds ``sent_rate`` was counted over, lets a
-    Poisson count's shortfall pass (``saturation.keeps_up``); ``late_of``, (requests sent late, requests
+    """The one fell-behind rule: why a generator run cannot be trusted to rank configs ("" when it kept up).
+    Where the run's counts are known, chance is forgiven: ``measured_s``, the seconds ``sent_rate`` was counted
+    over, lets a Poisson count's shortfall pass (``saturation.keeps_up``; None: under ``KEEP_UP`` of the rate
+    asked for is short); ``late_of``, (requests sent late, requests
     scheduled), makes the late share count only when it is above the limit beyond chance
     (``evidence.share_lower_bound``), so one late request of a 3 s run at 3 req/s is not a generator that fell
     behind."""
@@ -63,10 +62,7 @@ def saturation(
     if not math.isnan(cpu_fraction) and cpu_fraction >= CPU_LIMIT:
         reasons.append(f"its CPU at {cpu_fraction:.0%} of its cores")
     if load.rate is not None:
-        short = sent_rate is not None and sent_rate < RATE_SHORTFALL * load.rate
-        if short and measured_s and keeps_up(sent_rate, load.rate, measured_s):
-            short = False  # within a Poisson count's chance of the rate asked for
-        if short:
+        if sent_rate is not None and not keeps_up(sent_rate, load.rate, measured_s):
             reasons.append(f"sent {sent_rate:.1f} of {load.rate:g} req/s asked")
         late = delayed_percent if late_of is None else 100.0 * evidence.share_lower_bound(*late_of)
         if late > DELAYED_LIMIT_PERCENT:
@@ -185,6 +181,7 @@ def with_perf_analyzer(
         measured = result.requests[0]
         share, rate = evidence.goodput(measured.within(budget_ms), len(measured.latencies_ms), measured.duration_s)
     p50, p99 = _ms(row.p50_ms), _ms(row.p99_ms)
+    measured_s = measurement_ms / 1000  # one window: the shortest count the send rate may rest on
     trace = sample.times.quantiles() if sample.times is not None else None
     return Measurement(
         throughput=row.throughput,
@@ -196,13 +193,14 @@ def with_perf_analyzer(
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
-        saturated=saturation(cpu, load, sent, result.delayed_percent),
+        saturated=saturation(cpu, load, sent, result.delayed_percent, measured_s=measured_s),
         server=_server_view(stats),
         goodput_share=share,
         goodput_rps=rate,
         floor_ms=server_trace.floor_ms(
             {"p50": p50, "p99": p99}, trace, stats.breakdown_ms.get("client_network", math.nan)
         ),
+        measured_s=measured_s,
     )
 
 
@@ -271,21 +269,10 @@ def with_locust(
     # Each Locust process is one Python thread of work: it saturates at one core.
     cpu = cpu_s / wall / min(processes, len(client_cpus())) if wall > 0 else math.nan
     sent = client.requests / client.duration_s if load.rate is not None and client.duration_s > 0 else None
-    share, rate = goodput_of(client, budget_ms, ttft_ms, itl_ms)
-    streams = {}
-    if client.streams:
-        streams = {
-            "ttft_p99_ms": client.ttft_ms.get("p99", math.nan),
-            "itl_p99_ms": client.itl_ms.get("p99", math.nan),  # none when every request streamed one token
-            "output_token_throughput": client.output_token_throughput,
-        }
-    return Measurement(
-        throughput=client.throughput_rps,
-        p50_ms=client.latency_ms.get("p50", math.nan),
-        p99_ms=client.latency_ms.get("p99", math.nan),
-        error_rate=client.error_rate,
-        generator="locust",
-        mean_ms=client.latency_ms.get("mean", math.nan),
+    return Measurement.of_client(
+        client,
+        "locust",
+        goodput_of(client, budget_ms, ttft_ms, itl_ms),
         generator_cpu=round(cpu, 3),
         offered_rate=load.rate,
         sent_rate=sent,
@@ -293,10 +280,8 @@ def with_locust(
             cpu, load, sent, client.late_percent, (client.late, client.scheduled), client.duration_s, client.dropped
         ),
         server=_server_view(stats),
-        goodput_share=share,
-        goodput_rps=rate,
         floor_ms=server_trace.floor_ms(
             client.latency_ms, stats.trace, stats.breakdown_ms.get("client_network", math.nan)
         ),
-        **streams,
+        measured_s=client.duration_s,
     )

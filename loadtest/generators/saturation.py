@@ -119,12 +119,15 @@ POISSON_TAIL = 0.00135
 expected mean falls that low at least this often (the one-sided tail of 3 standard deviations)."""
 
 
-def keeps_up(done_rps: float, rate: float, measured_s: float) -> bool:
+def keeps_up(done_rps: float, rate: float, measured_s: float | None) -> bool:
     """The one rule for "kept up with ``rate``": the count over ``measured_s`` (``done_rps`` x ``measured_s``:
     completions for a server, requests sent for a generator) is within ``KEEP_UP`` of the expected count, or short
     of it by no more than a Poisson count's chance (the exact lower tail, ``POISSON_TAIL``). 10.8 req/s for 8 s
     expects 86.4: a minilm step that completed 82 kept up, 56 did not; 9 expected and none done did not either
-    (a normal approximation's 3-sigma bar sits at zero there and could not fail)."""
+    (a normal approximation's 3-sigma bar sits at zero there and could not fail). ``measured_s`` None (a record
+    that does not say how long it counted): the share alone, as no chance can be reckoned without a count."""
+    if measured_s is None:
+        return done_rps >= KEEP_UP * rate
     expected = rate * measured_s
     if not expected > 0 or not math.isfinite(done_rps):  # NaN: no measured seconds to count over
         return False

@@ -189,7 +189,7 @@ def _trial_table(result: CampaignResult) -> list[list[str]]:
         if not run.trials:
             continue
         for i, trial in enumerate(run.trials, 1):
-            figures = trial.figures()
+            figures = trial.measurement().figures()
             rows.append(
                 [_label(run), str(i)]
                 + [("n/a" if _num(figures[m]) is None else f.format(figures[m])) for m, (_, f, _) in FIGURES.items()]

@@ -113,7 +113,7 @@ def trial_headers(result: CampaignResult) -> list[str]:
 
 
 def trial_cells(result: CampaignResult, figures: dict[str, float]) -> list[str]:
-    """One trial's stream cells (``Trial.figures``), matching ``trial_headers``."""
+    """One trial's stream cells (``Measurement.figures`` of ``Trial.measurement``), matching ``trial_headers``."""
     if not _streamed_trials(result):
         return []
     return [("n/a" if num(figures.get(m)) is None else f.format(figures[m])) for m, (_, f, _) in STREAM_FIGURES.items()]

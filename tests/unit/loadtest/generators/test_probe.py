@@ -183,6 +183,21 @@ def test_a_streamed_locust_run_has_its_p99_ttft_itl_and_tokens_per_second(monkey
     assert Measurement.from_dict(raw).ttft_p99_ms == m.ttft_p99_ms
 
 
+def test_a_campaign_trial_of_a_locust_runs_client_record_has_the_runs_figures(monkeypatch, tmp_path):
+    # One record of a run: a campaign trial (results.Trial) becomes the Measurement a Locust run makes.
+    from loadtest.core.results import Trial
+
+    rows = [[40.0 + i, 10.0 + i, 2.0 if i else None, 4 if i else 1] for i in range(10)]
+    _locust_run(monkeypatch, rows)
+    m = probe.with_locust(ENDPOINTS, "gen", "gen", Load(rate=5.0), tmp_path, "run", ttft_ms=15.0, log=print)
+    client = probe.measure_run()[0]
+    assert m.measured_s == client.duration_s == 2.0
+    recounted = Trial(client).measurement(math.inf, 15.0, None)
+    assert recounted.figures() == m.figures() and set(STREAM_METRICS) <= set(m.figures())
+    recorded = Trial(client, None, m.goodput_share, m.goodput_rps, math.inf, 15.0).measurement()
+    assert recorded.figures() == m.figures()
+
+
 def test_a_tensor_run_has_no_stream_figures_and_its_record_is_as_before(monkeypatch, tmp_path):
     _locust_run(monkeypatch, [])
     m = probe.with_locust(ENDPOINTS, "digits", "digits", Load(rate=5.0), tmp_path, "run", log=print)
