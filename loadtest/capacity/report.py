@@ -53,12 +53,12 @@ def quantity(seconds: float) -> str:
 
 def queue_points(result: CapacityResult) -> list[tuple[float, float]]:
     """(offered rate, Triton's queue ms per request) of every usable run, probes and trials."""
-    return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in _runs(result) if m.usable]
+    return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in runs(result) if m.usable]
 
 
 def mean_points(result: CapacityResult) -> list[tuple[float, float]]:
     """(offered rate, the client's mean latency in ms) of every usable run, probes and trials."""
-    return [(rate, m.mean_ms) for rate, m in _runs(result) if m.usable]
+    return [(rate, m.mean_ms) for rate, m in runs(result) if m.usable]
 
 
 def concurrency_targets(result: CapacityResult, per_pod_rps: float) -> str:
@@ -139,7 +139,7 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _runs(result: CapacityResult) -> list[tuple[float, Measurement]]:
+def runs(result: CapacityResult) -> list[tuple[float, Measurement]]:
     """(offered rate, measurement) of every run, probes and trials."""
     return [(p.rate, p.measurement) for p in result.probes] + [
         (c.rate, m) for c in result.confirmations for m in c.result.trials
@@ -168,7 +168,7 @@ def markdown(result: CapacityResult, extra: dict[str, Any], sentence: str) -> st
     if streams := result.stream_text(with_interval=True):
         lines.append(f"- streams at {result.rate:g} req/s (GenAI-Perf's figures, 95% CI over the trials): {streams}")
     # Streamed models only: p99 TTFT, p99 ITL and tokens/s of every run (report_streams' labels).
-    streamed = any(m.streamed for _, m in _runs(result))
+    streamed = any(m.streamed for _, m in runs(result))
     heads = [f"{name}{unit}" for name, _, unit in STREAM_FIGURES.values()] if streamed else []
     head = ["rate offered", "phase", "completed/s", "p50 ms", "p99 ms", *heads, "errors", "queue ms", "outcome"]
     lines += ["", "## Search", "", _row(head)]
