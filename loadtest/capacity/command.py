@@ -16,7 +16,9 @@ three-way SLO verdict at 1x (else 0.9x, else 10% lower) confirms it; then one mo
 plus one (N+1), and the autoscaling target: Triton's queue time per request (the metric deploy/k8s's HPA
 scales on) at the rate each replica is planned to carry, as a kustomize patch (printed, or `--write-patch
 FILE`), and KServe's scaleTarget and Ray Serve's target_ongoing_requests there (requests in flight by Little's
-law). Report: reports/capacity-NAME/ (results.json, summary.md, capacity.png).
+law), each with its interval (``autoscalers``), as a KServe InferenceService merge patch with
+`--write-kserve-patch FILE`; `--price-per-hour P` adds the cost per million requests. Report:
+reports/capacity-NAME/ (results.json, summary.md, capacity.png).
 
 Exit status: 0 found; 1 no rate meets the budget (even the lowest probed), or the trials failed at every step
 down; 2 bad arguments, a model that is not in the repository or not served, or a budget within the generator's
@@ -36,7 +38,7 @@ from pathlib import Path
 from export import config as config_io
 from export import model_kind
 from export.errors import ExportError
-from loadtest.capacity import replica_plan
+from loadtest.capacity import autoscalers, replica_plan
 from loadtest.capacity import report as capacity_report
 from loadtest.capacity import search as capacity
 from loadtest.capacity.result import budget_text
@@ -116,6 +118,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         "--headroom", type=float, default=replica_plan.HEADROOM, help="burst headroom over --target-rps (default 0.2)"
     )
     parser.add_argument("--write-patch", type=Path, metavar="FILE", help="write the HPA patch here (default: print)")
+    parser.add_argument(
+        "--write-kserve-patch", type=Path, metavar="FILE", help="write a merge patch of the KServe InferenceService"
+    )
+    parser.add_argument(
+        "--price-per-hour", type=float, metavar="USD", help="USD per replica-hour: adds the cost per million requests"
+    )
     flags.add_protocol_flag(parser)
     parser.add_argument(
         "--generator",
@@ -159,6 +167,10 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
         raise ValueError(f"--target-rps {args.target_rps:g} must be > 0 requests/s")
     if not (math.isfinite(args.headroom) and args.headroom >= 0):
         raise ValueError(f"--headroom {args.headroom:g} must be >= 0 (0.2: 20% above the target)")
+    if args.price_per_hour is not None and not (math.isfinite(args.price_per_hour) and args.price_per_hour > 0):
+        raise ValueError(f"--price-per-hour {args.price_per_hour:g} must be > 0 USD per replica-hour")
+    if args.write_kserve_patch is not None and args.write_kserve_patch == args.write_patch:
+        raise ValueError(f"--write-kserve-patch {args.write_kserve_patch}: the HPA patch is written there")
     if not 0 <= args.max_error_rate < 1:
         raise ValueError(f"--max-error-rate {args.max_error_rate:g} must be in [0, 1)")
     if args.processes is not None and args.processes < 1:
@@ -392,7 +404,8 @@ def thin_runs_hint(result: CapacityResult, duration_s: float) -> str:
 
 
 def plan(result: CapacityResult, args) -> list[str]:
-    """The replica plan and the HPA target as printed lines; the patch printed or written."""
+    """The replica plan, KServe's and Ray Serve's targets and the HPA target as printed lines; the HPA patch
+    printed or written, the KServe patch written when asked for."""
     lower = result.plan_rate
     if not lower > 0:
         return ["no replica plan: the capacity interval reaches 0 req/s; more --trials would narrow it"]
@@ -408,6 +421,12 @@ def plan(result: CapacityResult, args) -> list[str]:
     per_pod = lower / (1 + args.headroom)
     if targets := capacity_report.concurrency_targets(result, per_pod):
         lines.append(targets)
+    wanted = autoscalers.Plan(args.model, per_pod, args.headroom, result.capacity, max_replicas, args.target_rps)
+    more, kserve = autoscalers.lines(result, wanted, args.price_per_hour, args.write_kserve_patch)
+    lines += more
+    if kserve and args.write_kserve_patch:
+        args.write_kserve_patch.parent.mkdir(parents=True, exist_ok=True)
+        args.write_kserve_patch.write_text(kserve)
     seconds = capacity_report.hpa_target(result, per_pod)
     if math.isnan(seconds):
         return [*lines, "HPA target: no queue time was measured (Triton's metrics gave none)"]
