@@ -200,8 +200,9 @@ def in_flight_line(inflight: InFlight | None) -> str:
     else:
         spread = f"{_span(lat.low, lat.high, '{:.3f}', lat.confidence)}, the spread of {lat.trials} trials at "
         spread += f"{inflight.spread_rate:g} req/s"
+    span = _span(iv.low, iv.high, "{:.2f}", iv.confidence)
     return (
-        f"in flight per replica at {inflight.rate:.1f} req/s: {iv.estimate:.2f} ({_span(iv.low, iv.high, '{:.2f}')}) "
+        f"in flight per replica at {inflight.rate:.1f} req/s: {iv.estimate:.2f} ({span}) "
         f"by Little's law: {inflight.rate:.1f} req/s x {which}, {lat.estimate:.3f} ms ({spread})"
     )
 
