@@ -419,8 +419,6 @@ def plan(result: CapacityResult, args) -> list[str]:
             f"{args.headroom:.0%} burst headroom, N+1)"
         )
     per_pod = lower / (1 + args.headroom)
-    if targets := capacity_report.concurrency_targets(result, per_pod):
-        lines.append(targets)
     wanted = autoscalers.Plan(args.model, per_pod, args.headroom, result.capacity, max_replicas, args.target_rps)
     more, kserve = autoscalers.lines(result, wanted, args.price_per_hour, args.write_kserve_patch)
     lines += more

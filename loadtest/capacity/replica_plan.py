@@ -1,6 +1,6 @@
 """The replica plan from a capacity: how many replicas serve a target rate, and a server metric read at the
 rate each replica is planned to carry (the autoscaler's target): Triton's queue time for the HPA, the requests
-in flight for KServe's and Ray Serve's concurrency targets (``in_flight``)."""
+in flight for KServe's and Ray Serve's targets (``autoscalers.in_flight_at``)."""
 
 from __future__ import annotations
 
@@ -37,9 +37,3 @@ def metric_at(points: list[tuple[float, float]], rate: float) -> float:
         return math.nan
     rates = sorted(by_rate)  # trials at one rate: their mean
     return float(np.interp(rate, rates, [float(np.mean(by_rate[r])) for r in rates]))
-
-
-def in_flight(mean_points: list[tuple[float, float]], rate: float) -> float:
-    """Requests in flight per replica at ``rate`` req/s by Little's law (rate x mean latency), the mean latency
-    read at ``rate`` from (rate, mean ms) points around it (``metric_at``); NaN without points."""
-    return rate * metric_at(mean_points, rate) / 1000

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from loadtest.capacity.replica_plan import in_flight, metric_at
+from loadtest.capacity.replica_plan import metric_at
 from loadtest.capacity.search import CapacityResult
 from loadtest.core.measurement import Measurement
 from loadtest.core.metrics import STREAM_FIGURES
@@ -54,28 +54,6 @@ def quantity(seconds: float) -> str:
 def queue_points(result: CapacityResult) -> list[tuple[float, float]]:
     """(offered rate, Triton's queue ms per request) of every usable run, probes and trials."""
     return [(rate, float(m.server.get("queue_ms", math.nan))) for rate, m in runs(result) if m.usable]
-
-
-def mean_points(result: CapacityResult) -> list[tuple[float, float]]:
-    """(offered rate, the client's mean latency in ms) of every usable run, probes and trials."""
-    return [(rate, m.mean_ms) for rate, m in runs(result) if m.usable]
-
-
-def concurrency_targets(result: CapacityResult, per_pod_rps: float) -> str:
-    """KServe's ``scaleTarget`` and Ray Serve's ``target_ongoing_requests`` that hold ``per_pod_rps`` per replica,
-    on one line: the requests in flight there by Little's law (``replica_plan.in_flight``). KServe's are whole
-    numbers, rounded down so a replica scales out a little early, never late; one under 1 cannot hold the plan
-    (a target of 1 would wait for many times the planned load) and is named as such. "" without mean latencies."""
-    inflight = in_flight(mean_points(result), per_pod_rps)
-    if not inflight > 0:
-        return ""
-    targets = ((inflight, "concurrency"), (per_pod_rps, "rps"))
-    usable = [f"{math.floor(value)} (scaleMetric: {metric})" for value, metric in targets if value >= 1]
-    what = " or ".join(usable) if usable else "none (under 1 request in flight and 1 req/s per replica)"
-    return (
-        f"KServe scaleTarget: {what}; Ray Serve target_ongoing_requests: {inflight:.2f} "
-        f"({per_pod_rps:.1f} req/s x a mean latency of {inflight / per_pod_rps * 1000:.3f} ms per replica)"
-    )
 
 
 def hpa_patch(

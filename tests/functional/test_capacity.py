@@ -34,7 +34,7 @@ def capacity(server, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server, tmp_path):
-    out, patch = tmp_path / "report", tmp_path / "hpa-patch.yaml"
+    out, patch, kserve = tmp_path / "report", tmp_path / "hpa-patch.yaml", tmp_path / "isvc-patch.yaml"
     done = capacity(
         server,
         "digits",
@@ -50,6 +50,10 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
         "100",
         "--write-patch",
         str(patch),
+        "--write-kserve-patch",
+        str(kserve),
+        "--price-per-hour",
+        "2.5",
         "--out",
         str(out),
     )
@@ -63,18 +67,34 @@ def test_digits_capacity_under_250_ms_has_an_interval_a_plan_and_a_patch(server,
     estimate, low, high = (float(line.group(i)) for i in (2, 3, 4))
     assert low <= estimate <= high
     assert "for constant-rate arrivals (perf_analyzer)" in done.stdout and "replicas for 100 req/s:" in done.stdout
-    targets = re.search(
-        r"KServe scaleTarget: (?:([0-9]+) \(scaleMetric: concurrency\) or )?([0-9]+) \(scaleMetric: rps\); Ray Serve "
-        r"target_ongoing_requests: ([0-9.]+) \(([0-9.]+) req/s x a mean latency of ([0-9.]+) ms per replica\)",
+    # KServe's and Ray Serve's targets: the requests in flight at the rate per replica (Little's law), each target
+    # rounded down, with its interval.
+    inflight = re.search(
+        r"in flight per replica at ([0-9.]+) req/s: ([0-9.]+) \(95% CI ([0-9.]+)-([0-9.]+)\) by Little's law: "
+        r"[0-9.]+ req/s x the mean latency there, ([0-9.]+) ms",
         done.stdout,
     )
-    assert targets, done.stdout
-    rps, ongoing, per_pod, mean_ms = (float(targets.group(i)) for i in range(2, 6))
-    assert ongoing == pytest.approx(per_pod * mean_ms / 1000, abs=0.01) and rps == int(per_pod) and per_pod <= low
-    if targets.group(1) is None:  # a whole concurrency target cannot hold under 1 request in flight
+    assert inflight, done.stdout
+    per_pod, ongoing, ongoing_low, ongoing_high, mean_ms = (float(inflight.group(i)) for i in range(1, 6))
+    assert ongoing == pytest.approx(per_pod * mean_ms / 1000, abs=0.01) and per_pod <= low
+    assert ongoing_low <= ongoing <= ongoing_high
+    rps = re.search(r"KServe scaleMetric rps: scaleTarget ([0-9]+) \(", done.stdout)
+    assert rps and per_pod - 1.05 < int(rps.group(1)) <= per_pod + 0.05, done.stdout  # per_pod printed to 0.1
+    concurrency = re.search(
+        r"KServe scaleMetric concurrency: (?:scaleTarget ([0-9]+)|no whole scaleTarget)", done.stdout
+    )
+    assert concurrency, done.stdout
+    if concurrency.group(1) is None:  # a whole concurrency target cannot hold under 1 request in flight
         assert ongoing < 1.005
     else:
-        assert abs(int(targets.group(1)) - ongoing) < 1 and ongoing >= 0.995
+        assert abs(int(concurrency.group(1)) - ongoing) < 1 and ongoing >= 0.995
+    ray = re.search(r"Ray Serve target_ongoing_requests: (?:([0-9.]+) \(|none, under 0.1)", done.stdout)
+    assert ray and (ray.group(1) is None or float(ray.group(1)) <= ongoing + 0.005), done.stdout
+    isvc = yaml.safe_load(kserve.read_text())
+    assert isvc["kind"] == "InferenceService" and isvc["metadata"]["name"] == "digits"
+    assert isvc["spec"]["predictor"]["scaleMetric"] in ("concurrency", "rps")
+    assert isvc["spec"]["predictor"]["scaleTarget"] >= 1
+    assert "USD per million requests at 100 req/s" in done.stdout, done.stdout
     results = json.loads((out / "results.json").read_text())
     assert results["status"] == 0 and len(results["confirmations"][-1]["trials"]) == 3
     assert (out / "capacity.png").stat().st_size > 0 and "## Search" in (out / "summary.md").read_text()

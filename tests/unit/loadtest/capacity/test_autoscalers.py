@@ -222,8 +222,8 @@ def test_the_printed_plan_adds_the_targets_and_the_cost_and_writes_the_kserve_pa
     )
     capacity_cli.check_arguments(args)
     lines = capacity_cli.plan(found, args)
-    assert lines[0].startswith("replicas for 1000 req/s: ") and lines[1].startswith("KServe scaleTarget: ")
-    assert lines[2].startswith("in flight per replica at ") and lines[-2].startswith("HPA target: ")
+    assert lines[0].startswith("replicas for 1000 req/s: ") and lines[1].startswith("in flight per replica at ")
+    assert lines[2].startswith("KServe scaleMetric concurrency: ") and lines[-2].startswith("HPA target: ")
     assert any(text.startswith("cost at 2 USD per replica-hour: ") for text in lines)
     assert lines[-1].startswith(f"HPA patch written to {hpa}")
     predictor = yaml.safe_load(isvc.read_text())["spec"]["predictor"]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from loadtest.capacity.replica_plan import in_flight, metric_at, replicas
+from loadtest.capacity.replica_plan import metric_at, replicas
 from loadtest.capacity.search import CapacityError
 
 
@@ -36,9 +36,3 @@ def test_a_metric_is_read_at_a_rate_between_the_runs_around_it():
     assert metric_at(points, 150.0) == pytest.approx(2.5)  # the two trials at 200 averaged: 4
     assert metric_at(points, 50.0) == 1.0 and metric_at(points, 900.0) == 4.0
     assert math.isnan(metric_at([], 100.0))
-
-
-def test_the_requests_in_flight_are_the_rate_times_the_mean_latency_read_at_that_rate():
-    points = [(100.0, 4.0), (300.0, 8.0)]
-    assert in_flight(points, 200.0) == pytest.approx(200.0 * 0.006)  # 6 ms between the two runs
-    assert math.isnan(in_flight([], 200.0))

@@ -79,30 +79,6 @@ def test_the_target_is_the_queue_time_at_the_planned_rate(result):
     assert all(math.isfinite(q) for _, q in capacity_report.queue_points(result))
 
 
-def test_kserve_and_ray_serve_targets_are_the_requests_in_flight_at_the_planned_rate(result):
-    # At 200 req/s the mean latency is 6 ms: 1.2 requests in flight (Little's law); KServe's whole number rounds
-    # down, so it scales out before a replica carries more than the planned rate.
-    line = capacity_report.concurrency_targets(result, 200.0)
-    assert line == (
-        "KServe scaleTarget: 1 (scaleMetric: concurrency) or 200 (scaleMetric: rps); Ray Serve "
-        "target_ongoing_requests: 1.20 (200.0 req/s x a mean latency of 6.000 ms per replica)"
-    )
-
-
-def test_a_kserve_concurrency_target_under_1_is_left_out_and_the_rps_target_kept(result):
-    # Below the lowest run (100 req/s, 5 ms) its mean holds: 0.05 in flight, which no whole scaleTarget can hold.
-    line = capacity_report.concurrency_targets(result, 10.0)
-    assert line.startswith("KServe scaleTarget: 10 (scaleMetric: rps); Ray Serve target_ongoing_requests: 0.05 ")
-
-
-def test_no_concurrency_target_is_given_without_mean_latencies():
-    def no_mean(rate: float) -> Measurement:
-        return dataclasses.replace(measured(rate), mean_ms=math.nan)
-
-    without = find_capacity(no_mean, Slo(50.0), 100.0, trials=2, log=lambda _: None)
-    assert capacity_report.concurrency_targets(without, 250.0) == ""
-
-
 def test_the_report_folder_holds_every_probe_and_trial_a_summary_and_a_plot(result, tmp_path):
     sentence = result.sentence()
     summary = capacity_report.write(result, tmp_path, {"model": "digits", "plan": {"lines": ["replicas: 3"]}}, sentence)
