@@ -21,11 +21,13 @@ serve: export ## run the local tritonserver on HTTP 8000, gRPC 8001, metrics 800
 demo: setup ## export, serve, send real requests, print the answers and server metrics, stop
 	$(VENV)/bin/tritonkit demo
 
-# The functional tests run one at a time (they load the machine and judge what they measure); the unit tests
-# then run on every core. Functional first: they export the repository that a few unit tests read.
-test: setup ## ruff (lint, then format check), the functional tests against a real tritonserver, the unit tests
+# The built-in models are exported first, as `make serve` does (the session's fixture then finds them up to date
+# and still checks each one); the functional tests run one at a time (they load the machine and judge what they
+# measure); the unit tests then run on every core.
+test: setup ## ruff (lint, then format check), the export, the functional tests against a real tritonserver, the unit tests
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) -m export
 	$(PY) -m pytest tests/functional
 	$(PY) -m pytest tests/unit -n auto --dist loadfile
 
