@@ -10,6 +10,7 @@
 #   .venv-genai-perf/         GenAI-Perf 0.0.16 (deploy/genai-perf-requirements.txt) for tritonkit genai-perf
 #   docker-compose            Debian's docker-compose 1.29: `docker-compose config` validates docker-compose.yml
 #                             without a Docker engine
+#   chromium                  Debian's headless Chromium: the tests lay the report pages out as a reader's browser
 #
 # A second run compares a hash of its inputs with the stamp in .venv and returns at once.
 set -euo pipefail
@@ -24,7 +25,8 @@ cd "$ROOT"
 want=$(cat pyproject.toml requirements.lock deploy/setup.sh deploy/analyzer-requirements.txt deploy/genai-perf-requirements.txt \
     | sha256sum | cut -d' ' -f1)
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x .venv-analyzer/bin/model-analyzer && -x .venv-genai-perf/bin/genai-perf ]] \
-    && command -v promtool >/dev/null && command -v amtool >/dev/null && command -v docker-compose >/dev/null; then
+    && command -v promtool >/dev/null && command -v amtool >/dev/null && command -v docker-compose >/dev/null \
+    && command -v chromium >/dev/null; then
     echo "setup: .venv is up to date"
     exit 0
 fi
@@ -48,6 +50,7 @@ missing_tools=()
 command -v promtool >/dev/null || missing_tools+=(prometheus)
 command -v amtool >/dev/null || missing_tools+=(prometheus-alertmanager)
 command -v docker-compose >/dev/null || missing_tools+=(docker-compose)
+command -v chromium >/dev/null || missing_tools+=(chromium)
 if (( ${#missing_tools[@]} )); then
     apt_install "${missing_tools[@]}"
 fi

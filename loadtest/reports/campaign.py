@@ -24,6 +24,7 @@ from jinja2 import Environment
 
 from loadtest.core import evidence
 from loadtest.reports import plots as report_plots, streams as report_streams
+from loadtest.reports.headline import campaign_headline
 from loadtest.target import server_trace
 from loadtest.reports.plots import PCT_KEYS, STACK
 from loadtest.reports.plots import label as _label
@@ -145,13 +146,15 @@ def _timeline_rows(result: CampaignResult) -> list[dict[str, Any]]:
 
 
 SUMMARY_HEADERS = (
-    ["scenario", "variant", "served model", "protocol", "shape", "trials", "requests", "failures", "error rate"]
-    + ["req/s"]
+    ["scenario", "variant", "SLO", "req/s"]
     + [f"{k} ms" for k in LATENCY_KEYS]
-    + ["goodput", "goodput/s", "avg batch", "SLO"]
+    + ["error rate", "goodput", "goodput/s", "trials", "requests", "failures", "avg batch"]
+    + ["served model", "protocol", "shape"]
 )
-"""Figures of a run of 2+ trials read ``estimate (low-high)``, the 95% interval over its trials; the other
+"""The key columns first (which run, its verdict, its rate and latencies), so a narrow page shows them without
+scrolling. Figures of a run of 2+ trials read ``estimate (low-high)``, the 95% interval over its trials; the other
 columns (requests, p90, mean, ...) are its trials pooled."""
+SLO_COLUMN = SUMMARY_HEADERS.index("SLO")
 _FIGURE_OF = {column(name): name for name in FIGURES}
 """A summary column -> the metric whose interval it shows."""
 
@@ -163,14 +166,25 @@ def _summary_table(result: CampaignResult) -> list[list[str]]:
         pooled = {"error rate": c.error_rate, "req/s": c.throughput_rps} | {
             f"{k} ms": _lat(run, k) for k in LATENCY_KEYS
         }
-        cells = [run.scenario, run.variant, run.served_model, run.protocol, str(run.shape.get("kind", ""))]
-        cells += [str(len(run.all_trials())), str(c.requests), str(c.failures)]
-        for header in SUMMARY_HEADERS[len(cells) : -4]:
-            metric = _FIGURE_OF.get(header)
-            cells.append(_figure(run, metric, pooled[header]) if metric else _fmt(pooled[header]) or "n/a")
-        cells += [_figure(run, "goodput_share", run.goodput_share), _figure(run, "goodput_rps", run.goodput_rps)]
-        cells += [_fmt(run.server.avg_batch, 2) if run.server else "n/a", run.outcome]
-        rows.append(cells)
+        cells = {
+            header: _figure(run, _FIGURE_OF[header], value) if header in _FIGURE_OF else _fmt(value) or "n/a"
+            for header, value in pooled.items()
+        }
+        cells |= {
+            "scenario": run.scenario,
+            "variant": run.variant,
+            "SLO": run.outcome,
+            "goodput": _figure(run, "goodput_share", run.goodput_share),
+            "goodput/s": _figure(run, "goodput_rps", run.goodput_rps),
+            "trials": str(len(run.all_trials())),
+            "requests": str(c.requests),
+            "failures": str(c.failures),
+            "avg batch": _fmt(run.server.avg_batch, 2) if run.server else "n/a",
+            "served model": run.served_model,
+            "protocol": run.protocol,
+            "shape": str(run.shape.get("kind", "")),
+        }
+        rows.append([cells[header] for header in SUMMARY_HEADERS])
     return rows
 
 
@@ -331,8 +345,11 @@ def _floor_table(result: CampaignResult) -> list[list[str]]:
 
 
 def _summary_md(result: CampaignResult, plots: list[Path]) -> str:
+    headline = campaign_headline(result)
     lines = [
         f"# Load campaign `{result.campaign}`",
+        "",
+        f"**{headline.verdict}**: {headline.text}.",
         "",
         f"Started {result.started}.",
         "",
@@ -381,30 +398,35 @@ HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Load campaign {{ r.campaign }}</title>
 <style>
 body { font-family: sans-serif; margin: 2em; color: #222; } img { max-width: 100%; margin: 0.5em 0; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+.scroll { max-width: 100%; overflow-x: auto; margin: 0.5em 0 1.5em; }
+table { border-collapse: collapse; font-size: 0.9em; }
+td code, li code { overflow-wrap: anywhere; }
+.headline { font-size: 1.1em; padding: 0.5em 0.8em; border-left: 0.4em solid #999; background: #f7f7f7; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
+.scroll td:first-child { position: sticky; left: 0; background: #fff; }
 th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; }
 .PASS { background: #d8f5d8; color: #145214; font-weight: bold; }
 .FAIL { background: #f9d6d6; color: #7a1010; font-weight: bold; }
 .INCONCLUSIVE { background: #fbeecb; color: #6b4d00; font-weight: bold; }
 </style></head><body>
 <h1>Load campaign {{ r.campaign }}</h1>
+<p class="headline"><span class="{{ headline.verdict }}">{{ headline.verdict }}</span>: {{ headline.text }}.</p>
 <p>Started {{ r.started }}. SLO: {{ slo }}.</p>
 <p>Data: <a href="results.json">results.json</a>, <a href="runs.csv">runs.csv</a>,
 <a href="timeline.csv">timeline.csv</a>, <a href="summary.md">summary.md</a></p>
 <h2>Runs</h2>
-<table><tr>{% for h in headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in rows %}<tr>{% for c in row[:-1] %}<td>{{ c }}</td>{% endfor %}
-<td class="{{ row[-1] }}">{{ row[-1] }}</td></tr>
-{% endfor %}</table>
+<div class="scroll"><table><tr>{% for h in headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in rows %}<tr>{% for c in row %}
+<td{% if loop.index0 == slo_column %} class="{{ c }}"{% endif %}>{{ c }}</td>{% endfor %}</tr>
+{% endfor %}</table></div>
 <p>{{ goodput_note }}</p>
 {% if stream_rows %}<h2>Streams: TTFT, ITL, tokens/s</h2><p>{{ stream_note }}</p>
-<table><tr>{% for h in stream_headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in stream_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+<div class="scroll"><table><tr>{% for h in stream_headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in stream_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></div>
 {% endif %}
 {% if trial_rows %}<h2>Trials</h2><p>{{ interval_note }}</p>
-<table><tr>{% for h in trial_headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in trial_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+<div class="scroll"><table><tr>{% for h in trial_headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in trial_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></div>
 {% endif %}
 <h2>SLO verdict</h2><ul>
 {% for run in r.runs %}<li><b>{{ run.scenario }} / {{ run.variant }}</b>:
@@ -413,16 +435,16 @@ th { background: #f3f3f3; } td:first-child, td:nth-child(2) { text-align: left; 
 {% for msg, n in errors(run) %}<li>error <code>{{ msg }}</code>: {{ n }}</li>{% endfor %}</ul></li>
 {% endfor %}</ul>
 <h2>Where the time goes</h2>
-{% if time_rows %}<table><tr>{% for h in time_headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in time_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% if time_rows %}<div class="scroll"><table><tr>{% for h in time_headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in time_rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></div>
 {% else %}<p>No run has server stats.</p>{% endif %}
 <h2>Plots</h2>
 {% for p in plots %}<h3>{{ p }}</h3><img src="plots/{{ p }}" alt="{{ p }}">
 {% endfor %}
 <h2>Tuning</h2>
 {% for caption, headers, rows in tuning %}<h3>{{ caption }}</h3>
-<table><tr>{% for h in headers %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for row in rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+<div class="scroll"><table><tr>{% for h in headers %}<th>{{ h }}</th>{% endfor %}</tr>
+{% for row in rows %}<tr>{% for c in row %}<td>{{ c }}</td>{% endfor %}</tr>{% endfor %}</table></div>
 {% else %}<p>No tuning in this campaign.</p>{% endfor %}
 </body></html>
 """
@@ -432,6 +454,8 @@ def _index_html(result: CampaignResult, plots: list[Path]) -> str:
     template = Environment(autoescape=True).from_string(HTML)
     return template.render(
         r=result,
+        headline=campaign_headline(result),
+        slo_column=SLO_COLUMN,
         slo=_slo_text(result.slo),
         headers=SUMMARY_HEADERS,
         rows=_summary_table(result),

@@ -1,6 +1,7 @@
 """The PNG plots of a campaign report (``loadtest.reports.campaign`` writes them into ``reports/<campaign>/plots/``):
-latency against throughput, the percentiles per run, the batch sizes, where the time goes and each run's
-timeline. A plot without data is still written, as a small "no data" image, so links never break.
+latency against throughput (where a scenario swept its load), the percentiles per run, the batch sizes, where the
+time goes and each run's timeline. Figures of a run of two or more trials carry their 95% interval as error bars.
+A plot without data is still written, as a small "no data" image, so links never break.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.core.client_stats import PERCENTILES, percentile_key
+from loadtest.core.metrics import METRICS
 from loadtest.core.results import CampaignResult, RunResult
 
 PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
@@ -21,6 +23,8 @@ STACK = (
     ("compute_output", "compute output"),
 )
 """Parts of the client's mean latency, in the order a request meets them."""
+INTERVAL_METRICS = frozenset(METRICS)
+"""The figures with an interval over trials (``p50_ms``, ``p99_ms``, ...): their bars get error bars."""
 MAX_BATCH_PANELS = 12
 DPI = 100
 
@@ -77,32 +81,55 @@ def _grid(n: int, width: float = 5.0, height: float = 3.5, ncols: int = 3) -> tu
     return fig, flat[:n]
 
 
-def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
-    title = "Latency vs throughput"
-    scenarios = list(
-        dict.fromkeys(r.scenario for r in result.runs if lat(r, "p50") is not None or lat(r, "p99") is not None)
-    )
-    if not scenarios:
-        return _no_data(path, title, "no run has a successful request")
-    fig, axes = _grid(len(scenarios))
+def with_intervals(runs: list[RunResult], key: str) -> tuple[list[float], Any]:
+    """Each run's ``key`` latency (``p50``, ``p99``, ...) and matplotlib's asymmetric error bars: a run of two or
+    more trials gives its interval's estimate and bounds (as its table row does), the others their pooled value
+    and no bar; the bars are None when no run had an interval."""
+    ys, bounds = [], []
+    for r in runs:
+        iv = r.interval(f"{key}_ms") if f"{key}_ms" in INTERVAL_METRICS else None
+        if iv is not None and None not in (num(iv.estimate), num(iv.low), num(iv.high)):
+            ys.append(iv.estimate)
+            bounds.append((max(iv.estimate - iv.low, 0.0), max(iv.high - iv.estimate, 0.0)))
+        else:
+            ys.append(v if (v := lat(r, key)) is not None else math.nan)
+            bounds.append((0.0, 0.0))
+    if not any(lo or hi for lo, hi in bounds):
+        return ys, None
+    return ys, [[lo for lo, _ in bounds], [hi for _, hi in bounds]]
+
+
+def _sweeps(result: CampaignResult) -> dict[str, dict[str, list[RunResult]]]:
+    """Scenario -> variant -> its runs by throughput, for the (scenario, variant) series of two or more runs: a
+    curve of latency against load needs a sweep; one point per series says nothing the tables do not."""
+    out: dict[str, dict[str, list[RunResult]]] = {}
+    for r in result.runs:
+        if lat(r, "p50") is not None or lat(r, "p99") is not None:
+            out.setdefault(r.scenario, {}).setdefault(r.variant, []).append(r)
+    return {
+        scenario: {v: sorted(runs, key=lambda r: r.client.throughput_rps) for v, runs in series.items()}
+        for scenario, series in out.items()
+        if any(len(runs) > 1 for runs in series.values())
+    }
+
+
+def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path | None:
+    """p50 and p99 against throughput where a scenario swept its load (``_sweeps``), each point with its interval
+    over trials; None (no plot) where no scenario did."""
+    sweeps = _sweeps(result)
+    if not sweeps:
+        return None
+    fig, axes = _grid(len(sweeps))
     budget = num(result.slo.get("p99_ms"))
     # One colour per variant across all panels, so a config is recognisable from scenario to scenario.
     colors = {v: f"C{i % 10}" for i, v in enumerate(dict.fromkeys(r.variant for r in result.runs))}
-    for ax, scenario in zip(axes, scenarios, strict=True):
-        runs = [r for r in result.runs if r.scenario == scenario]
-        for variant in dict.fromkeys(r.variant for r in runs):
-            points = sorted(
-                ((r.client.throughput_rps, lat(r, "p50"), lat(r, "p99")) for r in runs if r.variant == variant),
-                key=lambda p: p[0],
-            )
-            x = [p[0] for p in points]
+    for ax, (scenario, series) in zip(axes, sweeps.items(), strict=True):
+        for variant, runs in series.items():
+            x = [r.client.throughput_rps for r in runs]
             color = colors[variant]
-            ax.plot(
-                x, [p[1] if p[1] is not None else math.nan for p in points], "o-", color=color, label=f"{variant} p50"
-            )
-            ax.plot(
-                x, [p[2] if p[2] is not None else math.nan for p in points], "^--", color=color, label=f"{variant} p99"
-            )
+            for key, style in (("p50", "o-"), ("p99", "^--")):
+                y, yerr = with_intervals(runs, key)
+                ax.errorbar(x, y, yerr=yerr, fmt=style, color=color, capsize=3, label=f"{variant} {key}")
         if budget is not None:
             ax.axhline(budget, color="red", linestyle=":", linewidth=1, label="SLO p99 budget")
         ax.set_title(scenario)
@@ -110,7 +137,7 @@ def _plot_latency_vs_throughput(result: CampaignResult, path: Path) -> Path:
         ax.set_ylabel("latency (ms)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"{title} (circle p50, triangle p99; one colour per variant)")
+    fig.suptitle("Latency vs throughput (circle p50, triangle p99, bars: 95% interval over trials)")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -124,12 +151,14 @@ def _plot_percentiles(result: CampaignResult, path: Path) -> Path:
     width = 0.8 / len(PCT_KEYS)
     values = []
     for j, key in enumerate(PCT_KEYS):
-        ys = [lat(r, key) for r in runs]
-        values += [y for y in ys if y is not None and y > 0]
+        ys, yerr = with_intervals(runs, key)
+        values += [y for y in ys if y > 0]
         ax.bar(
             [i + (j - (len(PCT_KEYS) - 1) / 2) * width for i in range(len(runs))],
-            [y if y is not None else 0.0 for y in ys],
+            [0.0 if math.isnan(y) else y for y in ys],
             width,
+            yerr=yerr,
+            capsize=2,
             label=key,
         )
     budget = num(result.slo.get("p99_ms"))
@@ -213,8 +242,13 @@ def _plot_time_breakdown(result: CampaignResult, path: Path) -> Path:
 
 
 def plots(result: CampaignResult, plot_dir: Path) -> list[Path]:
+    """The plots drawn, in the page's order; latency against throughput only where a scenario swept its load (a
+    stale one from an earlier rendering of the folder is removed)."""
+    sweep = _plot_latency_vs_throughput(result, plot_dir / "latency_vs_throughput.png")
+    if sweep is None:
+        (plot_dir / "latency_vs_throughput.png").unlink(missing_ok=True)
     plots = [
-        _plot_latency_vs_throughput(result, plot_dir / "latency_vs_throughput.png"),
+        *([sweep] if sweep is not None else []),
         _plot_percentiles(result, plot_dir / "percentiles.png"),
         _plot_batch_sizes(result, plot_dir / "batch_sizes.png"),
         _plot_time_breakdown(result, plot_dir / "time_breakdown.png"),

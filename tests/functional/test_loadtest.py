@@ -17,8 +17,11 @@ from export import catalog
 from loadtest.campaign import file as campaign_io
 from loadtest.campaign.execution import execute
 from loadtest.core.results import CampaignResult
+from loadtest.reports.campaign import write_report
 from loadtest.target import server_trace
 from loadtest.target.endpoints import Endpoints
+from tests import browser
+from tests.trial_samples import PASSING, campaign_of, run_of
 
 CAMPAIGN = textwrap.dedent("""
     name = "functional"
@@ -94,13 +97,14 @@ def test_campaign_passes_and_writes_the_report(campaign_run):
         "results.json",
         "runs.csv",
         "timeline.csv",
-        "plots/latency_vs_throughput.png",
         "plots/percentiles.png",
         "plots/batch_sizes.png",
         "plots/time_breakdown.png",
         "plots/timeline_0.png",
     ):
         assert (out / name).stat().st_size > 0, name
+    # One run per scenario and variant: no sweep of load, so no latency-against-throughput curve.
+    assert not (out / "plots" / "latency_vs_throughput.png").exists()
     rows = list(csv.DictReader((out / "runs.csv").open()))
     assert [(r["scenario"], r["variant"]) for r in rows] == [
         ("digits-grpc-users", "as-deployed"),
@@ -108,6 +112,22 @@ def test_campaign_passes_and_writes_the_report(campaign_run):
         ("digits-grpc-users", "one-instance"),
         ("digits-http-open", "one-instance"),
     ]
+
+
+def test_the_report_fits_a_1400_px_browser_window_with_every_image_loaded(campaign_run, tmp_path):
+    """The page as a reader sees it in headless Chromium: no sideways scrolling of the page, nothing outside a
+    table's own scrolling box past the window's edge, every plot loaded. The same for a campaign of 13 runs
+    whose runs table is far wider than the window (it scrolls within its box)."""
+    _, out, _, _ = campaign_run
+    wide = campaign_of(*(run_of(PASSING, f"scenario-{i}", f"variant-{i}") for i in range(13)))
+    write_report(wide, tmp_path / "wide")
+    for page in (out / "index.html", tmp_path / "wide" / "index.html"):
+        try:
+            seen = browser.layout(page)
+        except RuntimeError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        assert seen.page <= seen.window and seen.wide == [], (page, seen)
+        assert seen.images >= 4 and seen.missing == [], (page, seen)
 
 
 def test_one_or_two_locust_processes_count_what_tritons_counters_count(campaign_run):

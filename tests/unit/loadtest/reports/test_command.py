@@ -14,14 +14,15 @@ from PIL import Image
 
 from loadtest.core.client_stats import ClientStats, TimelinePoint
 from loadtest.core.results import CampaignResult, RunResult, ServerStats
-from loadtest.reports.campaign import write_report
+from loadtest.reports.campaign import SUMMARY_HEADERS, write_report
 from loadtest.reports.command import main
 from tests.trial_samples import PASSING, STRADDLING, campaign_of, run_of
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}
 FAILED_SENTENCE = "error rate 100.00% is above the SLO's 1.00%"
 P99_SENTENCE = "p99 31.250 ms is above the SLO's 25.000 ms"
-FIXED_PLOTS = ["latency_vs_throughput.png", "percentiles.png", "batch_sizes.png", "time_breakdown.png"]
+FIXED_PLOTS = ["percentiles.png", "batch_sizes.png", "time_breakdown.png"]
+"""Drawn for every campaign; latency against throughput only where a scenario swept its load."""
 
 
 def latency(p50: float) -> dict[str, float]:
@@ -278,7 +279,7 @@ def test_many_runs_with_a_wide_latency_range(tmp_path):
     runs = [triton_run(f"s{i % 3}", f"v{i}", 0.2 * (i + 1), 100 + 10 * i) for i in range(13)]
     runs[-1].client.latency_ms["p99.9"] = 900.0
     written = write_report(CampaignResult("wide", "2026-01-01T00:00:00Z", dict(SLO), runs), tmp_path)
-    assert len([p for p in written if p.suffix == ".png"]) == 4 + 13
+    assert len([p for p in written if p.suffix == ".png"]) == 3 + 13  # one run per (scenario, variant): no sweep
     with Image.open(tmp_path / "plots" / "batch_sizes.png") as image:
         width, height = image.size
     assert width > 1000 and height > 800  # 12 panels in a 3-column grid
@@ -292,7 +293,8 @@ def test_runs_of_several_trials_show_their_intervals_and_each_trial(tmp_path):
     open_row = next(line for line in summary.splitlines() if line.startswith("| open |"))
     assert f"{p99.estimate:.3f} ({p99.low:.3f}-{p99.high:.3f})" in open_row and "INCONCLUSIVE" in open_row
     single_row = next(line for line in summary.splitlines() if line.startswith("| single |"))
-    assert "| 5.000 |" in single_row and "(" not in single_row.split("|")[11]  # one trial: no interval
+    p50_cell = single_row.split("|")[SUMMARY_HEADERS.index("p50 ms") + 1]
+    assert "| 5.000 |" in single_row and "(" not in p50_cell  # one trial: no interval
     trials = summary.split("## Trials")[1].split("## ")[0]
     assert trials.count("| open / v |") == 4 and trials.count("| steady / v |") == 3 and "single" not in trials
     assert "would likely settle p99" in summary
@@ -302,3 +304,31 @@ def test_runs_of_several_trials_show_their_intervals_and_each_trial(tmp_path):
     assert row["trials"] == "4" and row["slo_verdict"] == "inconclusive"
     assert float(row["p99_ms_low"]) < 10.0 < float(row["p99_ms_high"])
     assert CampaignResult.load(tmp_path / "results.json").runs[0].intervals == result.runs[0].intervals
+
+
+def test_latency_against_throughput_is_drawn_for_a_sweep_with_its_trials_intervals_and_left_out_otherwise(tmp_path):
+    from loadtest.reports.plots import with_intervals
+
+    swept = campaign_of(run_of(STRADDLING, "s", "v"), run_of(PASSING, "s", "v"), run_of(PASSING, "t", "v"))
+    written = write_report(swept, tmp_path)
+    assert tmp_path / "plots" / "latency_vs_throughput.png" in written
+    ys, (low, high) = with_intervals(swept.runs[:2], "p99")
+    p99 = swept.runs[0].interval("p99_ms")
+    assert (ys[0], ys[0] - low[0], ys[0] + high[0]) == pytest.approx((p99.estimate, p99.low, p99.high))
+    assert with_intervals([run_of([5.0])], "p99") == ([5.0], None)  # one trial: its value, no bar
+    # Re-rendered into the same folder without a sweep: the stale plot goes, and the page does not name it.
+    written = write_report(campaign_of(run_of(PASSING, "s", "v"), run_of(PASSING, "s", "w")), tmp_path)
+    assert not (tmp_path / "plots" / "latency_vs_throughput.png").exists()
+    assert "latency_vs_throughput" not in (tmp_path / "index.html").read_text()
+
+
+def test_the_page_leads_with_the_verdict_line_and_every_table_scrolls_in_its_own_box(report):
+    result, out, _ = report
+    html = (out / "index.html").read_text()
+    body = html.split("<body>")[1]
+    assert body.index('<p class="headline">') < body.index("<h2>")  # the verdict line before any section
+    assert '<span class="FAIL">FAIL</span>: ' in body  # image_burst failed every request
+    assert html.count("<table>") == html.count('<div class="scroll"><table>') > 0
+    summary = (out / "summary.md").read_text()
+    assert summary.splitlines()[2].startswith("**FAIL**: ")
+    assert SUMMARY_HEADERS[:4] == ["scenario", "variant", "SLO", "req/s"]
