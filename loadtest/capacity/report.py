@@ -19,6 +19,7 @@ import yaml
 
 from loadtest.capacity.replica_plan import metric_at
 from loadtest.capacity.search import CapacityResult
+from loadtest.core import evidence
 from loadtest.core.measurement import Measurement
 from loadtest.core.metrics import STREAM_FIGURES
 from loadtest.errors import LoadTestError
@@ -181,9 +182,16 @@ def _pyplot():
     return plt
 
 
+def p99_interval(confirmation) -> evidence.Interval | None:
+    """The p99 over a rate's usable trials with its 95% interval (log scale, as the verdict reads it); None
+    under two trials or when the interval reaches 0 (a bar on the log axis could not show it)."""
+    iv = evidence.figure_interval("p99_ms", [m.p99_ms for m in confirmation.result.usable if math.isfinite(m.p99_ms)])
+    return iv if iv.has_interval and iv.low > 0 else None
+
+
 def plot(result: CapacityResult, path: Path) -> Path:
-    """p99 against offered rate: the search's runs (passing filled, failing hollow), the trials, the budget,
-    the confirmed rate and the capacity interval as a band."""
+    """p99 against offered rate: the search's runs (passing filled, failing hollow), the trials and their p99's
+    interval at each confirmed rate, the budget, the confirmed rate and the capacity interval as a band."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.2))
     budget = result.budget.p99_ms
@@ -199,6 +207,19 @@ def plot(result: CapacityResult, path: Path) -> Path:
     trials = [(c.rate, m.p99_ms) for c in result.confirmations for m in c.result.usable if math.isfinite(m.p99_ms)]
     if trials:
         ax.scatter(*zip(*trials, strict=True), marker="x", color="black", label="trials", zorder=4)
+    bars = [(c.rate, iv) for c, iv in ((c, p99_interval(c)) for c in result.confirmations) if iv is not None]
+    if bars:
+        ax.errorbar(
+            [rate for rate, _ in bars],
+            [iv.estimate for _, iv in bars],
+            yerr=[[iv.estimate - iv.low for _, iv in bars], [iv.high - iv.estimate for _, iv in bars]],
+            fmt="D",
+            color="black",
+            markerfacecolor="none",
+            capsize=4,
+            label="p99 of the trials, 95% CI",
+            zorder=5,
+        )
     ax.axhline(budget, color="tab:red", linestyle="--", label=f"budget {budget:g} ms")
     iv = result.capacity
     if iv is not None:

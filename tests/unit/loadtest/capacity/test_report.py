@@ -104,3 +104,21 @@ def test_the_summary_shows_ttft_itl_and_tokens_per_second_for_a_streamed_model_o
     assert "- streams at 400 req/s (GenAI-Perf's figures, 95% CI over the trials): p99 TTFT 4.000 ms" in text
     tensor = capacity_report.write(result, tmp_path / "digits", {"model": "digits"}, result.sentence()).read_text()
     assert "TTFT" not in tensor and "tokens/s" not in tensor
+
+
+def test_the_plot_bars_each_confirmed_rates_p99_with_its_trials_interval(tmp_path):
+    calls = iter(range(10_000))
+
+    def noisy(rate: float) -> Measurement:  # trials at one rate alternate 9 and 12 ms
+        return dataclasses.replace(measured(rate), p99_ms=9.0 if next(calls) % 2 else 12.0)
+
+    found = find_capacity(noisy, Slo(50.0), 100.0, trials=3, log=lambda _: None)
+    confirmation = found.confirmations[0]
+    iv = capacity_report.p99_interval(confirmation)
+    p99s = [m.p99_ms for m in confirmation.result.usable]
+    assert iv is not None and iv.low < min(p99s) <= max(p99s) < iv.high and iv.trials == len(p99s) == 3
+    one = dataclasses.replace(
+        confirmation, result=dataclasses.replace(confirmation.result, trials=confirmation.result.trials[:1])
+    )
+    assert capacity_report.p99_interval(one) is None  # one trial: no interval, no bar
+    assert capacity_report.plot(found, tmp_path / "capacity.png").read_bytes().startswith(b"\x89PNG")
