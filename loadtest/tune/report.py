@@ -1,6 +1,7 @@
 """The tuner's report folder (``reports/tune/<model>/``): ``results.json`` (every trial with its
 measurements), ``summary.md`` (the table of every candidate tried, the pick, what was written) and
-``tune.png`` (throughput against p99 of every candidate, the SLO line and the pick).
+``tune.png`` (throughput against p99 of every candidate, the SLO line, the pick, and each leader's 95%
+intervals over its confirmation trials as error bars).
 
 ``results.json`` reads back with :func:`load_trials`, so a recorded search replays without a server (the
 unit tests do that with a recorded grid).
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from loadtest.core.evidence import Interval
 from loadtest.core.measurement import Measurement
 from loadtest.core.spec import Slo
 from loadtest.reports.writer import SUMMARY, save_report
@@ -208,6 +210,19 @@ def _brief(trial: Trial) -> str:
     return f"{trial.throughput:.1f} infer/s, p99 {_num(trial.p99_ms)} ms"
 
 
+def confirmed_intervals(trial: Trial) -> tuple[Interval, Interval] | None:
+    """(p99, throughput) intervals over a leader's confirmation trials, for its error bars; None when either is
+    missing or not finite, and for a point without two confirmation trials (its screening probe has none)."""
+    if len(trial.confirmed) < 2:
+        return None
+    ivs = trial.intervals()
+    p99, throughput = ivs.get("p99_ms"), ivs.get("throughput")
+    if p99 is None or throughput is None:
+        return None
+    values = (p99.low, p99.estimate, p99.high, throughput.low, throughput.estimate, throughput.high)
+    return (p99, throughput) if all(math.isfinite(v) for v in values) else None
+
+
 def plot(outcome: Outcome, path: Path) -> Path:
     import matplotlib
 
@@ -237,6 +252,19 @@ def plot(outcome: Outcome, path: Path) -> Path:
                 ax.annotate(
                     str(t.order), (t.p99_ms, t.throughput), fontsize=7, xytext=(3, 3), textcoords="offset points"
                 )
+    bars = [ivs for t in trials if (ivs := confirmed_intervals(t)) is not None]
+    for i, (p99, throughput) in enumerate(bars):
+        ax.errorbar(
+            [p99.estimate],
+            [throughput.estimate],
+            xerr=[[p99.estimate - p99.low], [p99.high - p99.estimate]],
+            yerr=[[throughput.estimate - throughput.low], [throughput.high - throughput.estimate]],
+            fmt="none",
+            ecolor="black",
+            elinewidth=1,
+            capsize=3,
+            label="95% CI of the confirmation trials" if i == 0 else None,
+        )
     best = outcome.result.best
     if best is not None:
         ax.scatter(
