@@ -173,6 +173,8 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
     lines = [
         f"# Tuning {o.model}",
         "",
+        f"**{headline(outcome)}**",
+        "",
         f"- SLO: p99 <= {o.slo.p99_ms:g} ms and error rate <= {o.slo.max_error_rate:.2%} at "
         f"{o.load.text()} over {o.protocol}",
         f"- generator: {outcome.generator} (a run whose generator saturated is marked and not ranked)",
@@ -191,6 +193,15 @@ def summary(outcome: Outcome, sections: list[str] | None = None) -> str:
     for section in sections or []:
         lines += [section, ""]
     return "\n".join(lines)
+
+
+def headline(outcome: Outcome) -> str:
+    """The summary's first line: the pick (or none) and what decided it."""
+    pick, decision = outcome.best, outcome.decision
+    which = f"pick #{pick.order} {pick.point.label()} ({_brief(pick)})" if pick else "no pick"
+    if decision is not None:
+        return f"{decision.status.name}: {which}: {decision.reason}"
+    return f"{which}: the fastest screened config within the SLO (no leaders were confirmed)" if pick else which
 
 
 def decision_markdown(decision: Decision) -> str:

@@ -37,3 +37,19 @@ def test_the_plot_draws_the_leaders_bars_beside_the_screened_points(tmp_path):
         generator="perf_analyzer",
     )
     assert report.plot(outcome, tmp_path / "tune.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_summary_leads_with_the_pick_and_what_decided_it():
+    from types import SimpleNamespace
+
+    from tritonkit_errors import ExitStatus
+
+    leader = Trial(POINT, [run(9999, 0.1)], order=1, confirmed=[run(4000, 6.0), run(5000, 6.5)])
+    decided = SimpleNamespace(
+        best=leader, decision=SimpleNamespace(status=ExitStatus.OK, reason="the served config stays")
+    )
+    assert (
+        report.headline(decided)
+        == f"OK: pick #1 {POINT.label()} (4500.0 infer/s, p99 6.250 ms): the served config stays"
+    )
+    assert report.headline(SimpleNamespace(best=None, decision=None)) == "no pick"
