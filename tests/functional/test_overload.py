@@ -1,34 +1,30 @@
-"""Overload against a real server holding only digits: with a tiny queue the excess is refused with the
+"""Overload against the session's server, on digits: with a tiny queue the excess is refused with the
 retryable status (HTTP 503 / gRPC UNAVAILABLE) and counted as refusals; without a queue policy nothing is."""
 
 import pytest
 
-from deploy.server import LocalServer
 from export.spec import QueuePolicy
 from loadtest.core.spec import Candidate
 from loadtest.studies.overload import command as overload
 from loadtest.target import apply
 from loadtest.target.endpoints import Endpoints
-from tests.conftest import server_config
 
 RETRYABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}
 
 
 @pytest.fixture(scope="module")
-def digits_server(repository, tmp_path_factory):
-    repo = tmp_path_factory.mktemp("overload") / "repo"
-    repo.mkdir()
-    (repo / "digits").symlink_to(repository / "digits", target_is_directory=True)
-    server = LocalServer(server_config(repo, load_models=("digits",))).start()
+def digits_server(server):
+    """The session's server, its digits given a slow batcher for this module and its config back after
+    (``apply.ServedConfigs``)."""
     endpoints = Endpoints.of(server)
     # Requests linger in the queue (a 20 ms batching window, one instance), so a queue of one overflows at once.
     # The tests offer at most 300 req/s: without a policy this instance serves that with room (batches of about
     # 6 per window), so no run leaves a backlog behind for the next reload to wait on. At 800 req/s a CI run once
     # fell to 134 req/s served, and the reload after it never returned.
     slow = Candidate.of("slow-batcher", ("digits",), max_queue_delay_us=20000, instances=1)
-    apply.apply(endpoints.http, slow, "digits")
-    yield server, endpoints
-    assert not server.stop()
+    with apply.ServedConfigs(endpoints.http) as configs:
+        configs.apply(slow, "digits")
+        yield server, endpoints
 
 
 def _check(rows):
