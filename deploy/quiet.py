@@ -51,6 +51,10 @@ class _Router(io.TextIOBase):
     def encoding(self) -> str:
         return self.log.encoding
 
+    @property
+    def buffer(self):  # bytes written past the text layer come from libraries
+        return self.log.buffer
+
 
 def _own_stream(stream, fd: int, saved: int):
     """Where the project's lines go: ``stream`` itself unless it writes to ``fd``, which the block redirects; then a
