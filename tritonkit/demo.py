@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the log
             traceback.print_exc(file=sink)
             status = _error(exc, log, sink, ExitStatus.FAILED)
-    print(f"  library output (warnings, notices, progress bars): {log}")
+    print(f"  library output (warnings, notices, progress bars): {log}{'' if log.stat().st_size else ' (none)'}")
     return status
 
 
