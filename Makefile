@@ -1,5 +1,6 @@
 # Two commands on a fresh machine: `make demo` (the main job) and `make test` (the test suite).
-# Every target sets itself up first; a second `make setup` returns at once.
+# Every target sets itself up first; a second `make setup` returns at once. Side tools (perf_analyzer, Model
+# Analyzer, GenAI-Perf, the deploy validators) install on the first command that needs them (deploy/setup.sh).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-setup: ## .venv with the pinned dependencies, perf_analyzer 2.51, libpython3.11 (idempotent)
+setup: ## .venv with the pinned dependencies, SmolLM2's weights, libpython3.11: what the demo runs (idempotent)
 	@bash deploy/setup.sh
 
 export: setup ## export the built-in models into model_repository/ (skips what is up to date)
@@ -23,8 +24,9 @@ demo: setup ## export, serve, send real requests, print the answers and server m
 
 # The built-in models are exported first, as `make serve` does (the session's fixture then finds them up to date
 # and still checks each one); the functional tests run one at a time (they load the machine and judge what they
-# measure); the unit tests then run on every core.
-test: setup ## ruff (lint, then format check), the export, the functional tests against a real tritonserver, the unit tests
+# measure); the unit tests then run on every core. The suite uses every side tool: every layer of the set-up first.
+test: ## ruff (lint, then format check), the export, the functional tests against a real tritonserver, the unit tests
+	@bash deploy/setup.sh all
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m export
@@ -63,6 +65,7 @@ genai-perf: export ## NVIDIA GenAI-Perf against text_generator: time to first to
 	$(VENV)/bin/tritonkit genai-perf $(ARGS)
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
+	@SETUP_WHY="first use of make check-deploy" bash deploy/setup.sh deploy-tools
 	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation docker-compose config -q
 	GRAFANA_ADMIN_PASSWORD=placeholder-for-validation TRITON_ADMIN_KEY=placeholder-for-validation \
 	  docker-compose --profile cpu config -q

@@ -10,9 +10,13 @@ running on that repository; ``--campaign-seconds`` shortens the campaign's scena
 runs digits' step alone: it exports and loads digits only, and the campaign keeps its scenarios on digits (a
 pipeline's step exports everything and loads the whole repository, as the full demo does).
 
+It prints only its own lines: what libraries write on the way (warnings, notices, progress bars, torch's C++
+side, Locust's output) goes to ``demo.log`` in the reports folder (``reports/demo.log``), which its last line names;
+an error is one line naming that log, which holds the whole message (and the traceback of an unexpected one).
+
 Exit status: 0 every step passed and the campaign's SLO gate held; 1 an export, the server or the gate
-failed, or a stub process or /dev/shm region was left behind; 2 a bad argument; 128 + the signal (130
-Ctrl-C, 143 SIGTERM) when stopped by one, the server stopped first.
+failed, a stub process or /dev/shm region was left behind, or another error; 2 a bad argument or setting;
+128 + the signal (130 Ctrl-C, 143 SIGTERM) when stopped by one, the server stopped first.
 """
 
 from __future__ import annotations
@@ -23,22 +27,26 @@ import os
 import sys
 import threading
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from deploy import quiet
 from deploy.client import connect, infer, metrics, model_metric
 from deploy.errors import ServerError
 from deploy.lifecycle import local_server
 from deploy.server import ServerConfig
 from export import catalog
 from export.errors import ExportError
-from tritonkit_errors import ExitStatus
+from tritonkit_errors import ExitStatus, TritonkitError
 
 if TYPE_CHECKING:
     from loadtest.target.endpoints import Endpoints
+
+REPORTS = Path("reports")
 
 
 def _export(repository, entries) -> None:
@@ -190,8 +198,6 @@ def _text_generator(urls: Endpoints) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from loadtest.target.endpoints import Endpoints
-
     if args.http_url and not (args.grpc_url and args.metrics_url):
         print("demo: error: --http-url needs --grpc-url and --metrics-url too", file=sys.stderr)
         return ExitStatus.USAGE
@@ -210,28 +216,50 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a bad catalog setting, a repository that is not a folder, CPUs this machine lacks
         print(f"demo: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
-    try:
-        _export(config.model_repository, [entries[m] for m in models] if plain else entries.values())
-        if args.client_cpus:
-            os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
-        if args.http_url:
-            print(f"\n== serve: the server at HTTP {args.http_url}, gRPC {args.grpc_url}")
-            with local_server(None):  # nothing to stop; a signal still unwinds the run once
-                return 1 if _show(Endpoints(args.http_url, args.grpc_url, args.metrics_url), args, models) else 0
-        print(
-            f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}"
-        )
-        # Stopped however the block ends; Ctrl-C or SIGTERM exits 128 + signum once it is (deploy/lifecycle.py).
-        with local_server(config) as server:
-            try:
-                print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
-                status = _show(Endpoints.of(server), args, models)
-            finally:
-                print("\n== stop")
-        left = server.left_behind
-    except (ServerError, ExportError) as exc:
-        print(f"demo: error: {exc}", file=sys.stderr)
-        return ExitStatus.FAILED
+    # Library output (torch's and transformers' warnings, tqdm bars, C++ notices) goes to the log, not the terminal.
+    log = (args.reports or REPORTS) / "demo.log"
+    with quiet.noise_to(log) as sink:
+        try:
+            status = _run(args, config, entries, models, plain)
+        except (ServerError, ExportError) as exc:
+            status = _error(exc, log, sink, ExitStatus.FAILED)
+        except TritonkitError as exc:  # a bad setting met on the way: as tritonkit reports any
+            status = _error(exc, log, sink, ExitStatus.USAGE)
+        except Exception as exc:  # noqa: BLE001 - one line here, the traceback in the log
+            traceback.print_exc(file=sink)
+            status = _error(exc, log, sink, ExitStatus.FAILED)
+    print(f"  library output (warnings, notices, progress bars): {log}{'' if log.stat().st_size else ' (none)'}")
+    return status
+
+
+def _error(exc: Exception, log: Path, sink, status: ExitStatus) -> int:
+    """``status`` after one line on stderr naming the log, which gets the whole message."""
+    print(f"demo: error: {exc}", file=sink)
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    print(f"demo: error: {first} (details: {log})", file=sys.stderr)
+    return status
+
+
+def _run(args: argparse.Namespace, config: ServerConfig, entries, models: tuple[str, ...], plain: bool) -> int:
+    """The demo's steps, export to stop; its exit status."""
+    from loadtest.target.endpoints import Endpoints
+
+    _export(config.model_repository, [entries[m] for m in models] if plain else entries.values())
+    if args.client_cpus:
+        os.sched_setaffinity(0, args.client_cpus)  # the Locust workers started from here inherit it
+    if args.http_url:
+        print(f"\n== serve: the server at HTTP {args.http_url}, gRPC {args.grpc_url}")
+        with local_server(None):  # nothing to stop; a signal still unwinds the run once
+            return 1 if _show(Endpoints(args.http_url, args.grpc_url, args.metrics_url), args, models) else 0
+    print(f"\n== serve: tritonserver on HTTP {config.http_url}, gRPC {config.grpc_url}, metrics {config.metrics_url}")
+    # Stopped however the block ends; Ctrl-C or SIGTERM exits 128 + signum once it is (deploy/lifecycle.py).
+    with local_server(config) as server:
+        try:
+            print(f"  ready; {len(server.stub_pids())} Python-backend stub processes")
+            status = _show(Endpoints.of(server), args, models)
+        finally:
+            print("\n== stop")
+    left = server.left_behind
     print(
         "  server stopped; "
         + (f"LEFT BEHIND: {left}" if left else "no stub process or /dev/shm region left")

@@ -16,7 +16,7 @@ from loadtest.tune.analyzer import profile as analyzer
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "analyzer" / "digits.ckpt"
 installed = pytest.mark.skipif(
     not (analyzer.ANALYZER_BIN.is_file() and analyzer.PERF_ANALYZER.is_file()),
-    reason="Model Analyzer is not installed (.venv-analyzer, .venv/bin/perf_analyzer): run `bash deploy/setup.sh`",
+    reason="Model Analyzer is not installed (.venv-analyzer, .venv/bin/perf_analyzer): bash deploy/setup.sh analyzer",
 )
 
 

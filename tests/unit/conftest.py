@@ -38,3 +38,16 @@ def restore_stop_handlers():
     yield
     for sig, handler in before.items():
         signal.signal(sig, handler)
+
+
+@pytest.fixture
+def failing_setup(tmp_path, monkeypatch) -> Path:
+    """A deploy/setup.sh whose every layer fails, as without a network (deploy/tools.py runs it on a tool's first
+    use); the folder of its logs."""
+    from deploy import tools
+
+    script = tmp_path / "setup.sh"
+    script.write_text('echo "setup: installing $1 ($SETUP_WHY)"\necho "pip: no network" >&2\nexit 1\n')
+    monkeypatch.setattr(tools, "SETUP", script)
+    monkeypatch.setattr(tools, "LOGS", tmp_path / "setup-logs")
+    return tmp_path / "setup-logs"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deploy import tools
 from deploy.server import PROJECT_ROOT
 from loadtest.generators.payloads import input_data_json
 from loadtest.generators.perf_analyzer.profile_export import MeasuredRequests, read_profile_export
@@ -59,6 +60,14 @@ _MEAN_PARTS = tuple(field for column, field in _MS_COLUMNS.items() if "latency" 
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed (or found no stable measurement); the message ends with its output tail."""
+
+
+def ensure_perf_analyzer() -> Path:
+    """``.venv/bin/perf_analyzer``, installed by ``deploy/setup.sh perf-analyzer`` on its first use."""
+    try:
+        return tools.ensure(PERF_ANALYZER, "perf-analyzer", "perf_analyzer", "first use of perf_analyzer")
+    except tools.ToolMissing as exc:
+        raise PerfAnalyzerError(str(exc)) from None
 
 
 class PerfAnalyzerOutOfMemory(PerfAnalyzerError):
@@ -256,6 +265,8 @@ def run(
     """
     if protocol not in ("grpc", "http"):
         raise ValueError(f"protocol {protocol!r} is not grpc or http")
+    if binary == PERF_ANALYZER:
+        ensure_perf_analyzer()
     if request_rate is not None and not request_rate > 0:
         raise ValueError(f"request_rate {request_rate!r} must be > 0")
     if request_rate is not None and request_intervals is not None:

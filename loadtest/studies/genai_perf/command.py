@@ -1,15 +1,15 @@
 """`tritonkit genai-perf`: NVIDIA's GenAI-Perf against the served token generator, as LLM users benchmark Triton.
 
 GenAI-Perf 0.0.16 lives in its own venv (``.venv-genai-perf``, pinned in deploy/genai-perf-requirements.txt,
-installed by deploy/setup.sh) and drives the generator through the vLLM backend's tensors
-(``--endpoint-type kserve --backend vllm``), which ``text_generator`` takes (backends/llm_request.py). It runs
+installed by ``deploy/setup.sh genai-perf`` on its first use) and drives the generator through the vLLM backend's
+tensors (``--endpoint-type kserve --backend vllm``), which ``text_generator`` takes (backends/llm_request.py). It runs
 the project's perf_analyzer (.venv/bin, the 2.51 binary), and counts tokens with a tokenizer folder written
 here from the generator's own ``tokenizer.json`` and ``chat_template.json`` (both from the SmolLM2 GGUF), so
 nothing comes from a hub. Its table (time to first token, inter-token latency, output token throughput, ...)
 is printed as GenAI-Perf prints it; its exports land in ``--out`` (``artifacts/*/profile_export_genai_perf.json``).
 
-Exit status: GenAI-Perf's own (0 done); 2 a bad argument or no GenAI-Perf venv (run make setup); 3 the
-server failed.
+Exit status: GenAI-Perf's own (0 done); 2 a bad argument, or GenAI-Perf or perf_analyzer missing and its install
+failed (one line naming the log); 3 the server failed.
 """
 
 from __future__ import annotations
@@ -22,15 +22,18 @@ import sys
 from pathlib import Path
 
 from backends import chat
+from deploy import tools
 from deploy.server import PROJECT_ROOT
 from export import config as config_io
 from export.token_generator import STEP_PARAMETERS, is_generator
 from loadtest.cli import flags
 from loadtest.generators.locust import runner
+from loadtest.generators.perf_analyzer import perf
 from loadtest.target import endpoints as target
 from tritonkit_errors import ExitStatus
 
 GENAI_PERF = PROJECT_ROOT / ".venv-genai-perf" / "bin" / "genai-perf"
+PERF_ANALYZER = perf.PERF_ANALYZER  # on its PATH: GenAI-Perf runs it
 REPORTS = Path("reports") / "genai-perf"
 EXPORT = "profile_export_genai_perf.json"
 
@@ -96,9 +99,6 @@ def figures(out: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not GENAI_PERF.is_file():
-        print(f"genai-perf: error: {GENAI_PERF} is missing: run make setup", file=sys.stderr)
-        return ExitStatus.USAGE
     for name in ("requests", "concurrency", "input_tokens", "output_tokens"):
         if getattr(args, name) < 1:
             print(f"genai-perf: error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
@@ -106,6 +106,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         tokenizer = tokenizer_folder(args.repository / args.model / "1", args.out / "tokenizer")
     except ValueError as exc:
+        print(f"genai-perf: error: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+    # Installed on first use, once the arguments are known to be good.
+    try:
+        tools.ensure(GENAI_PERF, "genai-perf", "GenAI-Perf", "first use of tritonkit genai-perf")
+        tools.ensure(PERF_ANALYZER, "perf-analyzer", "perf_analyzer", "first use of tritonkit genai-perf")
+    except tools.ToolMissing as exc:
         print(f"genai-perf: error: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
 

@@ -1,7 +1,7 @@
 """Triton Model Analyzer on the local server: profile one model under a p99 budget and return its pick.
 
-Model Analyzer (MA) 1.44 lives in its own venv, ``.venv-analyzer`` (``deploy/setup.sh``), because it
-wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 binary) and, in local
+Model Analyzer (MA) 1.44 lives in its own venv, ``.venv-analyzer`` (``deploy/setup.sh analyzer``, run on its first
+use), because it wants ``tritonclient[all]``; it drives ``.venv/bin/perf_analyzer`` (the 2.51 binary) and, in local
 launch mode, starts our tritonserver through a wrapper script written here. The pick it returns can
 be compared with the project's own tuner and applied as :meth:`AnalyzerPick.changes` (``ServingChanges``).
 
@@ -26,12 +26,15 @@ from pathlib import Path
 import psutil
 import yaml
 
+from deploy import tools
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.changes import ServingChanges
 from loadtest.errors import TuneError
 
 ANALYZER_BIN = PROJECT_ROOT / ".venv-analyzer" / "bin" / "model-analyzer"
 PERF_ANALYZER = PROJECT_ROOT / ".venv" / "bin" / "perf_analyzer"
+FIRST_USE = {ANALYZER_BIN: ("analyzer", "Model Analyzer"), PERF_ANALYZER: ("perf-analyzer", "perf_analyzer")}
+"""The project's own tools, by set-up layer: installed on first use; any other path is only checked."""
 RESULTS_CSV = Path("results") / "metrics-model-inference.csv"
 # A small brute search, ~3-4 min for digits on 2 cores: 2 max_batch_size x instance counts
 # (+ MA's copy of the model's own config) x 4 concurrencies.
@@ -241,8 +244,13 @@ def profile(
     """Run ``model-analyzer profile`` on ``model`` and return the best config within the p99 budget.
     ``search``: ``analyzer_config``'s ``max_batch_sizes``, ``concurrency`` or ``request_rate``."""
     for tool in (ANALYZER_BIN, PERF_ANALYZER):
-        if not tool.is_file():
-            raise AnalyzerNotInstalled(f"{tool} is missing: run `bash deploy/setup.sh`")
+        if tool in FIRST_USE:
+            try:
+                tools.ensure(tool, *FIRST_USE[tool], "first use of tritonkit analyzer")
+            except tools.ToolMissing as exc:
+                raise AnalyzerNotInstalled(str(exc)) from None
+        elif not tool.is_file():
+            raise AnalyzerNotInstalled(f"{tool} is missing: run `bash deploy/setup.sh analyzer`")
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = stage_model(Path(repository).resolve(), model, out_dir / "model_repository")

@@ -11,6 +11,7 @@ import psutil
 import pytest
 import yaml
 
+import tritonkit_cli
 from export import config as config_io
 from export.changes import ServingChanges
 from loadtest.core.spec import Candidate
@@ -212,3 +213,18 @@ def test_a_model_not_in_the_repository_is_a_bad_argument_in_one_line(tmp_path, c
     assert status == 2 and not any(tmp_path.iterdir()), "refused before Model Analyzer starts"
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'nosuch' is not in" in err and "digits" in err, err
+
+
+def test_model_analyzer_missing_and_not_installable_is_one_line_naming_the_log_and_exit_3(
+    tmp_path, monkeypatch, capsys, failing_setup
+):
+    missing = tmp_path / "nowhere" / "model-analyzer"
+    monkeypatch.setattr(analyzer, "ANALYZER_BIN", missing)
+    monkeypatch.setattr(analyzer, "FIRST_USE", {missing: ("analyzer", "Model Analyzer")})
+    args = tritonkit_cli.build_parser().parse_args(
+        ["analyzer", "digits", "--budget-ms", "5", "--repository", str(REPOSITORY), "--out", str(tmp_path / "out")]
+    )
+    assert analyzer_command.run_command(args) == 3
+    installing, error = capsys.readouterr().err.splitlines()
+    assert installing.startswith("setup: installing Model Analyzer (first use of tritonkit analyzer)")
+    assert "Model Analyzer is missing" in error and str(failing_setup / "analyzer.log") in error

@@ -55,3 +55,18 @@ def test_a_local_server_loads_the_generator_with_the_steps_its_config_names(tmp_
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "config.pbtxt").write_text('name: "plain"\nbackend: "python"\n')
     assert genai_perf.served_models(tmp_path, "plain") == ("*",), "a Python model naming no steps may call any model"
+
+
+def test_genai_perf_missing_and_not_installable_is_one_line_naming_the_log_and_exit_2(
+    tmp_path, monkeypatch, capsys, failing_setup
+):
+    version = tmp_path / "repository" / "text_generator" / "1"
+    version.mkdir(parents=True)
+    (version / "tokenizer.json").write_text("{}")
+    monkeypatch.setattr(genai_perf, "GENAI_PERF", tmp_path / "nowhere" / "genai-perf")
+    argv = ["genai-perf", "--repository", str(tmp_path / "repository"), "--out", str(tmp_path / "out")]
+    assert genai_perf._handler(tritonkit_cli.build_parser().parse_args(argv)) == 2
+    installing, error = capsys.readouterr().err.splitlines()
+    assert installing.startswith("setup: installing GenAI-Perf (first use of tritonkit genai-perf)")
+    assert error.startswith("genai-perf: error: GenAI-Perf is missing")
+    assert str(failing_setup / "genai-perf.log") in error
