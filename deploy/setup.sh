@@ -73,7 +73,8 @@ base() {
         return
     fi
     # The stub of the Python backend is linked against the system's libpython3.11.so.1.0.
-    if ! ldconfig -p | grep -q 'libpython3\.11\.so\.1\.0'; then
+    # grep -q would stop reading at the first match: ldconfig then dies of SIGPIPE and pipefail calls it missing.
+    if ! ldconfig -p | grep 'libpython3\.11\.so\.1\.0' >/dev/null; then
         apt_install libpython3.11
     fi
     find_python
