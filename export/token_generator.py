@@ -47,6 +47,19 @@ def is_generator(config: mc.ModelConfig) -> bool:
     return config.backend == "python" and all(k in config.parameters for k in (*STEP_PARAMETERS, "STEP_MODE"))
 
 
+def served_models(repository: Path, model: str) -> tuple[str, ...]:
+    """What a local server loads for the generator ``model``: it and the step models its config names
+    (``PREFILL_MODEL`` / ``DECODE_MODEL``); the whole repository for a Python model that names none (it may call
+    any model)."""
+    path = Path(repository) / model / "config.pbtxt"
+    if not path.is_file():
+        return (model,)  # the server's load names what is missing
+    config = parse(path)
+    if not is_generator(config):
+        return ("*",)
+    return (model, *(config.parameters[key].string_value for key in STEP_PARAMETERS))
+
+
 def step_model(base: str, entries: dict[str, CatalogEntry], target: str, precision: str) -> str:
     """The served name of step ``base`` for ``target``: its ``precision`` variant when the catalog exports it."""
     entry = entries.get(base)

@@ -24,8 +24,7 @@ from pathlib import Path
 from backends import chat
 from deploy import tools
 from deploy.server import PROJECT_ROOT
-from export import config as config_io
-from export.token_generator import STEP_PARAMETERS, is_generator
+from export.token_generator import served_models
 from loadtest.cli import flags
 from loadtest.generators.locust import runner
 from loadtest.generators.perf_analyzer import perf
@@ -129,19 +128,6 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     status, value = target.run_with_server(args, served_models(args.repository, args.model), profile)
     return value if status == 0 else status
-
-
-def served_models(repository: Path, model: str) -> tuple[str, ...]:
-    """What a local server loads for the generator ``model``: it and the step models its config names
-    (``PREFILL_MODEL`` / ``DECODE_MODEL``); the whole repository for a Python model that names none (it may call
-    any model)."""
-    path = Path(repository) / model / "config.pbtxt"
-    if not path.is_file():
-        return (model,)  # the server's load names what is missing
-    config = config_io.parse(path)
-    if not is_generator(config):
-        return ("*",)
-    return (model, *(config.parameters[key].string_value for key in STEP_PARAMETERS))
 
 
 def _run_group(cmd: list[str], **popen) -> int:
