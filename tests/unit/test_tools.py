@@ -13,14 +13,16 @@ def test_an_unknown_layer_exits_2_in_one_line_before_installing_anything():
     result = subprocess.run(["bash", str(tools.SETUP), "nosuch"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        "setup: error: unknown layer 'nosuch' (layers: base perf-analyzer analyzer genai-perf deploy-tools browser all)"
+        "setup: error: unknown layer 'nosuch' (layers: base perf-analyzer analyzer genai-perf aiperf deploy-tools browser "
+        "all)"
     ]
 
 
 def test_the_base_layer_stamp_does_not_require_the_side_tools():
     script = tools.SETUP.read_text()
     base = script[script.index("base() {") : script.index("\n}\n", script.index("base() {"))]
-    for side in (".venv-analyzer", ".venv-genai-perf", "promtool", "amtool", "docker-compose", "perf_analyzer"):
+    venvs = (".venv-analyzer", ".venv-genai-perf", ".venv-aiperf")
+    for side in (*venvs, "promtool", "amtool", "docker-compose", "perf_analyzer"):
         assert side not in base, side
 
 
