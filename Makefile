@@ -1,11 +1,11 @@
 # Two commands on a fresh machine: `make demo` (the main job) and `make test` (the test suite).
 # Every target sets itself up first; a second `make setup` returns at once. Side tools (perf_analyzer, Model
-# Analyzer, GenAI-Perf, the deploy validators) install on the first command that needs them (deploy/setup.sh).
+# Analyzer, GenAI-Perf, AIPerf, the deploy validators) install on the first command that needs them (deploy/setup.sh).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation genai-perf check-deploy overload soak
+.PHONY: help setup export serve demo test lock loadtest bench bench-export bench-generation genai-perf aiperf check-deploy overload soak
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ bench-generation: export ## text_generator: served vs in-process step rate at 1/
 
 genai-perf: export ## NVIDIA GenAI-Perf against text_generator: time to first token, inter-token latency, tokens/s
 	$(VENV)/bin/tritonkit genai-perf $(ARGS)
+
+aiperf: export ## NVIDIA AIPerf over HTTP against text_generator (MODEL=text_embedder: infer): TTFT, ITL, goodput
+	$(VENV)/bin/tritonkit aiperf $(if $(MODEL),--model $(MODEL)) $(ARGS)
 
 check-deploy: setup ## validate docker-compose.yml, deploy/prometheus and deploy/k8s offline (no engine, no cluster)
 	@SETUP_WHY="first use of make check-deploy" bash deploy/setup.sh deploy-tools

@@ -1,8 +1,9 @@
 """tritonkit: PyTorch models to Triton Inference Server, checked against eager PyTorch and proven under load.
 
 Every job is a subcommand: `export` and `bench-export` (export/), `serve` (deploy/), `loadtest`, `tune`,
-`analyzer`, `capacity`, `compare`, the studies (`bench`, `overload`, `soak`, `bench-generation`, `genai-perf`),
-`first-request` and `report` (loadtest/), `demo` (the main job). Run `tritonkit COMMAND --help` for each.
+`analyzer`, `capacity`, `compare`, the studies (`bench`, `overload`, `soak`, `bench-generation`, `genai-perf`,
+`aiperf`), `first-request` and `report` (loadtest/), `demo` (the main job). Run `tritonkit COMMAND --help` for
+each.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ MAKE_TARGETS = (
     ("bench-export", "tritonkit bench-export", "eager vs TorchScript vs ONNX Runtime vs FP16 latency"),
     ("bench-generation", "tritonkit bench-generation", "text_generator TTFT and tokens/s"),
     ("genai-perf", "tritonkit genai-perf", "NVIDIA GenAI-Perf against text_generator: TTFT, ITL, tokens/s"),
+    ("aiperf", "tritonkit aiperf", "NVIDIA AIPerf over HTTP against text_generator or text_embedder: TTFT, ITL"),
     (
         "check-deploy",
         "docker-compose config -q, promtool check, kubectl kustomize, kubernetes-validate",
@@ -102,6 +104,7 @@ COMMANDS = (
     Command("floor", "loadtest.studies.floor.command", alias="loadtest.studies.floor"),
     Command("bench-generation", "loadtest.studies.generation.command", alias="loadtest.studies.generation"),
     Command("genai-perf", "loadtest.studies.genai_perf.command"),
+    Command("aiperf", "loadtest.studies.aiperf.command"),
     Command("bench-export", "export.bench", alias="export.bench"),
     Command("first-request", "loadtest.studies.first_request.command", alias="loadtest.studies.first_request"),
     Command("report", "loadtest.reports.command", alias="loadtest.reports"),

@@ -33,14 +33,14 @@ EXIT_MEANINGS: dict[ExitStatus, str] = {
     ExitStatus.FAILED: "a check failed: export (a conversion or parity check), loadtest (the SLO gate, each failing "
     "scenario named), tune (no candidate met the SLO), capacity (no rate met the budget), compare (B is worse than "
     "A beyond the minimum effect), overload (a load with the queue policy missed the budget), soak (errors, p99 "
-    "drift or memory growth), analyzer (no config met the budget), serve, demo and bench (the server failed or "
-    "left a process or /dev/shm region behind)",
+    "drift or memory growth), analyzer (no config met the budget), aiperf (an answer of another length than "
+    "asked), serve, demo and bench (the server failed or left a process or /dev/shm region behind)",
     ExitStatus.USAGE: "bad arguments, settings or input, or any other tritonkit error: one line on stderr naming "
     "the bad value",
-    ExitStatus.BROKEN: "a tool failed or is missing: the server, Locust, perf_analyzer or Model Analyzer "
-    "(loadtest, tune, capacity, compare, overload, soak, bench-generation, first-request, analyzer), or the load "
-    "generator was the limit of a run (loadtest, capacity); export: a format's toolchain is missing here (the "
-    "other formats were exported)",
+    ExitStatus.BROKEN: "a tool failed or is missing: the server, Locust, perf_analyzer, Model Analyzer or AIPerf "
+    "(loadtest, tune, capacity, compare, overload, soak, bench-generation, first-request, analyzer, aiperf), or "
+    "the load generator was the limit of a run (loadtest, capacity); export: a format's toolchain is missing here "
+    "(the other formats were exported)",
     ExitStatus.INCONCLUSIVE: "inconclusive: the interval straddles a limit (loadtest, capacity, overload) or the "
     "minimum effect (compare); a line says how many more trials would likely settle it",
 }

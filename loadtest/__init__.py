@@ -10,8 +10,8 @@ Folders by feature over a small shared core, each importing only the ones below 
     campaign/     tritonkit loadtest: campaign files, a campaign end to end, its [tune] step
     tune/         tritonkit tune: the search space, the search, the pick on evidence, the writer, Model Analyzer
     capacity/     tritonkit capacity: the highest rate under a p99 budget, the replica plan, its report
-    studies/      one folder per study (bench, overload, soak, floor, generation, genai_perf, first_request,
-                  compare); no study imports another
+    studies/      one folder per study (bench, overload, soak, floor, generation, genai_perf, aiperf,
+                  first_request, compare); no study imports another
     cli/          the flag groups every command shares, the shape of a study command
     reports/      the one report writer, the campaign report and tritonkit report
     probes/       measurements that are not load: the in-process ceiling, the first request

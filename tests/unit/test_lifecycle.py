@@ -76,6 +76,7 @@ SERVER_COMMANDS = (
     "soak",
     "floor",
     "genai-perf",
+    "aiperf",
     "bench",
     "bench-generation",
     "first-request",
