@@ -126,7 +126,9 @@ def render(data: dict) -> str:
     breakdown = server.get("breakdown_ms", {})
     lines += [
         "",
-        "Triton's own counters for the model over the run (its metrics port, read before and after):",
+        "Triton's own counters for the model over the run (its metrics port, read before and after"
+        + ("; a decoupled model's request duration need not span its stream" if data["streaming"] else "")
+        + "):",
         "",
         f"- requests {server.get('requests')}, failures {server.get('failures')}, executions "
         f"{server.get('executions')}",
