@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import tritonkit_cli
 from backends.generation import GenerationInputError, Limits, StopMatcher, TokenBytes, TokenStreamer, parse_request
 from export.zoo import smollm
+from loadtest.studies.aiperf import command as aiperf
 from loadtest.studies.genai_perf import command as genai_perf
 from tests.generation_helpers import (
     TINY_MAX_NEW_TOKENS,
@@ -332,6 +333,42 @@ def test_genai_perf_drives_the_generator_and_reports_ttft_and_itl(gen_server, tm
     assert found["output_token_throughput"]["avg"] > 0, found
     export = next(tmp_path.glob("artifacts/*/profile_export_genai_perf.json"))
     assert json.loads(export.read_text())["output_sequence_length"]["avg"] == 8, "min_tokens = max_tokens"
+
+
+def run_aiperf(server, out, *argv: str) -> tuple[int, dict]:
+    """`tritonkit aiperf` against ``server`` by its URLs: its exit status and its results.json."""
+    c = server.config
+    urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
+    args = ["aiperf", *argv, "--out", str(out), "--repository", str(c.model_repository), *urls]
+    status = aiperf._handler(tritonkit_cli.build_parser().parse_args(args))
+    results = out / "results.json"
+    return status, json.loads(results.read_text()) if results.is_file() else {}
+
+
+def test_aiperf_streams_from_the_generator_over_http_and_every_answer_has_the_asked_length(gen_server, tmp_path):
+    """NVIDIA AIPerf (its own venv) through `tritonkit aiperf`: generate_stream, briefly."""
+    budgets = ["--slo-ttft-ms", "60000", "--slo-itl-ms", "10000"]
+    argv = ["--requests", "8", "--concurrency", "2", "--input-tokens", "16", "--output-tokens", "8", *budgets]
+    status, data = run_aiperf(gen_server, tmp_path, *argv)
+    assert status == 0, (tmp_path / "aiperf.log").read_text()[-2000:]
+    found = data["aiperf"]
+    for name in ("time_to_first_token", "inter_token_latency"):
+        assert found[name]["avg"] > 0 and found[name]["unit"] == "ms", found[name]
+    assert found["output_token_throughput"]["avg"] > 0 and found["request_count"]["avg"] == 8
+    assert data["lengths"] == {"checked": True, "asked": 8, "answers": 8, "by_length": {"8": 8}, "ok": True}
+    assert found["good_request_count"]["avg"] == 8, "every request is within budgets this wide"
+    assert data["server"]["requests"] == 8 and data["server"]["failures"] == 0, "Triton counted the same requests"
+    assert "every answer had the 8 tokens asked" in (tmp_path / "summary.md").read_text()
+
+
+def test_aiperf_drives_the_embedder_through_infer(server, tmp_path):
+    """The session server (the whole repository): text_embedder's infer endpoint, its embedding read back."""
+    status, data = run_aiperf(server, tmp_path, "--model", "text_embedder", "--requests", "8", "--input-tokens", "16")
+    assert status == 0, (tmp_path / "aiperf.log").read_text()[-2000:]
+    assert data["endpoint"] == "/v2/models/text_embedder/infer" and not data["streaming"]
+    assert data["aiperf"]["request_count"]["avg"] == 8 and data["aiperf"]["request_error_rate"]["avg"] == 0
+    assert data["aiperf"]["request_latency"]["avg"] > 0
+    assert data["server"]["requests"] == 8 and data["server"]["failures"] == 0
 
 
 BAD_CONVENTION = {
