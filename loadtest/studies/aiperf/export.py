@@ -31,6 +31,18 @@ KEYS = (
 )
 """The figures kept in the report, in AIPerf's names (each ``{"unit": ..., "avg": ..., "p99": ...}``)."""
 STATS = ("avg", "p50", "p90", "p99", "max")
+INTERVALS = (
+    "time_to_first_token_avg",
+    "time_to_first_token_p99",
+    "inter_token_latency_avg",
+    "inter_token_latency_p99",
+    "request_latency_avg",
+    "request_latency_p99",
+    "output_token_throughput_avg",
+    "request_throughput_avg",
+)
+"""The figures whose spread across AIPerf's profile runs (``--num-profile-runs`` above 1) the report keeps: each
+run's value's mean and its confidence interval (``ci_low``, ``ci_high``)."""
 
 
 def newest(artifacts: Path, name: str) -> Path | None:
@@ -53,7 +65,12 @@ def read(artifacts: Path) -> dict:
     found["export"] = str(path)
     aggregate = newest(artifacts, AGGREGATE)
     if aggregate is not None:
-        found["intervals"] = json.loads(aggregate.read_text())
+        across = json.loads(aggregate.read_text())
+        metrics = across.get("metrics", {})
+        found["intervals"] = {
+            "metadata": across.get("metadata", {}),
+            "metrics": {key: metrics[key] for key in INTERVALS if key in metrics},
+        }
     return found
 
 
@@ -81,6 +98,26 @@ def _cell(figure: dict | None, stat: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.2f}"
 
 
+def intervals_lines(intervals: dict | None) -> list[str]:
+    """The figures across the profile runs: mean and confidence interval of each run's value."""
+    if not intervals or not intervals.get("metrics"):
+        return []
+    meta = intervals.get("metadata", {})
+    level = meta.get("confidence_level")
+    lines = [
+        "",
+        f"Across {meta.get('num_successful_runs', '?')} profile runs (mean, "
+        f"{'' if level is None else f'{level:.0%} '}interval):",
+        "",
+        "| figure | unit | mean | low | high |",
+        "|---|---|---|---|---|",
+    ]
+    for key, figure in intervals["metrics"].items():
+        cells = " | ".join(_cell(figure, stat) for stat in ("mean", "ci_low", "ci_high"))
+        lines.append(f"| {key} | {figure.get('unit', '')} | {cells} |")
+    return lines
+
+
 def render(data: dict) -> str:
     """summary.md: the run, AIPerf's stream figures, goodput, the answers' lengths and Triton's own counters."""
     a = data["aiperf"]
@@ -96,10 +133,13 @@ def render(data: dict) -> str:
         "| metric | unit | " + " | ".join(STATS) + " |",
         "|---|---|" + "---|" * len(STATS),
     ]
+    if data["runs"] > 1:
+        lines[2] += " The table is the last profile run's; the intervals across the runs follow it."
     streamed = ("time_to_first_token", "inter_token_latency", "request_latency", "output_sequence_length")
     for key in streamed if data["streaming"] else ("request_latency",):
         if key in a:
             lines.append(f"| {key} | {a[key].get('unit', '')} | {' | '.join(_cell(a[key], s) for s in STATS)} |")
+    lines += intervals_lines(a.get("intervals"))
     lines.append("")
     for key in ("output_token_throughput", "request_throughput", "request_count", "request_error_rate"):
         if key in a and (data["streaming"] or key != "output_token_throughput"):

@@ -18,6 +18,16 @@ from loadtest.studies.aiperf import export
 ROOT = Path(__file__).resolve().parents[5]
 REPOSITORY = ROOT / "model_repository"
 RECORDED = ROOT / "tests" / "data" / "aiperf"
+TWO_RUNS = RECORDED / "two_runs"
+"""The aggregate AIPerf wrote for ``--runs 2`` against the real SmolLM2 generator, cut to ``export.INTERVALS``."""
+
+
+def recorded(folder: Path) -> Path:
+    """The recorded single run's summary and records copied into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (export.SUMMARY, export.RECORDS):
+        shutil.copy(RECORDED / name, folder / name)
+    return folder
 
 
 def parse(*argv: str):
@@ -93,15 +103,25 @@ def test_aiperf_runs_without_the_hubs_offline_switches():
 
 
 def test_a_recorded_export_reads_back_ttft_itl_goodput_and_every_answers_length(tmp_path):
-    shutil.copytree(RECORDED, tmp_path / "artifacts")
-    found = export.read(tmp_path / "artifacts")
+    found = export.read(recorded(tmp_path / "artifacts"))
     assert found["aiperf_version"] == "0.13.0" and found["errors"] == []
     for name in ("time_to_first_token", "inter_token_latency"):
         assert found[name]["unit"] == "ms" and 0 < found[name]["p50"] <= found[name]["p99"]
     assert found["request_count"]["avg"] == 8 and found["good_request_count"]["avg"] == 8
     assert found["output_token_throughput"]["unit"] == "tokens/sec" and found["output_token_throughput"]["avg"] > 0
     assert export.lengths(tmp_path / "artifacts", 8) == {"asked": 8, "answers": 8, "by_length": {"8": 8}, "ok": True}
-    assert not export.lengths(tmp_path / "artifacts", 16)["ok"]
+    assert not export.lengths(tmp_path / "artifacts", 16)["ok"] and "intervals" not in found
+
+
+def test_several_profile_runs_add_aiperfs_intervals_to_the_report(tmp_path):
+    shutil.copytree(TWO_RUNS, tmp_path / "two_runs")
+    found = export.read(recorded(tmp_path))
+    assert found["intervals"]["metadata"]["num_profile_runs"] == 2
+    ttft = found["intervals"]["metrics"]["time_to_first_token_avg"]
+    assert ttft["unit"] == "ms" and ttft["ci_low"] < ttft["mean"] < ttft["ci_high"]
+    lines = export.intervals_lines(found["intervals"])
+    assert "Across 2 profile runs (mean, 95% interval):" in lines
+    assert any(line.startswith("| time_to_first_token_avg | ms | ") for line in lines)
 
 
 def test_an_answer_of_another_length_is_found_and_named(tmp_path):
@@ -119,7 +139,7 @@ def test_an_answer_of_another_length_is_found_and_named(tmp_path):
         "concurrency": 2,
         "input_tokens": 16,
         "runs": 1,
-        "aiperf": export.read(RECORDED),
+        "aiperf": export.read(recorded(tmp_path / "recorded")),
         "lengths": {"checked": True, **checked},
         "server": {"requests": 8, "failures": 0, "executions": 8, "breakdown_ms": {}},
     }
@@ -190,15 +210,14 @@ def test_aiperf_failing_is_one_line_naming_its_log_and_exit_3_after_the_server_s
 
 def test_a_run_with_a_short_answer_writes_its_report_and_exits_1_in_one_line(tmp_path, monkeypatch, capsys):
     """The whole command after the run, on the recorded export with one answer cut to 5 tokens."""
-    recorded = tmp_path / "recorded"
-    shutil.copytree(RECORDED, recorded)
-    records = (recorded / export.RECORDS).read_text().splitlines()
+    source = recorded(tmp_path / "recorded")
+    records = (source / export.RECORDS).read_text().splitlines()
     short = json.loads(records[0])
     short["metrics"]["output_sequence_length"]["value"] = 5
-    (recorded / export.RECORDS).write_text("\n".join([json.dumps(short), *records[1:]]) + "\n")
+    (source / export.RECORDS).write_text("\n".join([json.dumps(short), *records[1:]]) + "\n")
     out = tmp_path / "out"
     fake = tmp_path / "aiperf"
-    fake.write_text(f"#!/bin/sh\nmkdir -p {out}/artifacts && cp {recorded}/* {out}/artifacts/\n")
+    fake.write_text(f"#!/bin/sh\nmkdir -p {out}/artifacts && cp {source}/* {out}/artifacts/\n")
     fake.chmod(0o755)
     monkeypatch.setattr(aiperf, "AIPERF", fake)
     monkeypatch.setattr(aiperf.server_metrics, "snapshot", lambda *a: no_counts())
