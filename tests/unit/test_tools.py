@@ -13,8 +13,8 @@ def test_an_unknown_layer_exits_2_in_one_line_before_installing_anything():
     result = subprocess.run(["bash", str(tools.SETUP), "nosuch"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        "setup: error: unknown layer 'nosuch' (layers: base perf-analyzer analyzer genai-perf aiperf deploy-tools browser "
-        "all)"
+        "setup: error: unknown layer 'nosuch' (layers: base perf-analyzer analyzer genai-perf aiperf deploy-tools "
+        "browser all)"
     ]
 
 
