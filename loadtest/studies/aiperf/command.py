@@ -36,6 +36,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tritonclient.grpc import model_config_pb2 as mc
+
 from backends import text
 from deploy import tools
 from deploy.server import PROJECT_ROOT
@@ -52,8 +54,6 @@ from tritonkit_errors import ExitStatus
 AIPERF = PROJECT_ROOT / ".venv-aiperf" / "bin" / "aiperf"
 REPORTS = Path("reports") / "aiperf"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-STRING = 13  # TYPE_STRING in model_config.proto
-FP32 = 11
 
 
 def embedder_tokenizer() -> Path:
@@ -82,10 +82,10 @@ def endpoint(repository: Path, model: str) -> dict:
     if is_generator(config):
         body = '{"text_input": {{ text|tojson }}, "stream": true, "max_tokens": {{ max_tokens }}}'
         return {"path": f"/v2/models/{model}/generate_stream", "template": body, "field": "text_output", "stream": True}
-    texts = [i for i in config.input if i.data_type == STRING]
+    texts = [i for i in config.input if i.data_type == mc.TYPE_STRING]
     if len(config.input) != 1 or not texts:
         raise ValueError(f"{model}: AIPerf sends one text; the model's inputs are {[i.name for i in config.input]}")
-    outputs = [o.name for o in config.output if o.data_type == FP32]
+    outputs = [o.name for o in config.output if o.data_type == mc.TYPE_FP32]
     if not outputs:
         raise ValueError(f"{model}: no FP32 output for AIPerf to read back")
     shape = [1, 1] if config.max_batch_size > 0 else [1]
