@@ -218,31 +218,23 @@ def gate_status(result: CampaignResult, budget: Slo) -> ExitStatus:
     """The campaign's SLO verdict (``slo.campaign_verdict``) printed, as the exit status: OK when it passed,
     FAILED naming each failing scenario (and by how much), INCONCLUSIVE naming each scenario that straddles
     a limit and how many more trials would likely settle it."""
-    limited = [run for run in result.runs if run.generator_limit]
     p99 = f"p99 <= {budget.p99_ms:g} ms" if math.isfinite(budget.p99_ms) else "no p99 budget"
     limits = f"{p99}, error rate <= {budget.max_error_rate:.3%}"
     limits += "".join(f", p99 {n} <= {v:g} ms" for n, v in (("TTFT", budget.ttft_ms), ("ITL", budget.itl_ms)) if v)
     if budget.min_goodput is not None:
         limits += f", goodput >= {budget.min_goodput:.2%}"
-    verdict = slo.campaign_verdict(result, budget)
+    verdict, limited = slo.judged_gate(result, budget)
+    if verdict is None:
+        print(f"SLO gate not judged ({limits}): the load generator, not the server, was the limit in:", file=sys.stderr)
+        for run in limited:
+            print(f"  {run.scenario} / {run.variant}: {run.generator_limit}", file=sys.stderr)
+        return ExitStatus.BROKEN
     if verdict.verdict is Verdict.PASS:
         print(f"SLO gate passed: {limits} ({budget.gate})")
         for run in limited:  # passed even so: the server did at least as well as these figures say
             print(f"  note: {run.scenario} / {run.variant}: {run.generator_limit}", file=sys.stderr)
         _floor_notes(result, budget)
         return ExitStatus.OK
-    if limited:  # a run whose generator fell behind measured the generator: a miss is judged on the others alone
-        verdict = slo.campaign_verdict(
-            dataclasses.replace(result, runs=[r for r in result.runs if r not in limited]), budget
-        )
-        if verdict.verdict is not Verdict.FAIL:
-            print(
-                f"SLO gate not judged ({limits}): the load generator, not the server, was the limit in:",
-                file=sys.stderr,
-            )
-            for run in limited:
-                print(f"  {run.scenario} / {run.variant}: {run.generator_limit}", file=sys.stderr)
-            return ExitStatus.BROKEN
     if verdict.verdict is Verdict.FAIL:
         print(f"SLO gate FAILED ({limits}, gate {budget.gate}):", file=sys.stderr)
         status = ExitStatus.FAILED

@@ -189,6 +189,18 @@ def _p99_or_inf(run: RunResult) -> float:
     return math.inf if math.isnan(p99) else p99
 
 
+def judged_gate(result: CampaignResult, slo: Slo) -> tuple[GateVerdict | None, list[RunResult]]:
+    """The gate's verdict as the campaign's exit status follows it, and the runs whose load generator was the
+    limit. Such a run measured the generator: a campaign that passes even so passes; one that misses is judged on
+    the other runs alone, and when those do not fail either the gate is not judged (None)."""
+    limited = [run for run in result.runs if run.generator_limit]
+    verdict = campaign_verdict(result, slo)
+    if verdict.verdict is Verdict.PASS or not limited:
+        return verdict, limited
+    others = campaign_verdict(dataclasses.replace(result, runs=[r for r in result.runs if r not in limited]), slo)
+    return (others if others.verdict is Verdict.FAIL else None), limited
+
+
 def gate(result: CampaignResult, slo: Slo) -> list[str]:
     """What keeps the campaign from passing: its failures, else its inconclusive runs or scenarios (see
     ``campaign_verdict``). Empty: the campaign passed."""

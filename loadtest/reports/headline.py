@@ -1,6 +1,6 @@
 """A report's first line, read at a glance: the campaign's verdict, what decided it, the variant that did best in
-each scenario with two or more, and the tuner's pick. The verdict is ``slo.campaign_verdict``'s, the rule the
-command's exit status follows, so the page and the exit status never disagree."""
+each scenario with two or more, and the tuner's pick. The verdict is ``slo.judged_gate``'s, the one the command's
+exit status follows, so the page and the exit status never disagree."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ SLO_FIELDS = frozenset(f.name for f in dataclasses.fields(Slo))
 @dataclasses.dataclass(frozen=True)
 class Headline:
     verdict: str
-    """``PASS``, ``FAIL``, ``INCONCLUSIVE``, or ``NOT JUDGED`` (no runs, or no SLO recorded)."""
+    """``PASS``, ``FAIL``, ``INCONCLUSIVE``, or ``NOT JUDGED`` (no runs, no SLO recorded, or the load generator
+    was the limit where the server's figures would decide)."""
     text: str
     """What decided it, then the best variants and the tuner's pick, as one sentence each."""
 
@@ -74,7 +75,10 @@ def campaign_headline(result: CampaignResult) -> Headline:
     if not result.runs or slo is None:
         why = "no runs" if not result.runs else "the record holds no SLO to judge against"
         return Headline("NOT JUDGED", why)
-    gate = slo_rule.campaign_verdict(result, slo)
+    gate, limited = slo_rule.judged_gate(result, slo)
+    if gate is None:
+        runs = "; ".join(f"{r.scenario} / {r.variant}" for r in limited)
+        return Headline("NOT JUDGED", f"the load generator, not the server, was the limit in {runs}")
     if gate.verdict is Verdict.PASS:
         rule = "every run" if slo.gate == "every-run" else "each scenario has a variant that"
         decided = f"{rule} met the SLO ({slo.gate})"

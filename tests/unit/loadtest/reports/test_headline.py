@@ -51,3 +51,13 @@ def test_a_record_without_runs_or_an_slo_is_not_judged():
     broken = dataclasses.replace(campaign_of(run_of(PASSING)), slo={"p99_ms": -1.0})
     assert slo_of(broken) is None and campaign_headline(broken).text == "the record holds no SLO to judge against"
     assert slo_of(dataclasses.replace(broken, slo={})) == Slo(p99_ms=float("inf"))
+
+
+def test_a_miss_where_the_load_generator_was_the_limit_is_not_judged_as_the_exit_status_says(capsys):
+    limited = run_of(FAILING, "s")
+    limited.generator_limit = "the generator sent 20% late"
+    result = campaign_of(limited, run_of(PASSING, "t"))
+    headline = campaign_headline(result)
+    assert headline.verdict == "NOT JUDGED" and headline.text.endswith("was the limit in s / v")
+    assert gate_status(result, Slo(p99_ms=10.0)) == ExitStatus.BROKEN
+    capsys.readouterr()
