@@ -207,21 +207,23 @@ def in_flight_line(inflight: InFlight | None) -> str:
     )
 
 
-def _target_text(value: int | float | None, floor: float) -> str:
-    return f"{value:g}" if value is not None else f"under {floor:g}"
+def _target_span(load: Interval, target, floor: float) -> str:
+    """The interval of a target: ``target`` (the rounding) of each bound of the load, "under ``floor``" where it
+    gives none; "no interval" for one trial."""
+    if not load.has_interval:
+        return "no interval"
+    low, high = (target(v) for v in (load.low, load.high))
+    return _span(*(f"{v:g}" if v is not None else f"under {floor:g}" for v in (low, high)), "{}", load.confidence)
 
 
 def kserve_line(target: KServeTarget) -> str:
     """One scaleMetric's target with the interval of the planned load it rounds down."""
     load, unit = target.load, ("in flight" if target.metric == "concurrency" else "req/s per replica")
     fmt = "{:.2f}" if target.metric == "concurrency" else "{:.1f}"
-    span = _span(*(_target_text(whole(v), 1) for v in (load.low, load.high)), "{}", load.confidence)
-    if not load.has_interval:
-        span = "no interval"
     if target.target is None:
         return f"KServe scaleMetric {target.metric}: no whole scaleTarget under 1 ({fmt.format(load.estimate)} {unit})"
     return (
-        f"KServe scaleMetric {target.metric}: scaleTarget {target.target} ({span}), "
+        f"KServe scaleMetric {target.metric}: scaleTarget {target.target} ({_target_span(load, whole, 1)}), "
         f"{fmt.format(load.estimate)} {unit} rounded down"
     )
 
@@ -231,9 +233,7 @@ def ray_line(inflight: InFlight) -> str:
     value = ray_target(iv.estimate)
     if value is None:
         return f"Ray Serve target_ongoing_requests: none, under {RAY_STEP:g} request in flight ({iv.estimate:.3f})"
-    span = _span(*(_target_text(ray_target(v), RAY_STEP) for v in (iv.low, iv.high)), "{}", iv.confidence)
-    if not iv.has_interval:
-        span = "no interval"
+    span = _target_span(iv, ray_target, RAY_STEP)
     return f"Ray Serve target_ongoing_requests: {value:g} ({span}), {iv.estimate:.2f} in flight rounded down to 0.1"
 
 
