@@ -183,10 +183,10 @@ def _pyplot():
 
 
 def p99_interval(confirmation) -> evidence.Interval | None:
-    """The p99 over a rate's usable trials with its 95% interval (log scale, as the verdict reads it); None
-    under two trials or when the interval reaches 0 (a bar on the log axis could not show it)."""
-    iv = evidence.figure_interval("p99_ms", [m.p99_ms for m in confirmation.result.usable if math.isfinite(m.p99_ms)])
-    return iv if iv.has_interval and iv.low > 0 else None
+    """The p99 interval the rate's verdict judged over its trials; None under two trials or when the interval
+    reaches 0 (a bar on the log axis could not show it)."""
+    iv = next((limit.interval for limit in confirmation.verdict.limits if limit.name == "p99"), None)
+    return iv if iv is not None and iv.has_interval and iv.low > 0 else None
 
 
 def plot(result: CapacityResult, path: Path) -> Path:

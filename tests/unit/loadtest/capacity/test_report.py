@@ -11,6 +11,7 @@ import yaml
 
 from loadtest.capacity import report as capacity_report
 from loadtest.capacity.search import find_capacity
+from loadtest.core import evidence
 from loadtest.core.measurement import Measurement
 from loadtest.core.spec import Slo
 from loadtest.errors import LoadTestError
@@ -117,8 +118,11 @@ def test_the_plot_bars_each_confirmed_rates_p99_with_its_trials_interval(tmp_pat
     iv = capacity_report.p99_interval(confirmation)
     p99s = [m.p99_ms for m in confirmation.result.usable]
     assert iv is not None and iv.low < min(p99s) <= max(p99s) < iv.high and iv.trials == len(p99s) == 3
-    one = dataclasses.replace(
-        confirmation, result=dataclasses.replace(confirmation.result, trials=confirmation.result.trials[:1])
-    )
-    assert capacity_report.p99_interval(one) is None  # one trial: no interval, no bar
+    # One trial: its verdict's interval is the value alone, and there is no bar to draw.
+    alone = evidence.Interval(9.0, 9.0, 9.0, 1)
+    limits = [
+        dataclasses.replace(lim, interval=alone) if lim.name == "p99" else lim for lim in confirmation.verdict.limits
+    ]
+    one = dataclasses.replace(confirmation, verdict=dataclasses.replace(confirmation.verdict, limits=tuple(limits)))
+    assert capacity_report.p99_interval(one) is None
     assert capacity_report.plot(found, tmp_path / "capacity.png").read_bytes().startswith(b"\x89PNG")
