@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.core.client_stats import PERCENTILES, percentile_key
-from loadtest.core.metrics import METRICS
 from loadtest.core.results import CampaignResult, RunResult
 
 PCT_KEYS = [percentile_key(p) for p in PERCENTILES]
@@ -23,8 +22,6 @@ STACK = (
     ("compute_output", "compute output"),
 )
 """Parts of the client's mean latency, in the order a request meets them."""
-INTERVAL_METRICS = frozenset(METRICS)
-"""The figures with an interval over trials (``p50_ms``, ``p99_ms``, ...): their bars get error bars."""
 MAX_BATCH_PANELS = 12
 DPI = 100
 
@@ -87,7 +84,7 @@ def with_intervals(runs: list[RunResult], key: str) -> tuple[list[float], Any]:
     and no bar; the bars are None when no run had an interval."""
     ys, bounds = [], []
     for r in runs:
-        iv = r.interval(f"{key}_ms") if f"{key}_ms" in INTERVAL_METRICS else None
+        iv = r.interval(f"{key}_ms")  # None for a figure without intervals (p90) or a run of one trial
         if iv is not None and None not in (num(iv.estimate), num(iv.low), num(iv.high)):
             ys.append(iv.estimate)
             bounds.append((max(iv.estimate - iv.low, 0.0), max(iv.high - iv.estimate, 0.0)))
