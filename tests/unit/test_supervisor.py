@@ -1,6 +1,7 @@
 """The supervisor's detection and reload logic, without a server."""
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +114,13 @@ def test_snapshot_reads_real_processes(tmp_path):
     stub_proc = subprocess.Popen([str(binary), "30"])
     other = subprocess.Popen([shutil.which("sleep"), "30"])
     try:
+        # Popen returns once exec closed the error pipe, a moment before the kernel sets the new command
+        # line; snapshot rightly reads such a child as "exiting", so wait until both have theirs.
+        deadline = time.monotonic() + 10
+        for proc in (stub_proc, other):
+            while not Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
         seen = {s.pid: s for s in sup.snapshot(os.getpid())}
         assert other.pid not in seen
         assert seen[stub_proc.pid].cmdline[0] == str(binary) and seen[stub_proc.pid].status != "zombie"
