@@ -59,10 +59,10 @@ CAMPAIGN = textwrap.dedent("""
 
     [tune]
     models = ["digits"]
-    budget_s = 10
+    budget_s = 4
     leaders = 1
     trials = 2
-    measurement_ms = 1000
+    measurement_ms = 500
 """)
 
 
