@@ -47,6 +47,19 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"{name}={value!r} is not an integer port") from None
 
 
+def completes_its_config(repository: Path) -> bool:
+    """Whether a Python model of ``repository`` defines ``auto_complete_config`` (in a .py file of one of its
+    model's version folders, where the Python backend looks for ``model.py``): only then does Triton's
+    auto-completion, and the stub it starts per load, do anything."""
+    for source in Path(repository).glob("*/*/*.py"):
+        try:
+            if "def auto_complete_config" in source.read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def free_ports(count: int = 3) -> list[int]:
     """``count`` distinct loopback ports free right now (all held open together, so they differ)."""
     sockets = []
@@ -104,6 +117,12 @@ class ServerConfig:
     """Every model must load, or the server does not start (Triton's default, and the containers'). False:
     the server comes up with the models that loaded (``--exit-on-error=false --strict-readiness=false``) and
     :meth:`LocalServer.unavailable_models` says which did not and why; ``tritonkit serve`` without ``--strict``."""
+    auto_complete: bool | None = None
+    """Triton's config auto-completion. The Python backend completes a config by starting one more stub per
+    model load (an interpreter that imports the model's packages, then a one-second health check): about 3 s
+    of every load and reload here, spent for nothing when no model defines ``auto_complete_config`` (the
+    project's runtimes do not; its export writes every field). None: on only when a Python file of a model's
+    version folder defines it (:func:`completes_its_config`); False adds ``--disable-auto-complete-config``."""
 
     def __post_init__(self) -> None:
         self.model_repository = Path(self.model_repository).resolve()
@@ -249,6 +268,11 @@ class LocalServer:
             args += [f"--cache-directory={dist.caches}", f"--cache-config=local,size={cfg.response_cache_bytes}"]
         if not cfg.strict:  # ready = the server is up; a model that failed to load stays UNAVAILABLE
             args += ["--exit-on-error=false", "--strict-readiness=false"]
+        auto_complete = (
+            cfg.auto_complete if cfg.auto_complete is not None else completes_its_config(cfg.model_repository)
+        )
+        if not auto_complete:
+            args.append("--disable-auto-complete-config")
         return args + security.flags_for(cfg.address) + list(cfg.extra_args)
 
     def environment(self) -> dict[str, str]:
