@@ -8,7 +8,7 @@ import psutil
 from deploy.client import connect, infer
 from tests.conftest import server_config, start_or_fail
 
-MODEL = '''
+MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -27,7 +27,7 @@ class TritonPythonModel:
             x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", (x * 2).astype(np.float32))]))
         return out
-'''
+"""
 
 
 def test_a_model_completing_its_own_config_is_served_with_it(tmp_path):

@@ -26,7 +26,8 @@ def test_the_projects_repository_defines_no_auto_complete_so_the_server_skips_it
 
 def test_a_python_model_that_completes_its_config_keeps_auto_completion_on(tmp_path):
     repository = tmp_path / "repo"
-    _python_model(repository, "plain", "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n")
+    plain = "class TritonPythonModel:\n    def execute(self, requests):\n        return []\n"
+    _python_model(repository, "plain", plain)
     assert not completes_its_config(repository)
     assert FLAG in _command(tmp_path, model_repository=repository)
     _python_model(

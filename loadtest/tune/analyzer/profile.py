@@ -27,7 +27,7 @@ import psutil
 import yaml
 
 from deploy import tools
-from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
+from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, completes_its_config, free_ports
 from export.changes import ServingChanges
 from loadtest.errors import TuneError
 
@@ -101,9 +101,12 @@ class AnalyzerPick:
 
 
 # -- the pieces MA needs on disk -----------------------------------------------------------------
-def write_server_wrapper(target: Path, backends: Path | None = None) -> Path:
-    """An executable MA can launch as ``triton_server_path``: our binary, environment and backends."""
+def write_server_wrapper(target: Path, backends: Path | None = None, *, auto_complete: bool = True) -> Path:
+    """An executable MA can launch as ``triton_server_path``: our binary, environment and backends.
+    ``auto_complete`` False: ``--disable-auto-complete-config``, as the project's local server runs when no
+    model completes its own config (deploy/server.py: a stub per load saved)."""
     dist = TritonDistribution.find()
+    skip = "" if auto_complete else " --disable-auto-complete-config"
     backends = assemble_backends(dist, backends or target.parent / "backends")
     venv_bin = Path(sys.prefix) / "bin"  # the stub finds the venv (torch, backends.*) via python3 on PATH
     target.write_text(f"""#!/usr/bin/env bash
@@ -113,7 +116,7 @@ export LD_LIBRARY_PATH={shlex.quote(str(dist.libs))}"${{LD_LIBRARY_PATH:+:$LD_LI
 unset PYTHONPATH
 exec {shlex.quote(str(dist.binary))} --backend-directory={shlex.quote(str(backends))} \\
     --allow-gpu-metrics=false --http-address=127.0.0.1 --grpc-address=127.0.0.1 \\
-    --metrics-address=127.0.0.1 "$@"
+    --metrics-address=127.0.0.1{skip} "$@"
 """)
     target.chmod(0o755)
     return target
@@ -254,7 +257,7 @@ def profile(
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     staged = stage_model(Path(repository).resolve(), model, out_dir / "model_repository")
-    server = write_server_wrapper(out_dir / "tritonserver-wrapper.sh")
+    server = write_server_wrapper(out_dir / "tritonserver-wrapper.sh", auto_complete=completes_its_config(staged))
     config = analyzer_config(
         model,
         staged,

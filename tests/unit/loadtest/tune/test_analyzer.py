@@ -149,6 +149,9 @@ def test_wrapper_runs_our_server_with_its_environment(tmp_path):
     assert f"export LD_LIBRARY_PATH={dist.libs}" in text and "nvidia_pytriton.libs" in text
     assert f"exec {dist.binary} --backend-directory={tmp_path / 'backends'}" in text
     assert text.rstrip().endswith('"$@"')  # MA's own flags (ports, repository, explicit mode) pass through
+    assert "--disable-auto-complete-config" not in text
+    skipping = analyzer.write_server_wrapper(tmp_path / "skipping.sh", auto_complete=False).read_text()
+    assert skipping.rstrip().endswith('--disable-auto-complete-config "$@"')
     assert (tmp_path / "backends" / "python" / "libtriton_python.so").is_file()
     assert (tmp_path / "backends" / "pytorch" / "model.py").is_file()
     # The binary starts and resolves its libraries through the wrapper's environment.
