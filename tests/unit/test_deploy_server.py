@@ -1,5 +1,5 @@
-"""The local server's command line: Triton's config auto-completion is off unless a model of the repository
-defines ``auto_complete_config`` (the Python backend starts a stub per load to run it)."""
+"""deploy/server.py: the local server's command line. Triton's config auto-completion is off unless a model
+of the repository defines ``auto_complete_config`` (the Python backend starts a stub per load to run it)."""
 
 from pathlib import Path
 
