@@ -23,6 +23,7 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from export import model_kind
 from export.catalog import CatalogEntry
 from export.config import parse
 from export.errors import ConfigError, SpecError
@@ -48,16 +49,16 @@ def is_generator(config: mc.ModelConfig) -> bool:
 
 
 def served_models(repository: Path, model: str) -> tuple[str, ...]:
-    """What a local server loads for the generator ``model``: it and the step models its config names
-    (``PREFILL_MODEL`` / ``DECODE_MODEL``); the whole repository for a Python model that names none (it may call
-    any model)."""
+    """What a local server loads to serve ``model``: a generator with the step models its config names
+    (``PREFILL_MODEL`` / ``DECODE_MODEL``); the whole repository for any other Python model (it may call any
+    model); any other model alone (Triton loads an ensemble's steps with it)."""
     path = Path(repository) / model / "config.pbtxt"
     if not path.is_file():
         return (model,)  # the server's load names what is missing
     config = parse(path)
-    if not is_generator(config):
-        return ("*",)
-    return (model, *(config.parameters[key].string_value for key in STEP_PARAMETERS))
+    if is_generator(config):
+        return (model, *(config.parameters[key].string_value for key in STEP_PARAMETERS))
+    return ("*",) if model_kind.kind(config) is model_kind.ModelKind.PYTHON else (model,)
 
 
 def step_model(base: str, entries: dict[str, CatalogEntry], target: str, precision: str) -> str:

@@ -182,6 +182,18 @@ def stop_group(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def run_in_group(cmd: list[str], **popen) -> int:
+    """``cmd``'s exit status, run in a process group of its own (a tool with workers or a perf_analyzer of its
+    own): a stop signal here (SystemExit, deploy/lifecycle.py) or any error ends the whole group, so nothing of it
+    is left sending to a server that is stopping."""
+    process = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        return process.wait()
+    except BaseException:
+        stop_group(process)
+        raise
+
+
 def _copy_output(stream, log: Path, progress) -> None:
     """Locust's output into the run's log; its progress lines (from the locustfile) to ``progress`` too."""
     with open(log, "w") as handle:

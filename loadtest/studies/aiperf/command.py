@@ -163,20 +163,6 @@ def aiperf_env(environ) -> dict[str, str]:
     return env | {"TOKENIZERS_PARALLELISM": "false"}
 
 
-def _run_logged(cmd: list[str], log: Path, **popen) -> int:
-    """``cmd``'s exit status, its output in ``log``. AIPerf starts worker processes: it runs in a process group of
-    its own, ended on a stop signal here (SystemExit, deploy/lifecycle.py) or any error."""
-    with open(log, "wb") as sink:
-        process = subprocess.Popen(
-            cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, **popen
-        )
-        try:
-            return process.wait()
-        except BaseException:
-            runner.stop_group(process)
-            raise
-
-
 def run(args: argparse.Namespace) -> int:
     for name in ("requests", "concurrency", "input_tokens", "output_tokens", "runs"):
         if getattr(args, name) < 1:
@@ -202,11 +188,14 @@ def run(args: argparse.Namespace) -> int:
         env = aiperf_env(os.environ)
         cmd = command(args, endpoints.http, tokenizer, how, template)
         print(f"aiperf: {args.requests} requests to {how['path']}; log: {log}", flush=True)
-        code = _run_logged(cmd, log, env=env, cwd=args.out)
+        with open(log, "wb") as sink:  # AIPerf's workers run in its group, ended with it
+            code = runner.run_in_group(
+                cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=args.out
+            )
         after = server_metrics.snapshot(endpoints.http, endpoints.metrics, args.model)
         return code, cmd, before, after
 
-    status, value = target.run_with_server(args, served_models_of(args.repository, args.model), profile)
+    status, value = target.run_with_server(args, served_models(args.repository, args.model), profile)
     if status != 0:
         return status
     code, cmd, before, after = value
@@ -250,12 +239,6 @@ def report_data(args, cmd: list[str], how: dict, found: dict, server) -> dict:
         "command": cmd,
         "commit": commit(),
     }
-
-
-def served_models_of(repository: Path, model: str) -> tuple[str, ...]:
-    """A generator with its steps; any other model alone (Triton loads an ensemble's steps with it)."""
-    models = served_models(repository, model)
-    return (model,) if models == ("*",) else models
 
 
 def _fail(message: str, status: int) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -119,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         env = dict(os.environ)
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # the 2.51 perf_analyzer
         env.setdefault("COLUMNS", "160")  # its table, one row per line
-        returncode = _run_group(command(args, endpoints.grpc, tokenizer), env=env, cwd=args.out)
+        returncode = runner.run_in_group(command(args, endpoints.grpc, tokenizer), env=env, cwd=args.out)
         found = figures(args.out)
         if returncode == 0 and found:
             print(f"genai-perf: exports in {args.out / 'artifacts'}")
@@ -128,18 +127,6 @@ def run(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     status, value = target.run_with_server(args, served_models(args.repository, args.model), profile)
     return value if status == 0 else status
-
-
-def _run_group(cmd: list[str], **popen) -> int:
-    """``cmd``'s exit status. GenAI-Perf runs in a process group of its own with its perf_analyzer; a stop signal
-    here (SystemExit, deploy/lifecycle.py) or any error ends the group, so neither is left sending to a server
-    that is stopping."""
-    process = subprocess.Popen(cmd, start_new_session=True, **popen)
-    try:
-        return process.wait()
-    except BaseException:
-        runner.stop_group(process)
-        raise
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -55,6 +55,13 @@ def test_a_local_server_loads_the_generator_with_the_steps_its_config_names(tmp_
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "config.pbtxt").write_text('name: "plain"\nbackend: "python"\n')
     assert genai_perf.served_models(tmp_path, "plain") == ("*",), "a Python model naming no steps may call any model"
+    # An ensemble (Triton loads its steps with it) and a tensor model are loaded alone.
+    (tmp_path / "pipeline").mkdir()
+    (tmp_path / "pipeline" / "config.pbtxt").write_text('name: "pipeline"\nplatform: "ensemble"\n')
+    assert genai_perf.served_models(tmp_path, "pipeline") == ("pipeline",)
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "config.pbtxt").write_text('name: "net"\nbackend: "onnxruntime"\n')
+    assert genai_perf.served_models(tmp_path, "net") == ("net",)
 
 
 def test_genai_perf_missing_and_not_installable_is_one_line_naming_the_log_and_exit_2(
