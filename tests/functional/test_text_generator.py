@@ -9,8 +9,10 @@ so these tests run in seconds. The last test uses the session server and the rea
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,7 +342,10 @@ def run_aiperf(server, out, *argv: str) -> tuple[int, dict]:
     c = server.config
     urls = ["--http-url", c.http_url, "--grpc-url", c.grpc_url, "--metrics-url", c.metrics_url]
     args = ["aiperf", *argv, "--out", str(out), "--repository", str(c.model_repository), *urls]
+    left_before = set(Path(tempfile.gettempdir()).glob("*aiperf*"))
     status = aiperf._handler(tritonkit_cli.build_parser().parse_args(args))
+    left = set(Path(tempfile.gettempdir()).glob("*aiperf*")) - left_before
+    assert not left, f"AIPerf's files were left in the temp folder: {sorted(left)}"
     results = out / "results.json"
     return status, json.loads(results.read_text()) if results.is_file() else {}
 

@@ -34,6 +34,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -156,11 +157,12 @@ def budgets(args: argparse.Namespace) -> dict[str, float]:
     return {name: budget for name, budget in pairs.items() if budget is not None}
 
 
-def aiperf_env(environ) -> dict[str, str]:
+def aiperf_env(environ, scratch: Path) -> dict[str, str]:
     """AIPerf's environment: without the hub's offline switches, with which AIPerf 0.13 takes a local tokenizer
-    folder for a hub name and fails (a path is never looked up on the hub)."""
+    folder for a hub name and fails (a path is never looked up on the hub); its dataset files in `scratch`, which
+    the command removes (by default AIPerf leaves an `aiperf_mmap_*` folder in the system's temp folder per run)."""
     env = {k: v for k, v in environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    return env | {"TOKENIZERS_PARALLELISM": "false"}
+    return env | {"TOKENIZERS_PARALLELISM": "false", "AIPERF_DATASET_MMAP_BASE_PATH": str(scratch)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,10 +187,11 @@ def run(args: argparse.Namespace) -> int:
 
     def profile(endpoints, _server):
         before = server_metrics.snapshot(endpoints.http, endpoints.metrics, args.model)
-        env = aiperf_env(os.environ)
         cmd = command(args, endpoints.http, tokenizer, how, template)
         print(f"aiperf: {args.requests} requests to {how['path']}; log: {log}", flush=True)
-        with open(log, "wb") as sink:  # AIPerf's workers run in its group, ended with it
+        # AIPerf's workers run in its group, ended with it; its dataset files go with the scratch folder
+        with open(log, "wb") as sink, tempfile.TemporaryDirectory(prefix="tritonkit-aiperf-") as scratch:
+            env = aiperf_env(os.environ, Path(scratch))
             code = runner.run_in_group(
                 cmd, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=args.out
             )

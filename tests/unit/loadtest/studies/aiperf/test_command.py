@@ -97,9 +97,9 @@ def test_the_stream_budgets_are_aiperfs_goodput_in_one_argument(tmp_path):
     assert cmd[-2:] == ["--num-warmup-requests", "2"], "flags after -- go to aiperf profile as given"
 
 
-def test_aiperf_runs_without_the_hubs_offline_switches():
-    env = aiperf.aiperf_env({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/bin"})
-    assert env == {"PATH": "/bin", "TOKENIZERS_PARALLELISM": "false"}
+def test_aiperf_runs_without_the_hubs_offline_switches_and_keeps_its_dataset_files_in_the_scratch_folder(tmp_path):
+    env = aiperf.aiperf_env({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PATH": "/bin"}, tmp_path)
+    assert env == {"PATH": "/bin", "TOKENIZERS_PARALLELISM": "false", "AIPERF_DATASET_MMAP_BASE_PATH": str(tmp_path)}
 
 
 def test_a_recorded_export_reads_back_ttft_itl_goodput_and_every_answers_length(tmp_path):
