@@ -142,13 +142,6 @@ def model_campaign(args: argparse.Namespace) -> Campaign:
         raise ValueError(f"--users {args.users} must be >= 1")
     if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
         raise ValueError(f"--rate {args.rate} must be a number of requests/s > 0")
-    for flag, value in (
-        ("--slo-p99-ms", args.slo_p99_ms),
-        ("--slo-ttft-ms", args.slo_ttft_ms),
-        ("--slo-itl-ms", args.slo_itl_ms),
-    ):
-        if value is not None and not 0 < value < math.inf:
-            raise ValueError(f"{flag} {value:g} must be a number of ms > 0")
     _check_trials(args)
     if args.slo_goodput is not None and not 0 < args.slo_goodput <= 1:
         raise ValueError(f"--slo-goodput {args.slo_goodput} must be a share in (0, 1], e.g. 0.99")
@@ -251,16 +244,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="goodput floor: the least share of requests answered without error within --slo-p99-ms "
         "(and --slo-ttft-ms, --slo-itl-ms) (e.g. 0.99)",
     )
-    one.add_argument(
-        "--slo-ttft-ms",
-        type=float,
-        help="streams: p99 time-to-first-token budget in ms; goodput counts only requests within it",
-    )
-    one.add_argument(
-        "--slo-itl-ms",
-        type=float,
-        help="streams: p99 inter-token latency budget in ms; goodput counts only requests within it",
-    )
+    flags.add_stream_budget_flags(one, "the gate holds its p99 to it; goodput counts only requests within it")
     add_distributed_arguments(parser)
     flags.add_payload_flags(parser)
     flags.add_server_flags(parser)

@@ -65,8 +65,6 @@ PA_WINDOWS = 5
 """perf_analyzer's measurement windows per run at most (it stops at 3 stable ones): a schedule covers them all."""
 CONSTANT_RATE = ("poisson", "gamma", "replay")
 """Patterns with one rate over the run; a ramp changes its rate within a run and has no single knee."""
-STREAM_BUDGETS = {"--slo-ttft-ms": "p99 time to first token (TTFT)", "--slo-itl-ms": "p99 inter-token latency (ITL)"}
-"""tritonkit loadtest's stream budgets, for streamed (decoupled) models measured by Locust: flag -> its figure."""
 EPILOG = """\
 examples:
   tritonkit capacity digits --slo-p99-ms 50
@@ -83,8 +81,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="NAME", help="the served model (any model in the repository)")
     flags.add_p99_budget_flag(parser, required=True)
     parser.add_argument("--max-error-rate", type=float, default=0.0, help="largest acceptable failures/requests")
-    for flag, figure in STREAM_BUDGETS.items():
-        parser.add_argument(flag, type=float, metavar="MS", help=f"streamed models: budget of the {figure}, ms")
+    flags.add_stream_budget_flags(parser, "a rate holds only where the figure's p99 is within it")
     parser.add_argument(
         "--trials", type=int, default=5, help="rounds of runs around the knee for its interval (>= 2, default 5)"
     )
@@ -147,9 +144,7 @@ def _usage(message: str) -> int:
 def check_arguments(args: argparse.Namespace) -> Arrival:
     """The parsed pattern; ValueError (a LoadTestError for the trials) naming the first bad value. Whether the
     model streams, which the stream budgets need, is checked on its config (``check_stream_budgets``)."""
-    for flag, value in _stream_budgets(args):
-        if not 0 < value < math.inf:
-            raise ValueError(f"{flag} {value:g} must be a number of ms > 0")
+    for flag, _ in flags.stream_budgets(args):
         if args.generator == "perf_analyzer":
             raise ValueError(f"{flag}: streams are measured by Locust (--generator locust), not {args.generator}")
     if args.trials < 2:
@@ -181,19 +176,13 @@ def check_arguments(args: argparse.Namespace) -> Arrival:
     return arrival
 
 
-def _stream_budgets(args: argparse.Namespace) -> list[tuple[str, float]]:
-    """The stream budgets given: (flag, ms)."""
-    values = ((flag, getattr(args, flag[2:].replace("-", "_"))) for flag in STREAM_BUDGETS)
-    return [(flag, value) for flag, value in values if value is not None]
-
-
 def check_stream_budgets(args: argparse.Namespace, config) -> None:
     """A stream budget for a model that does not stream (not decoupled) is a ValueError naming the flag."""
-    given = _stream_budgets(args)
+    given = flags.stream_budgets(args)
     if given and not model_kind.is_decoupled(config):
         flag = given[0][0]
         raise ValueError(
-            f"{flag}: {args.model} is not a streamed (decoupled) model, so it has no {STREAM_BUDGETS[flag]}; "
+            f"{flag}: {args.model} is not a streamed (decoupled) model, so it has no p99 {flags.STREAM_BUDGETS[flag]}; "
             "its budget is --slo-p99-ms"
         )
 
@@ -306,7 +295,7 @@ def request_schedules(arrival: Arrival, span_s: float, folder: Path):
 def _capacity(args, arrival: Arrival, options, endpoints: Endpoints, out: Path) -> int:
     if args.model not in apply.ready_models(endpoints.http):
         raise ValueError(f"model {args.model!r} is not served at {endpoints.http}")
-    if args.http_url and _stream_budgets(args):  # a local server's model was checked on its repository's config
+    if args.http_url and flags.stream_budgets(args):  # a local server's model was checked on its repository's config
         # A server that restricts its config API gives metadata, which cannot tell: the budgets are then judged
         # on what the runs measure (no stream figures: the budgets are missed, naming them).
         check_stream_budgets(args, apply.served_config(endpoints.http, args.model, decoupled=True))

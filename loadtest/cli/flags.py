@@ -160,6 +160,25 @@ def add_p99_budget_flag(group, *, required: bool, what: str = "client-side p99 b
     group.add_argument("--slo-p99-ms", type=positive(float), required=required, metavar="MS", help=what)
 
 
+STREAM_BUDGETS = {"--slo-ttft-ms": "time to first token (TTFT)", "--slo-itl-ms": "inter-token latency (ITL)"}
+"""A streamed (decoupled) model's budgets: flag -> the figure it bounds (``args.slo_ttft_ms``, ``args.slo_itl_ms``)."""
+
+
+def add_stream_budget_flags(group, judged: str) -> None:
+    """``--slo-ttft-ms MS`` and ``--slo-itl-ms MS`` (None when not given); ``judged`` says what the command does
+    with a budget."""
+    for flag, figure in STREAM_BUDGETS.items():
+        group.add_argument(
+            flag, type=positive(float), metavar="MS", help=f"streamed models: budget of the {figure} in ms; {judged}"
+        )
+
+
+def stream_budgets(args: argparse.Namespace) -> list[tuple[str, float]]:
+    """The stream budgets given: (flag, ms)."""
+    values = ((flag, getattr(args, flag[2:].replace("-", "_"))) for flag in STREAM_BUDGETS)
+    return [(flag, value) for flag, value in values if value is not None]
+
+
 def add_protocol_flag(group) -> None:
     """``--protocol grpc|http``: how the load reaches Triton (``args.protocol``, gRPC by default)."""
     group.add_argument("--protocol", choices=PROTOCOLS, default="grpc", help="grpc (default) or http")

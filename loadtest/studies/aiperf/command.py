@@ -264,12 +264,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a Hugging Face tokenizer folder (default: the model's version folder; text_embedder: MiniLM's)",
     )
     group = parser.add_argument_group("stream budgets (goodput)")
-    group.add_argument(
-        "--slo-ttft-ms", type=flags.positive(float), metavar="MS", help="time-to-first-token budget for goodput"
-    )
-    group.add_argument(
-        "--slo-itl-ms", type=flags.positive(float), metavar="MS", help="inter-token latency budget for goodput"
-    )
+    flags.add_stream_budget_flags(group, "AIPerf's goodput counts only requests within it")
     flags.add_out_flag(parser, REPORTS, f"report and AIPerf's exports (default {REPORTS})")
     parser.add_argument(
         "aiperf_args", nargs=argparse.REMAINDER, help="after --: more flags for aiperf profile, as given"

@@ -11,6 +11,7 @@ from loadtest.campaign import file as campaign_io
 from loadtest.campaign.command import file_campaign, model_campaign
 from loadtest.errors import CampaignError
 from tritonkit_cli import build_parser
+from tritonkit_errors import ExitStatus
 
 
 def args(*argv: str):
@@ -24,9 +25,12 @@ def test_the_stream_budgets_join_the_slo_of_a_model_run():
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--slo-ttft-ms", "0"), ("--slo-itl-ms", "-3"), ("--slo-ttft-ms", "inf")])
-def test_a_stream_budget_that_is_no_positive_number_is_refused_naming_the_flag(flag, value):
-    with pytest.raises(ValueError, match=f"^{flag} {value.lstrip('+')}.* must be a number of ms > 0$"):
-        model_campaign(args("--model", "text_generator", flag, value))
+def test_a_stream_budget_that_is_no_positive_number_exits_2_in_one_line_naming_the_flag(flag, value, capsys):
+    with pytest.raises(SystemExit) as done:
+        args("--model", "text_generator", flag, value)
+    assert done.value.code == ExitStatus.USAGE
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument {flag}: '{value}' " in err
 
 
 def test_a_campaign_file_sets_the_stream_budgets_in_its_slo_table(tmp_path):

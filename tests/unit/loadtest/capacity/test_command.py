@@ -57,13 +57,17 @@ def test_a_stream_budget_for_a_tensor_model_is_refused_in_one_line_naming_the_fl
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
-        (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0 must be a number of ms > 0"),
-        (["--slo-itl-ms", "inf"], "--slo-itl-ms inf must be a number of ms > 0"),
+        (["--slo-ttft-ms", "0"], "argument --slo-ttft-ms: '0' "),
+        (["--slo-itl-ms", "inf"], "argument --slo-itl-ms: 'inf' "),
         (["--slo-itl-ms", "40", "--generator", "perf_analyzer"], "--slo-itl-ms: streams are measured by Locust"),
     ],
 )
 def test_a_bad_stream_budget_for_a_streamed_model_exits_2_naming_it(extra, named, capsys):
-    assert tritonkit_cli.main(["capacity", "text_generator", "--slo-p99-ms", "5000", *extra]) == ExitStatus.USAGE
+    try:  # a value argparse refuses exits from the parser; one the command refuses is its return
+        status = tritonkit_cli.main(["capacity", "text_generator", "--slo-p99-ms", "5000", *extra])
+    except SystemExit as done:
+        status = done.code
+    assert status == ExitStatus.USAGE
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and named in err
 
