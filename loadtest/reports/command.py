@@ -12,7 +12,6 @@ from loadtest.reports.campaign import write_report
 from tritonkit_command import Command
 from tritonkit_errors import ExitStatus, alias_parser
 
-
 HELP = "re-render a campaign's report (summary, plots, CSVs, index.html) from its results.json"
 DESCRIPTION = "Regenerate a campaign report from its results.json."
 

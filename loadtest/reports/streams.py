@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadtest.reports.plots import label, num
 from loadtest.core.metrics import STREAM_FIGURES
 from loadtest.core.results import STREAM_METRICS, CampaignResult, RunResult
+from loadtest.reports.plots import label, num
 
 STREAM_KEYS = ("p50", "p90", "p99", "mean")
 STREAM_HEADERS = (
