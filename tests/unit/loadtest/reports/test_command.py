@@ -14,8 +14,9 @@ from PIL import Image
 
 from loadtest.core.client_stats import ClientStats, TimelinePoint
 from loadtest.core.results import CampaignResult, RunResult, ServerStats
-from loadtest.reports.campaign import SUMMARY_HEADERS, write_report
+from loadtest.reports.campaign import write_report
 from loadtest.reports.command import main
+from loadtest.reports.tables import SUMMARY_HEADERS
 from tests.trial_samples import PASSING, STRADDLING, campaign_of, run_of
 
 SLO = {"p99_ms": 25.0, "max_error_rate": 0.01}

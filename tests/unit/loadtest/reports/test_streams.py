@@ -18,8 +18,9 @@ from loadtest.core.results import STREAM_METRICS, CampaignResult, Trial, goodput
 from loadtest.core.spec import Candidate, Scenario, Slo
 from loadtest.core.streams import stream_summary
 from loadtest.generators.locust.run import run_result
-from loadtest.reports.campaign import RUN_FIELDS, TRIAL_HEADERS, write_report
+from loadtest.reports.campaign import write_report
 from loadtest.reports.streams import STREAM_FIELDS, STREAM_FIGURES
+from loadtest.reports.tables import RUN_FIELDS, TRIAL_HEADERS
 from tests.trial_samples import run_of
 
 SCENARIO = Scenario("gen-grpc", "text_generator", "grpc", {"kind": "users", "users": 2})
