@@ -179,6 +179,17 @@ def stream_budgets(args: argparse.Namespace) -> list[tuple[str, float]]:
     return [(flag, value) for flag, value in values if value is not None]
 
 
+def add_tool_args(parser: argparse.ArgumentParser, tool: str) -> None:
+    """``-- FLAG ...``: more flags for ``tool``, passed as given (read them with :func:`tool_args`)."""
+    parser.add_argument("tool_args", nargs=argparse.REMAINDER, help=f"after --: more flags for {tool}, as given")
+
+
+def tool_args(args: argparse.Namespace) -> list[str]:
+    """The flags after ``--`` for the tool a command runs (argparse keeps the ``--`` of a REMAINDER)."""
+    rest = list(args.tool_args)
+    return rest[1:] if rest[:1] == ["--"] else rest
+
+
 def add_protocol_flag(group) -> None:
     """``--protocol grpc|http``: how the load reaches Triton (``args.protocol``, gRPC by default)."""
     group.add_argument("--protocol", choices=PROTOCOLS, default="grpc", help="grpc (default) or http")

@@ -148,7 +148,7 @@ def command(args: argparse.Namespace, http_url: str, tokenizer: Path, how: dict,
         "none",
     ]
     goodput = " ".join(f"{name}:{budget:g}" for name, budget in budgets(args).items())  # one argument
-    return argv + (["--goodput", goodput] if goodput else []) + list(args.aiperf_args)
+    return argv + (["--goodput", goodput] if goodput else []) + flags.tool_args(args)
 
 
 def budgets(args: argparse.Namespace) -> dict[str, float]:
@@ -266,9 +266,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("stream budgets (goodput)")
     flags.add_stream_budget_flags(group, "AIPerf's goodput counts only requests within it")
     flags.add_out_flag(parser, REPORTS, f"report and AIPerf's exports (default {REPORTS})")
-    parser.add_argument(
-        "aiperf_args", nargs=argparse.REMAINDER, help="after --: more flags for aiperf profile, as given"
-    )
+    flags.add_tool_args(parser, "aiperf profile")
     flags.add_server_flags(parser)
 
 
@@ -281,8 +279,6 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    if args.aiperf_args[:1] == ["--"]:
-        args.aiperf_args = args.aiperf_args[1:]
     args.out = args.out.resolve()
     args.repository = Path(args.repository).resolve()
     return run(args)

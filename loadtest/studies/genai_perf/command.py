@@ -82,7 +82,7 @@ def command(args: argparse.Namespace, grpc_url: str, tokenizer: Path) -> list[st
         "--output-tokens-mean-deterministic",  # min_tokens = max_tokens: every answer is as long, so runs compare
         "--artifact-dir",
         str(args.out / "artifacts"),
-        *args.genai_perf_args,
+        *flags.tool_args(args),
     ]
 
 
@@ -136,9 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-tokens", type=int, default=64, help="synthetic prompt length (default 64)")
     parser.add_argument("--output-tokens", type=int, default=64, help="tokens per answer (default 64)")
     parser.add_argument("--out", type=Path, default=REPORTS, help=f"exports folder (default {REPORTS})")
-    parser.add_argument(
-        "genai_perf_args", nargs=argparse.REMAINDER, help="after --: more flags for genai-perf profile, as given"
-    )
+    flags.add_tool_args(parser, "genai-perf profile")
     flags.add_server_flags(parser)
 
 
@@ -151,8 +149,6 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _handler(args: argparse.Namespace) -> int:
-    if args.genai_perf_args[:1] == ["--"]:
-        args.genai_perf_args = args.genai_perf_args[1:]
     args.out = args.out.resolve()
     args.repository = Path(args.repository).resolve()
     return run(args)

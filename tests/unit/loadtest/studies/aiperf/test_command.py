@@ -39,8 +39,6 @@ def parse(*argv: str):
 def built(tmp_path: Path, *argv: str) -> tuple[list[str], dict, dict]:
     """The AIPerf argv for ``argv`` against a server at 127.0.0.1:8000, its endpoint and its --extra-inputs."""
     args = parse("--out", str(tmp_path), *argv)
-    if args.aiperf_args[:1] == ["--"]:
-        args.aiperf_args = args.aiperf_args[1:]
     how = aiperf.endpoint(args.repository, args.model)
     cmd = aiperf.command(args, "127.0.0.1:8000", Path("/tok"), how, tmp_path / "t.jinja")
     return cmd, how, json.loads(cmd[cmd.index("--extra-inputs") + 1])

@@ -77,3 +77,9 @@ def test_genai_perf_missing_and_not_installable_is_one_line_naming_the_log_and_e
     assert installing.startswith("setup: installing GenAI-Perf (first use of tritonkit genai-perf)")
     assert error.startswith("genai-perf: error: GenAI-Perf is missing")
     assert str(failing_setup / "genai-perf.log") in error
+
+
+def test_flags_after_the_double_dash_go_to_genai_perf_profile_as_given():
+    args = tritonkit_cli.build_parser().parse_args(["genai-perf", "--", "--warmup-request-count", "2", "--verbose"])
+    cmd = genai_perf.command(args, "127.0.0.1:8001", Path("/tok"))
+    assert cmd[-3:] == ["--warmup-request-count", "2", "--verbose"] and "--" not in cmd
