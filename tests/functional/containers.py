@@ -72,6 +72,9 @@ class Container:
     """Empty writable folders: the pods' emptyDirs, a container's own /tmp."""
     files: list[tuple[Path, str]] = dataclasses.field(default_factory=list)
     """(host file, path inside): copied in before the root turns read-only (a catalog for a test run)."""
+    owned: tuple[str, ...] = ()
+    """Folders inside (under a tmpfs) given to uid/gid 1000 once the binds are made: those a bind into an empty
+    folder creates as root, where the command still writes."""
 
     def script(self, argv: list[str]) -> str:
         root = self.scratch / "root"
@@ -105,6 +108,7 @@ class Container:
             ]
         for source, target in self.files:
             lines += [f"cp {q(str(source))} {inside(target)}", f"chmod 0644 {inside(target)}"]
+        lines += [f"mkdir -p {inside(path)} && chown {UID}:{GID} {inside(path)}" for path in self.owned]
         lines += [f"mkdir -p {inside(self.workdir)}", f"mount -o remount,ro {q(str(root))}"]
         env = [f"{k}={v}" for k, v in self.env.items()]
         lines.append(

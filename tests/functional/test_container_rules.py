@@ -11,9 +11,10 @@ answers a real request for each public model.
 The export runs with ``--catalog tests/data/containers/models.toml``: export/models.toml's settings for
 digits, efficientnet_lite0, minilm and the SmolLM2 steps with fewer variants, so the run fits CI. It
 still has each kind of model the faults were about: one that trains and caches (digits), TorchScript and
-ONNX files, the Python models and both ensembles copied by the seed. The local tritonserver stands in
-for the NGC image's: the project's backends/pytorch and backends/onnxruntime are bound where the image
-keeps its native backends (/opt/tritonserver/backends, the server's default backend directory).
+ONNX files, the Python models and both ensembles copied by the seed (SmolLM2's weights, dequantised from the
+GGUF by the same code outside, are bound in from this checkout's cache: ``warm_weights``). The local
+tritonserver stands in for the NGC image's: the project's backends/pytorch and backends/onnxruntime are bound
+where the image keeps its native backends (/opt/tritonserver/backends, the server's default backend directory).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 from deploy.client import connect, infer
 from deploy.server import PROJECT_ROOT, TritonDistribution, assemble_backends, free_ports
 from export.seed import COMPLETE_MARKER
+from export.zoo.base import cache_dir
 from tests.functional.containers import VENV, Container, missing_tools, stop
 
 pytestmark = pytest.mark.skipif(
@@ -139,13 +141,25 @@ def _volume(path: Path, owner: int) -> Path:
     return path
 
 
+CACHE = "/tmp/.cache/tritonkit"
+"""The export's cache inside (HOME=/tmp: export.zoo.base.cache_dir), on the container's empty /tmp."""
+
+
+def warm_weights() -> list[tuple[Path, str, bool]]:
+    """SmolLM2's weights as this checkout's export dequantised them from the GGUF, bound read-only where the
+    export in the container looks for them: the same code outside a container, half a minute of a 2-core run.
+    Everything else of the cache (digits' training, the GGUF's tokenizer) is made and written inside, as uid 1000."""
+    return [(p, f"{CACHE}/zoo/{p.name}", True) for p in sorted((cache_dir() / "zoo").glob("smollm2_135m-*.pt"))]
+
+
 def export_container(scratch: Path, models: Path) -> Container:
     return Container(
         workdir=export_command()[1],
         scratch=scratch,
         env={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PATH": python_path()},
-        binds=[*image_binds("export"), (models, "/models", False)],
+        binds=[*image_binds("export"), (models, "/models", False), *warm_weights()],
         files=[(CATALOG, "/tmp/models.toml")],
+        owned=("/tmp/.cache", CACHE, f"{CACHE}/zoo"),
     )
 
 
@@ -159,6 +173,7 @@ def exported(tmp_path_factory) -> Path:
     code = export_container(base, models).run([*command, "--catalog", "/tmp/models.toml"], log, timeout_s=900)
     output = log.read_text(errors="replace")
     assert code == 0, f"the export command exited {code} under the containers' rules:\n{output[-4000:]}"
+    assert "not cached" not in output, "the export could not write its cache under HOME=/tmp:\n" + output[-4000:]
     return models
 
 
