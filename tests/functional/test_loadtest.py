@@ -34,7 +34,7 @@ CAMPAIGN = textwrap.dedent("""
     name = "digits-grpc-users"
     model = "digits"
     protocol = "grpc"
-    duration_s = 3
+    duration_s = 2
     warmup_s = 0.5
     processes = 1
     shape = { kind = "users", users = 4 }
@@ -43,7 +43,7 @@ CAMPAIGN = textwrap.dedent("""
     name = "digits-http-open"
     model = "digits"
     protocol = "http"
-    duration_s = 3
+    duration_s = 2
     warmup_s = 0.5
     processes = 2
     shape = { kind = "open", rate = 80 }
@@ -198,7 +198,7 @@ def test_slo_gate_fails_the_command_and_names_the_scenario(server, tmp_path):
         CAMPAIGN.split('[[scenarios]]\nname = "digits-http-open"')[0]
         .replace("p99_ms = 2000.0", "p99_ms = 0.01")
         .replace('gate = "best-variant"', "")
-        .replace("duration_s = 3", "duration_s = 2")
+        .replace("duration_s = 2", "duration_s = 1")
     )
     c = server.config
     done = subprocess.run(
