@@ -197,7 +197,7 @@ def test_a_measurements_local_server_is_stopped_on_a_burst_of_signals(tmp_path, 
 # when the signal comes (it ends at the signal, so they cost nothing). Per command: what `python -m` runs, the
 # flags, the stop signal: SIGTERM (Docker, Kubernetes, `timeout`) or SIGINT (Ctrl-C), half each, since both go
 # through the one handler (deploy/signals.py), the burst tests above send both; and the load generator the signal
-# waits for (a word of its command line: Locust, perf_analyzer, GenAI-Perf), which must be gone too, or None
+# waits for (a word of its command line: Locust, perf_analyzer, GenAI-Perf, AIPerf), which must be gone too, or None
 # (in-process work). capacity imports torch after its server is ready: a signal then must wait for the import.
 # demo and gpu-check export digits into a folder of their own first; analyzer's server is Model Analyzer's.
 REPO, OUT, TINY = ("--repository", "{repo}"), ("--out", "{out}"), ("--repository", "{tiny}")
@@ -258,6 +258,12 @@ LONG_RUNNING = {
         ["--requests", "100000", "--input-tokens", "16", "--output-tokens", "8", *TINY, *OUT],
         TERM,
         ".venv-genai-perf",
+    ),
+    "aiperf": (
+        ["tritonkit_cli", "aiperf"],
+        ["--requests", "100000", "--input-tokens", "16", "--output-tokens", "8", *TINY, *OUT],
+        INT,
+        ".venv-aiperf",
     ),
     "first-request": (
         ["tritonkit_cli", "first-request"],
@@ -353,7 +359,7 @@ def stopped_commands(repository, tiny_generator_repo, tmp_path_factory) -> dict[
         return dict(zip(LONG_RUNNING, pool.map(one, LONG_RUNNING), strict=True))
 
 
-@pytest.mark.timeout(900)  # the first of them waits for all (about 13 x 15 s / AT_ONCE on CI)
+@pytest.mark.timeout(900)  # the first of them waits for all (about 15 x 15 s / AT_ONCE on CI)
 @pytest.mark.parametrize("study", LONG_RUNNING)
 def test_a_long_running_command_stopped_once_its_server_is_ready_leaves_nothing(study, stopped_commands):
     got = stopped_commands[study]
