@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from loadtest.core.latency import new_histogram
+from loadtest.core.latency import buckets, new_histogram
 from loadtest.core.metrics import HIGHER_IS_BETTER, METRICS, SHARES  # noqa: F401 (METRICS: evidence's)
 from loadtest.errors import LoadTestError
 
@@ -385,11 +385,7 @@ def count_within(hdr: str, budget_ms: float) -> int:
     if not math.isfinite(budget_ms):
         return int(hist.get_total_count())
     limit_us = budget_ms * 1000
-    return sum(
-        int(item.count_at_value_iterated_to)
-        for item in hist.get_recorded_iterator()
-        if hist.get_highest_equivalent_value(item.value_iterated_to) <= limit_us
-    )
+    return sum(count for _, highest, count in buckets(hist) if highest <= limit_us)
 
 
 # --- A/B ------------------------------------------------------------------------------------------

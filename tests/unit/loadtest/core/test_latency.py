@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loadtest.core.client_stats import PERCENTILES, percentile_key, percentiles
-from loadtest.core.latency import Merger, Recorder, new_histogram, percentiles_ms, value_at
+from loadtest.core.latency import Merger, Recorder, buckets, mean_us, new_histogram, percentiles_ms, value_at
 
 
 def merged(*recorders: Recorder, duration_s: float = 1.0):
@@ -125,3 +125,17 @@ def test_open_loop_sends_more_than_ten_milliseconds_late_are_counted_across_proc
     stats = merger.stats(2.0)
     assert (stats.scheduled, stats.late) == (5, 2) and stats.late_percent == pytest.approx(40.0)
     assert Merger(window_s=0).stats(1.0).late_percent == 0.0  # a closed loop schedules nothing
+
+
+@pytest.mark.parametrize(("digits", "highest_us"), [(4, 900), (4, 40_000), (4, 110_000_000), (2, 5_000_000)])
+def test_the_mean_and_the_buckets_are_hdrhs_own_without_its_walk_over_every_bucket(digits, highest_us):
+    hist = new_histogram(digits)
+    for value in np.random.default_rng(highest_us).integers(1, highest_us, 2_000):
+        hist.record_value(int(value))
+    hist.record_value(highest_us, 5)
+    assert mean_us(hist) == hist.get_mean_value()
+    walked = []
+    for item in hist.get_recorded_iterator():
+        top = item.value_iterated_to
+        walked.append((hist.get_lowest_equivalent_value(top), top, item.count_at_value_iterated_to))
+    assert list(buckets(hist)) == walked
