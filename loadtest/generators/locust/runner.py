@@ -155,6 +155,7 @@ def run_worker(master_host: str, master_port: int, processes: int, say=print) ->
                 stop.cleaning_up()
                 stop_group(process)
                 raise
+            end_stragglers(process.pid)
             if code == 2:
                 return 2
             quick = quick + 1 if code != 0 and time.monotonic() - started < QUICK_EXIT_S else 0
@@ -182,16 +183,37 @@ def stop_group(process: subprocess.Popen) -> None:
         process.wait()
 
 
+STRAGGLER_GRACE_S = 1.0
+"""How long what is left of a finished tool's process group may take to exit by itself before it is killed."""
+
+
+def end_stragglers(group: int, grace_s: float = STRAGGLER_GRACE_S) -> None:
+    """Kill what is left of process group ``group`` once its leader has exited. Locust's ``--processes`` parent
+    can quit while a worker still hangs at exit (its ``kill_workers`` takes ``waitpid(WNOHANG)``'s ``(0, 0)`` for an
+    exited child; seen: a worker blocked in ZeroMQ's context termination, orphaned for good and holding the
+    output pipe open)."""
+    deadline = time.monotonic() + grace_s
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(group, 0)  # ProcessLookupError once every member is gone
+            time.sleep(0.05)
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run_in_group(cmd: list[str], **popen) -> int:
     """``cmd``'s exit status, run in a process group of its own (a tool with workers or a perf_analyzer of its
     own): a stop signal here (SystemExit, deploy/lifecycle.py) or any error ends the whole group, so nothing of it
     is left sending to a server that is stopping."""
     process = subprocess.Popen(cmd, start_new_session=True, **popen)
     try:
-        return process.wait()
+        code = process.wait()
     except BaseException:
         stop_group(process)
         raise
+    end_stragglers(process.pid)
+    return code
 
 
 def _copy_output(stream, log: Path, progress) -> None:
@@ -297,6 +319,8 @@ def run_locust(
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         raise
+    else:
+        end_stragglers(process.pid)  # a hung worker would also keep the output pipe, and the copier, open
     finally:
         copier.join(timeout=10)
     if process.returncode != 0 or not out_json.exists():
