@@ -62,11 +62,15 @@ def to_us(seconds: float) -> int:
     return max(1, min(HIGHEST_US, round(seconds * 1e6)))
 
 
+def _counts(hist: HdrHistogram) -> np.ndarray:
+    """The histogram's count per bucket index, a view of its C array (no copy, no Python loop)."""
+    return np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+
+
 def value_at(hist: HdrHistogram, percentiles: tuple[float, ...]) -> list[int]:
     """Nearest-rank percentiles (``nearest_rank``) of a histogram, in one vectorised pass; hdrh's own loop is
     pure Python and rounds the rank to nearest instead."""
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
-    cumulative = np.cumsum(counts, dtype=np.int64)
+    cumulative = np.cumsum(_counts(hist), dtype=np.int64)
     total = int(cumulative[-1])
     out = []
     for p in percentiles:
@@ -78,7 +82,7 @@ def value_at(hist: HdrHistogram, percentiles: tuple[float, ...]) -> list[int]:
 def buckets(hist: HdrHistogram) -> Iterator[tuple[int, int, int]]:
     """(lowest value, highest value, count) of each bucket that holds counts, in value order: hdrh's own
     iterators walk every bucket up to the largest value in pure Python, 0.5-3 s a histogram."""
-    counts = np.ctypeslib.as_array(hist.counts)[: hist.counts_len]
+    counts = _counts(hist)
     for index in np.flatnonzero(counts):
         lowest = hist.get_value_from_index(int(index))
         yield lowest, hist.get_highest_equivalent_value(lowest), int(counts[index])

@@ -216,7 +216,7 @@ def pooled(trials: Sequence[Trial]) -> tuple[ClientStats, ServerStats | None]:
 
 def _latency_ms(hist, clients: Sequence[ClientStats]) -> dict[str, float]:
     """``ClientStats.latency_ms`` of the merged histogram; the mean from the trials' means (exact: each is a
-    sum over a count), since hdrh's own mean walks every bucket in Python."""
+    sum over a count, where the histogram's mean puts each count at its bucket's middle)."""
     keys = [*map(percentile_key, PERCENTILES), "mean", "min", "max"]
     if hist.get_total_count() == 0:
         return dict.fromkeys(keys, math.nan)
