@@ -28,6 +28,7 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
         repository=repository,
         inprocess_s=0.1,
         perf_ms=300,
+        perf_concurrency=(1, 4),
         steady=10,
     )
     bench.run(opts, log=lines.append)
@@ -70,6 +71,7 @@ def test_the_bench_measures_every_row_for_digits(repository, tmp_path):
         iv["trials"] == 2 and iv["low"] <= iv["estimate"] <= iv["high"] for iv in digits["ratio_intervals"].values()
     )
     assert digits["perf"].get("best", {}).get("throughput", 0) > 0, digits["perf"]
+    assert digits["perf"]["range"] == "1,4", digits["perf"]  # the levels asked for, not the users' doubling
     assert digits["one_user"]["overhead_ms"] is not None, digits["one_user"]
     assert [f["warmup"] for f in digits["first_request"]] == [True, False]
     assert all(f.get("ratio") for f in digits["first_request"]), digits["first_request"]

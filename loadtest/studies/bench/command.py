@@ -275,6 +275,14 @@ class BenchStudy(Study):
         flags.add_out_flag(parser, Path("reports/bench"), "writes bench.json and bench.md (default reports/bench)")
         parser.add_argument("--inprocess-s", type=float, default=2.0, help="row 1: seconds per batch size")
         parser.add_argument("--perf-ms", type=int, default=1500, help="perf_analyzer measurement window, ms")
+        parser.add_argument(
+            "--perf-concurrency",
+            nargs="+",
+            type=flags.positive(int),
+            default=[],
+            metavar="N",
+            help="perf_analyzer's concurrency levels on row 3 (default: 1, 2, 4 ... up to the users)",
+        )
         parser.add_argument("--steady", type=int, default=200, help="first-request check: steady sequential requests")
         # the servers, row 1 and the generators are all this command's: no URL of a running server
         flags.add_server_flags(parser, urls=False, split=True)
@@ -331,6 +339,7 @@ def options_of(args: argparse.Namespace) -> Options:
         repository=args.repository.resolve(),
         inprocess_s=args.inprocess_s,
         perf_ms=args.perf_ms,
+        perf_concurrency=tuple(args.perf_concurrency),
         steady=args.steady,
         payload=flags.payload_options(args),
         server_cpus=args.server_cpus if args.server_cpus else none,

@@ -75,7 +75,7 @@ def measure_one_client(model: str, grpc_url: str, data: Path, opts: Options, log
 def measure_perf(model: str, grpc_url: str, users: int, data: Path, opts: Options, log) -> dict:
     """perf_analyzer against row 3's config: one run per concurrency level (a level that fails to
     settle on this noisy machine is reported as such, the others still count)."""
-    levels, rows, failed = perf_levels(users), [], {}
+    levels, rows, failed = list(opts.perf_concurrency) or perf_levels(users), [], {}
     log(f"[{model}] perf_analyzer on row 3 (gRPC, concurrency {levels})")
     for level in levels:
         try:

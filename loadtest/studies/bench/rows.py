@@ -52,6 +52,8 @@ class Options:
     repository: Path = DEFAULT_REPOSITORY
     inprocess_s: float = 2.0  # row 1: seconds per batch size
     perf_ms: int = 1500  # perf_analyzer's measurement window
+    perf_concurrency: tuple[int, ...] = ()
+    """perf_analyzer's concurrency levels on row 3; empty: 1, 2, 4 ... up to the users (:func:`perf_levels`)."""
     steady: int = 200  # first-request check: sequential requests for the steady p50
     payload: PayloadOptions = dataclasses.field(default_factory=PayloadOptions)
     """The requests (the payload flags); a catalog model without data options sends its own real data."""

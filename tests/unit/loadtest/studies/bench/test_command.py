@@ -212,6 +212,20 @@ def test_command_line_becomes_options(tmp_path):
     assert opts.users == {"digits": 4, "minilm": 2} and opts.users_for("digits") == 4
 
 
+def test_perf_analyzers_levels_come_from_the_command_line_or_double_up_to_the_users():
+    assert bench.options(["--models", "digits"]).perf_concurrency == ()
+    assert bench.options(["--models", "digits", "--perf-concurrency", "1", "4"]).perf_concurrency == (1, 4)
+
+
+@pytest.mark.parametrize("level", ["0", "-1", "two"])
+def test_a_perf_concurrency_below_one_is_refused_in_one_line(level, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--models", "digits", "--perf-concurrency", level, "--out", str(tmp_path / "bench")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--perf-concurrency" in err and "Traceback" not in err and not (tmp_path / "bench").exists()
+
+
 def test_default_users_fill_the_served_configs_batches_on_every_instance():
     assert bench.default_users(DEPLOYED) == 32  # 2 instances x 64, capped
     minilm = {"max_batch_size": 32, "instance_group": [{"count": 2}], "dynamic_batching": {"preferred_batch_size": [8]}}
