@@ -53,11 +53,13 @@ def _export(repository, entries) -> None:
     """Export the catalog ``entries`` into ``repository``."""
     from export.pipeline import export_entry
 
+    entries = list(entries)
+    width = max(len(name) for entry in entries for name in entry.served_names())  # the table stays aligned
     print("== export: each variant checked against eager PyTorch FP32 on random and real data")
     for entry in entries:
         for done in export_entry(entry, repository):
             state = "up to date" if done.up_to_date else done.result.status
-            print(f"  {done.spec.name:<14} {str(done.variant):<17} {state:<10} {done.result.details()}")
+            print(f"  {done.spec.name:<{width}} {str(done.variant):<17} {state:<10} {done.result.details()}")
             if not done.result.ok:
                 raise ExportError(f"{done.spec.name}: {done.result.summary()}")
 

@@ -28,6 +28,9 @@ def test_the_demo_runs_every_step_and_its_campaign_passes_against_a_running_serv
     assert status == 0 or (status == 1 and unjudged), out[-3000:] + captured.err[-2000:]
     for step in ("export", "digits", "image_classifier", "text_embedder", "text_generator", "load campaign 'smoke'"):
         assert f"== {step}" in out, step
+    table = out.split("== export", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    columns = {re.match(r"  \S+ +", line).end() for line in table}  # where each variant starts
+    assert len(table) >= 10 and len(columns) == 1, "the export table's columns line up:\n" + "\n".join(table)
     accuracy = float(re.search(r"accuracy (\d\.\d+)", out).group(1))
     assert accuracy > 0.9, "the held-out digits, answered by the served model"
     assert "scenarios of 3 s" in out and "coffee" in out
