@@ -54,7 +54,8 @@ def _export(repository, entries) -> None:
     from export.pipeline import export_entry
 
     entries = list(entries)
-    width = max(len(name) for entry in entries for name in entry.served_names())  # the table stays aligned
+    # as wide as the longest name it will print (export_entry's default target, cpu), so the rows line up
+    width = max(len(variant.model_name(entry.name)) for entry in entries for variant in entry.variants["cpu"])
     print("== export: each variant checked against eager PyTorch FP32 on random and real data")
     for entry in entries:
         for done in export_entry(entry, repository):

@@ -30,7 +30,8 @@ def test_the_demo_runs_every_step_and_its_campaign_passes_against_a_running_serv
         assert f"== {step}" in out, step
     table = out.split("== export", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     columns = {re.match(r"  \S+ +", line).end() for line in table}  # where each variant starts
-    assert len(table) >= 10 and len(columns) == 1, "the export table's columns line up:\n" + "\n".join(table)
+    widest = max(len(line.split()[0]) for line in table)
+    assert len(table) >= 10 and columns == {2 + widest + 1}, "the columns line up, no wider:\n" + "\n".join(table)
     accuracy = float(re.search(r"accuracy (\d\.\d+)", out).group(1))
     assert accuracy > 0.9, "the held-out digits, answered by the served model"
     assert "scenarios of 3 s" in out and "coffee" in out
